@@ -1,0 +1,189 @@
+"""The `keras-transformer` command line: `train`, `evaluate`, `translate`, `export`.
+
+Flags of `train` are generated from the fields of `TrainConfig` and `ModelConfig`, with their
+help texts; `--config FILE.json` loads settings and explicit flags override it. User errors
+(bad values, missing files, an existing run) print one `error:` line and exit with status 2.
+"""
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's C++ start-up chatter quiet
+
+from keras_transformer.config import ModelConfig, TrainConfig  # noqa: E402
+
+_BOOLEAN_CHOICES = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
+
+
+def _boolean(text):
+    try:
+        return _BOOLEAN_CHOICES[text.lower()]
+    except KeyError:
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}") from None
+
+
+def _add_config_flags(parser, config_class, title):
+    group = parser.add_argument_group(title)
+    for field in dataclasses.fields(config_class):
+        if not field.metadata.get("cli", True):
+            continue
+        flag = "--" + field.name.replace("_", "-")
+        aliases = [flag] if "_" not in field.name else [flag, "--" + field.name]
+        kind = {int: int, float: float, bool: _boolean, str: str}[type(field.default)]
+        group.add_argument(
+            *aliases,
+            dest=field.name,
+            type=kind,
+            choices=field.metadata.get("choices"),
+            default=argparse.SUPPRESS,  # only explicit flags reach the namespace
+            metavar=None if field.metadata.get("choices") else field.name.upper(),
+            help=f"{field.metadata['help']} (default: {field.default})",
+        )
+
+
+def _build_parser():
+    parser = argparse.ArgumentParser(
+        prog="keras-transformer",
+        description="Train, evaluate, export and use the Transformer of 'Attention Is All You Need'.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    train = commands.add_parser(
+        "train",
+        help="train a model, evaluate it on the test split and export it",
+        description="Train on the built-in corpus (default), print test exact match and BLEU, write "
+        "RUN_DIR/summary.json and export a SavedModel to EXPORT_DIR/MODEL_NAME/VERSION.",
+    )
+    train.add_argument("--config", type=Path, help="JSON file of TrainConfig and ModelConfig fields; flags override it")
+    train.add_argument("--resume", action="store_true", help="continue the interrupted run in --run-dir")
+    _add_config_flags(train, TrainConfig, "training")
+    _add_config_flags(train, ModelConfig, "model (override the preset)")
+
+    evaluate = commands.add_parser("evaluate", help="score a finished run on its test split")
+    evaluate.add_argument("--run-dir", required=True, type=Path, help="run directory written by `train`")
+
+    export = commands.add_parser("export", help="export a finished run as a new SavedModel version")
+    export.add_argument("--run-dir", required=True, type=Path, help="run directory written by `train`")
+    export.add_argument("--export-dir", type=Path, help="export root (default: the run's export_dir)")
+
+    translate = commands.add_parser("translate", help="translate text with an exported SavedModel")
+    translate.add_argument(
+        "--model", required=True, type=Path,
+        help="SavedModel folder, or a model folder holding integer versions (the highest is used)",
+    )
+    translate.add_argument("text", nargs="+", help="sentences to translate")
+    return parser
+
+
+def _split_overrides(namespace):
+    """Explicit flags -> (TrainConfig overrides, ModelConfig overrides)."""
+    values = vars(namespace)
+    train_names = {f.name for f in dataclasses.fields(TrainConfig)}
+    model_names = {f.name for f in dataclasses.fields(ModelConfig)}
+    return (
+        {k: v for k, v in values.items() if k in train_names},
+        {k: v for k, v in values.items() if k in model_names},
+    )
+
+
+def _load_config_file(path):
+    from keras_transformer.runs import RunError
+
+    if not path.is_file():
+        raise FileNotFoundError(f"--config: no such file: {path}")
+    try:
+        values = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise RunError(f"--config: {path} is not valid JSON ({error})") from None
+    if not isinstance(values, dict):
+        raise RunError(f"--config: {path} must hold a JSON object")
+    train_names = {f.name for f in dataclasses.fields(TrainConfig)}
+    model_names = {f.name for f in dataclasses.fields(ModelConfig)}
+    unknown = sorted(set(values) - train_names - model_names)
+    if unknown:
+        raise RunError(f"--config: unknown keys {unknown} in {path}")
+    return (
+        {k: v for k, v in values.items() if k in train_names},
+        {k: v for k, v in values.items() if k in model_names},
+    )
+
+
+def _train(args):
+    from keras_transformer import runs
+
+    train_values, model_values = _load_config_file(args.config) if args.config else ({}, {})
+    train_flags, model_flags = _split_overrides(args)
+    model_overrides = {**model_values, **model_flags}
+    try:
+        train_config = TrainConfig(**{**train_values, **train_flags}).validate()
+        ModelConfig(**model_overrides).validate()
+    except ValueError as error:
+        raise runs.RunError(str(error)) from None
+    summary = runs.train(train_config, model_overrides, resume=args.resume)
+    test = summary["test"]
+    print(
+        f"Done in {summary['total_seconds']:.0f} s: test exact match {test['exact_match']:.2%}, "
+        f"BLEU {test['bleu']}; exported to {summary['export_path']}"
+    )
+    return 0
+
+
+def _evaluate(args):
+    from keras_transformer import runs
+
+    train_config, _, _, translator = runs.load_run(args.run_dir)
+    runs.evaluate_translator(translator, train_config)
+    return 0
+
+
+def _export(args):
+    from keras_transformer import runs
+    from keras_transformer.export import export_translator
+
+    train_config, _, _, translator = runs.load_run(args.run_dir)
+    export_dir = args.export_dir or train_config.export_dir
+    print(f"Exported to {export_translator(translator, export_dir, train_config.model_name)}")
+    return 0
+
+
+def _translate(args):
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the tokenizer ops the SavedModel uses)
+
+    from keras_transformer.export import SIGNATURE_KEY, latest_version_dir
+
+    loaded = tf.saved_model.load(str(latest_version_dir(args.model)))
+    outputs = loaded.signatures[SIGNATURE_KEY](text=tf.constant(args.text))
+    for translation in outputs["translation"].numpy():
+        print(translation.decode("utf-8"))
+    return 0
+
+
+_COMMANDS = {"train": _train, "evaluate": _evaluate, "export": _export, "translate": _translate}
+
+
+def main(argv=None):
+    """Run the CLI on `argv` (default `sys.argv[1:]`); return the exit status."""
+    args = _build_parser().parse_args(argv)
+    from keras_transformer.runs import RunError
+
+    try:
+        return _COMMANDS[args.command](args)
+    except (RunError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(
+            "\ninterrupted: the run keeps its last finished epoch; continue it with the same command "
+            "and --resume",
+            file=sys.stderr,
+        )
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

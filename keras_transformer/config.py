@@ -1,0 +1,150 @@
+"""Configuration dataclasses: `ModelConfig` rebuilds the network, `TrainConfig` says how to train.
+
+Every hyperparameter has one name everywhere: the dataclass field, the CLI flag (`--d-model`,
+also accepted as `--d_model`), the JSON key saved beside checkpoints and exports, and the layer
+argument. Help texts live in the field metadata and become the CLI's `--help`.
+"""
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+
+def _field(default, help, cli=True, choices=None):
+    return dataclasses.field(default=default, metadata={"help": help, "cli": cli, "choices": choices})
+
+
+class _JsonConfig:
+    """JSON round trip and validation shared by the config dataclasses."""
+
+    def validate(self):
+        return self
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values):
+        known = {field.name for field in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"Unknown {cls.__name__} keys: {unknown}. Known keys: {sorted(known)}")
+        return cls(**values).validate()
+
+    def save(self, path):
+        """Write the config as JSON, atomically (a reader never sees half a file)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(path.name + ".tmp")
+        temporary.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+        os.replace(temporary, path)
+
+    @classmethod
+    def load(cls, path):
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"No {cls.__name__} file at {path}")
+        try:
+            values = json.loads(path.read_text())
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path} is not valid JSON: {error}") from None
+        if not isinstance(values, dict):
+            raise ValueError(f"{path} must hold a JSON object, not {type(values).__name__}")
+        return cls.from_dict(values)
+
+
+def _check_positive(config, *names):
+    for name in names:
+        value = getattr(config, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
+
+
+def _check_rate(config, *names):
+    for name in names:
+        value = getattr(config, name)
+        if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+            raise ValueError(f"`{name}` must be in [0, 1). Received: {name}={value!r}")
+
+
+@dataclasses.dataclass
+class ModelConfig(_JsonConfig):
+    """Everything needed to rebuild the network. Defaults are the paper's base model."""
+
+    source_vocab_size: int = _field(8000, "Source vocabulary size V_s (set from the learned vocabulary).", cli=False)
+    target_vocab_size: int = _field(8000, "Target vocabulary size V_t (set from the learned vocabulary).", cli=False)
+    d_model: int = _field(512, "Width D of embeddings and of every block's output.")
+    num_heads: int = _field(8, "Attention heads H; d_model must be divisible by it.")
+    num_blocks: int = _field(6, "Encoder blocks, and as many decoder blocks.")
+    d_ff: int = _field(2048, "Inner width F of the feed-forward sublayers.")
+    dropout_rate: float = _field(0.1, "Dropout on embeddings, attention weights and sublayer outputs.")
+    max_source_len: int = _field(64, "Longest source in tokens; longer training pairs are dropped.")
+    max_target_len: int = _field(64, "Longest target in tokens, end token included; also the decoding limit.")
+    learned_positions: bool = _field(False, "Learn position embeddings instead of the fixed sinusoids.")
+    use_output_projection: bool = _field(True, "Apply the paper's attention output projection W^O (the tutorial omits it).")
+    projection_activation: str = _field(
+        "linear", "Activation of the Q/K/V projections: linear (paper) or relu (tutorial).", choices=("linear", "relu")
+    )
+
+    def validate(self):
+        _check_positive(
+            self, "source_vocab_size", "target_vocab_size", "d_model", "num_heads", "num_blocks", "d_ff",
+            "max_source_len", "max_target_len",
+        )
+        _check_rate(self, "dropout_rate")
+        if self.d_model % self.num_heads:
+            raise ValueError(
+                f"`d_model` must be divisible by `num_heads`. Received: d_model={self.d_model}, "
+                f"num_heads={self.num_heads}"
+            )
+        if self.projection_activation not in ("linear", "relu"):
+            raise ValueError(
+                f"`projection_activation` must be 'linear' or 'relu'. Received: {self.projection_activation!r}"
+            )
+        return self
+
+
+# Named model sizes. "small" is the default of `python train.py` on the built-in corpus.
+PRESETS = {
+    "tiny": dict(d_model=32, num_heads=2, num_blocks=1, d_ff=64, dropout_rate=0.0),
+    "small": dict(d_model=128, num_heads=4, num_blocks=2, d_ff=512, dropout_rate=0.1),
+    "medium": dict(d_model=256, num_heads=4, num_blocks=3, d_ff=1024, dropout_rate=0.1),
+    "base": dict(d_model=512, num_heads=8, num_blocks=6, d_ff=2048, dropout_rate=0.1),
+}
+
+
+def preset(name, **overrides):
+    """`ModelConfig` of a named size (`tiny`, `small`, `medium`, `base`) with overrides."""
+    if name not in PRESETS:
+        raise ValueError(f"Unknown preset {name!r}; expected one of {sorted(PRESETS)}")
+    return ModelConfig(**{**PRESETS[name], **overrides}).validate()
+
+
+@dataclasses.dataclass
+class TrainConfig(_JsonConfig):
+    """How to train: data, schedule, budget and where outputs go."""
+
+    preset: str = _field("small", "Model size preset; explicit model flags override it.", choices=tuple(PRESETS))
+    corpus: str = _field("builtin", "Training corpus. 'builtin' is the generated dates corpus.", choices=("builtin",))
+    train_size: int = _field(20000, "Number of built-in training pairs.")
+    vocab_size: int = _field(1000, "Requested WordPiece vocabulary size per side.")
+    epochs: int = _field(12, "Training epochs.")
+    steps_per_epoch: int = _field(200, "Optimizer steps per epoch (the training data repeats).")
+    batch_size: int = _field(64, "Sentence pairs per batch.")
+    warmup_steps: int = _field(400, "Noam schedule warm-up steps: the learning rate peaks there.")
+    learning_rate_scale: float = _field(2.0, "Multiplier of the Noam learning rate.")
+    label_smoothing: float = _field(0.1, "Label smoothing epsilon of the loss.")
+    seed: int = _field(0, "Random seed for data generation, shuffling and initialization.")
+    run_dir: str = _field("runs/builtin", "Where checkpoints, vocabularies, logs and the summary go.")
+    export_dir: str = _field("saved_models", "Export root: the model goes to EXPORT_DIR/MODEL_NAME/VERSION.")
+    model_name: str = _field("transformer", "Model name in the export path and in TF Serving.")
+
+    def validate(self):
+        _check_positive(self, "train_size", "vocab_size", "epochs", "steps_per_epoch", "batch_size", "warmup_steps")
+        _check_rate(self, "label_smoothing")
+        if self.preset not in PRESETS:
+            raise ValueError(f"Unknown preset {self.preset!r}; expected one of {sorted(PRESETS)}")
+        if not self.learning_rate_scale > 0:
+            raise ValueError(f"`learning_rate_scale` must be positive. Received: {self.learning_rate_scale}")
+        return self

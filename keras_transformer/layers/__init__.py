@@ -1,0 +1,18 @@
+"""Keras 3 layers porting the tutorial's functions; see each class for the mapping."""
+
+from keras_transformer.layers.attention import MultiheadAttention
+from keras_transformer.layers.blocks import DecoderBlock, EncoderBlock
+from keras_transformer.layers.embedding import PositionalEncoding, TokenEmbedding, sinusoidal_encoding
+from keras_transformer.layers.feedforward import FeedForward
+from keras_transformer.layers.normalization import LayerNorm
+
+__all__ = [
+    "DecoderBlock",
+    "EncoderBlock",
+    "FeedForward",
+    "LayerNorm",
+    "MultiheadAttention",
+    "PositionalEncoding",
+    "TokenEmbedding",
+    "sinusoidal_encoding",
+]

@@ -1,0 +1,202 @@
+"""Multi-head attention, the tutorial's `multihead_attention` (paper section 3.2)."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_transformer.layers.normalization import LayerNorm
+from keras_transformer.masks import MASKED_SCORE, causal_mask, sign_mask, zero_padding_rows
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MultiheadAttention(keras.layers.Layer):
+    """Multi-head scaled dot-product attention with residual connection and LayerNorm.
+
+    The tutorial's `multihead_attention(queries, keys, num_units, num_heads, dropout_rate,
+    is_training, causality)`, paper section 3.2.2:
+
+        Q = queries W^Q, K = keys W^K, V = values W^V         linear projections, with bias
+        split into H heads of width K = num_units / H
+        scores = Q K^T / sqrt(K)                                scaled dot products
+        scores[key is padding] = -2^32 + 1                      key masking
+        scores[key is in the future] = -2^32 + 1                tril causality (optional)
+        weights = softmax(scores) * (query is real)             query masking
+        context = concat_heads(dropout(weights) V) W^O          weighted sum, output projection
+        outputs = LayerNorm(context + queries)                  residual, normalize
+
+    Padding masks are, in order of precedence: the `queries_mask` / `keys_mask` arguments, the
+    Keras masks attached to `queries` / `keys` (e.g. from a `mask_zero` embedding; Keras passes
+    them in those arguments automatically), and otherwise the tutorial's sign masks, computed
+    from the raw `queries` and `keys`: a position whose vector is all zeros is padding.
+
+    Deviations from the tutorial code:
+    - `W^O` (the paper's output projection) is applied by default; the tutorial omits it.
+      `use_output_projection=False` reproduces the tutorial.
+    - The projections are linear, as in the paper; the tutorial code applies a relu to Q, K and
+      V. `projection_activation="relu"` reproduces the tutorial.
+    - The outputs at padding queries are set to exactly zero (the tutorial leaves LayerNorm's
+      `beta` there), so that sign masks stay right in every later layer.
+    - Scores and softmax are computed in float32 whatever the compute dtype, so the tutorial's
+      `-2^32 + 1` cannot overflow under mixed precision.
+
+    Args:
+        num_heads: int, number of heads H.
+        num_units: int or None, width of the projected queries/keys/values (H * K). Defaults to
+            the width of `queries`. Must be divisible by `num_heads`.
+        dropout_rate: float in [0, 1), dropout on the attention weights.
+        causality: bool, whether query `i` may only attend to keys `0..i` (decoder
+            self-attention).
+        use_output_projection: bool, apply the output projection `W^O`.
+        projection_activation: activation of the Q/K/V projections (None is linear).
+        epsilon: LayerNorm epsilon.
+
+    Call arguments:
+        queries: float tensor `[B, T_q, D]`.
+        keys: float tensor `[B, T_k, D_k]`.
+        values: float tensor `[B, T_k, D_v]` or None (then the keys are also the values, as in
+            the tutorial).
+        training: bool, whether dropout is active.
+        queries_mask: optional bool tensor `[B, T_q]`, True at real query positions.
+        keys_mask: optional bool tensor `[B, T_k]`, True at real key positions.
+        return_attention_scores: bool; if True, also return the attention weights
+            `[B, H, T_q, T_k]` (after masking, before dropout).
+
+    Returns:
+        float tensor `[B, T_q, D]`, zero at padding queries; and the weights if requested.
+
+    Example:
+    >>> attention = MultiheadAttention(num_heads=2)
+    >>> x = np.random.rand(2, 5, 8).astype("float32")
+    >>> attention(x, x).shape
+    (2, 5, 8)
+    """
+
+    def __init__(
+        self,
+        num_heads=8,
+        num_units=None,
+        dropout_rate=0.0,
+        causality=False,
+        use_output_projection=True,
+        projection_activation=None,
+        epsilon=1e-8,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if not isinstance(num_heads, int) or num_heads < 1:
+            raise ValueError(f"`num_heads` must be a positive int. Received: num_heads={num_heads}")
+        if num_units is not None and num_units % num_heads != 0:
+            raise ValueError(
+                f"`num_units` must be divisible by `num_heads`. "
+                f"Received: num_units={num_units}, num_heads={num_heads}"
+            )
+        if not 0.0 <= dropout_rate < 1.0:
+            raise ValueError(f"`dropout_rate` must be in [0, 1). Received: dropout_rate={dropout_rate}")
+        self.num_heads = num_heads
+        self.num_units = num_units
+        self.dropout_rate = dropout_rate
+        self.causality = causality
+        self.use_output_projection = use_output_projection
+        self.projection_activation = keras.activations.get(projection_activation)
+        self.epsilon = epsilon
+        self.supports_masking = True
+
+    def build(self, queries_shape, keys_shape, values_shape=None):
+        model_width = queries_shape[-1]
+        num_units = self.num_units or model_width
+        if num_units % self.num_heads != 0:
+            raise ValueError(
+                f"The queries' width must be divisible by `num_heads` when `num_units` is None. "
+                f"Received: width={num_units}, num_heads={self.num_heads}"
+            )
+        if not self.use_output_projection and num_units != model_width:
+            raise ValueError(
+                "Without the output projection, `num_units` must equal the queries' width for "
+                f"the residual connection. Received: num_units={num_units}, width={model_width}"
+            )
+        self._head_width = num_units // self.num_heads
+        values_shape = keys_shape if values_shape is None else values_shape
+
+        def projection(name):
+            return keras.layers.Dense(
+                num_units, activation=self.projection_activation, dtype=self.dtype_policy, name=name
+            )
+
+        self.query_dense = projection("query_dense")
+        self.query_dense.build(queries_shape)
+        self.key_dense = projection("key_dense")
+        self.key_dense.build(keys_shape)
+        self.value_dense = projection("value_dense")
+        self.value_dense.build(values_shape)
+        if self.use_output_projection:
+            self.output_dense = keras.layers.Dense(
+                model_width, dtype=self.dtype_policy, name="output_dense"
+            )
+            self.output_dense.build(tuple(queries_shape[:-1]) + (num_units,))
+        self.attention_dropout = keras.layers.Dropout(
+            self.dropout_rate, dtype=self.dtype_policy, name="attention_dropout"
+        )
+        self.layer_norm = LayerNorm(epsilon=self.epsilon, dtype=self.dtype_policy, name="layer_norm")
+        self.layer_norm.build(queries_shape)
+
+    def _split_heads(self, projected):
+        batch, length = ops.shape(projected)[0], ops.shape(projected)[1]
+        heads = ops.reshape(projected, (batch, length, self.num_heads, self._head_width))  # (B, T, H, K)
+        return ops.transpose(heads, (0, 2, 1, 3))  # (B, H, T, K)
+
+    def call(
+        self,
+        queries,
+        keys,
+        values=None,
+        training=None,
+        queries_mask=None,
+        keys_mask=None,
+        return_attention_scores=False,
+    ):
+        values = keys if values is None else values
+        queries_mask = sign_mask(queries) if queries_mask is None else ops.cast(queries_mask, "bool")
+        keys_mask = sign_mask(keys) if keys_mask is None else ops.cast(keys_mask, "bool")
+
+        query = self._split_heads(self.query_dense(queries))  # (B, H, T_q, K)
+        key = self._split_heads(self.key_dense(keys))  # (B, H, T_k, K)
+        value = self._split_heads(self.value_dense(values))  # (B, H, T_k, K)
+
+        scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))  # (B, H, T_q, T_k)
+        scores = ops.cast(scores, "float32") / math.sqrt(self._head_width)
+        allowed = keys_mask[:, None, None, :]  # (B, 1, 1, T_k)
+        if self.causality:
+            future_hidden = causal_mask(ops.shape(queries)[1], ops.shape(keys)[1])  # (T_q, T_k)
+            allowed = ops.logical_and(allowed, future_hidden[None, None, :, :])  # (B, 1, T_q, T_k)
+        scores = ops.where(allowed, scores, MASKED_SCORE)
+        weights = ops.softmax(scores, axis=-1)  # (B, H, T_q, T_k)
+        weights = weights * ops.cast(queries_mask[:, None, :, None], weights.dtype)
+        weights = ops.cast(weights, self.compute_dtype)
+
+        context = ops.matmul(self.attention_dropout(weights, training=training), value)  # (B, H, T_q, K)
+        context = ops.transpose(context, (0, 2, 1, 3))  # (B, T_q, H, K)
+        batch, query_length = ops.shape(context)[0], ops.shape(context)[1]
+        context = ops.reshape(context, (batch, query_length, self.num_heads * self._head_width))  # (B, T_q, H*K)
+        if self.use_output_projection:
+            context = self.output_dense(context)  # (B, T_q, D)
+
+        outputs = zero_padding_rows(self.layer_norm(context + queries), queries_mask)  # (B, T_q, D)
+        if return_attention_scores:
+            return outputs, weights
+        return outputs
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "num_units": self.num_units,
+                "dropout_rate": self.dropout_rate,
+                "causality": self.causality,
+                "use_output_projection": self.use_output_projection,
+                "projection_activation": keras.activations.serialize(self.projection_activation),
+                "epsilon": self.epsilon,
+            }
+        )
+        return config

@@ -1,0 +1,175 @@
+"""Encoder and decoder blocks: the loop bodies of the tutorial's encoder and decoder
+(paper section 3.1, figure 1)."""
+
+import keras
+
+from keras_transformer.layers.attention import MultiheadAttention
+from keras_transformer.layers.feedforward import FeedForward
+
+
+class _Block(keras.layers.Layer):
+    """Hyperparameters and config shared by `EncoderBlock` and `DecoderBlock`."""
+
+    def __init__(
+        self,
+        num_heads,
+        d_ff,
+        dropout_rate=0.0,
+        use_output_projection=True,
+        projection_activation=None,
+        epsilon=1e-8,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if not isinstance(d_ff, int) or d_ff < 1:
+            raise ValueError(f"`d_ff` must be a positive int. Received: d_ff={d_ff}")
+        self.num_heads = num_heads
+        self.d_ff = d_ff
+        self.dropout_rate = dropout_rate
+        self.use_output_projection = use_output_projection
+        self.projection_activation = projection_activation
+        self.epsilon = epsilon
+        self.supports_masking = True
+
+    def _attention(self, name, causality=False):
+        return MultiheadAttention(
+            num_heads=self.num_heads,
+            dropout_rate=self.dropout_rate,
+            causality=causality,
+            use_output_projection=self.use_output_projection,
+            projection_activation=self.projection_activation,
+            epsilon=self.epsilon,
+            dtype=self.dtype_policy,
+            name=name,
+        )
+
+    def _feed_forward(self, width):
+        return FeedForward(
+            num_units=(self.d_ff, width),
+            dropout_rate=self.dropout_rate,
+            epsilon=self.epsilon,
+            dtype=self.dtype_policy,
+            name="feed_forward",
+        )
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "d_ff": self.d_ff,
+                "dropout_rate": self.dropout_rate,
+                "use_output_projection": self.use_output_projection,
+                "projection_activation": self.projection_activation,
+                "epsilon": self.epsilon,
+            }
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class EncoderBlock(_Block):
+    """One encoder block: self-attention, then feed-forward.
+
+    The body of the tutorial's `for i in range(num_blocks)` encoder loop:
+    `multihead_attention(queries=enc, keys=enc)` then `feedforward(enc, [d_ff, D])`.
+
+    Args:
+        num_heads: int H.
+        d_ff: int F, inner width of the feed-forward sublayer.
+        dropout_rate: float, attention-weight and residual dropout.
+        use_output_projection, projection_activation, epsilon: see `MultiheadAttention`.
+
+    Call arguments:
+        inputs: float tensor `[B, S, D]`.
+        training: bool.
+        mask: optional bool tensor `[B, S]` (True = real token); defaults to the Keras mask of
+            `inputs`, else to sign masks.
+        return_attention_scores: bool; also return the self-attention weights `[B, H, S, S]`.
+
+    Returns:
+        float tensor `[B, S, D]`, zero at padding.
+    """
+
+    def build(self, input_shape):
+        self.self_attention = self._attention("self_attention")
+        self.self_attention.build(input_shape, input_shape)
+        self.feed_forward = self._feed_forward(input_shape[-1])
+        self.feed_forward.build(input_shape)
+
+    def call(self, inputs, training=None, mask=None, return_attention_scores=False):
+        outputs, weights = self.self_attention(
+            inputs,
+            inputs,
+            training=training,
+            queries_mask=mask,
+            keys_mask=mask,
+            return_attention_scores=True,
+        )  # (B, S, D), (B, H, S, S)
+        outputs = self.feed_forward(outputs, training=training, mask=mask)  # (B, S, D)
+        if return_attention_scores:
+            return outputs, {"self_attention": weights}
+        return outputs
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class DecoderBlock(_Block):
+    """One decoder block: causal self-attention, encoder-decoder attention, feed-forward.
+
+    The body of the tutorial's decoder loop: `multihead_attention(dec, dec, causality=True)`,
+    `multihead_attention(dec, enc)` ("vanilla attention"), `feedforward(dec, [d_ff, D])`.
+
+    Args: as `EncoderBlock`.
+
+    Call arguments:
+        inputs: float tensor `[B, T, D]`, the target side.
+        memory: float tensor `[B, S, D]`, the encoder output.
+        training: bool.
+        inputs_mask: optional bool tensor `[B, T]`; defaults to the Keras mask of `inputs`,
+            else to sign masks.
+        memory_mask: optional bool tensor `[B, S]`; defaults to the Keras mask of `memory`,
+            else to sign masks.
+        return_attention_scores: bool; also return a dict with `self_attention` weights
+            `[B, H, T, T]` and `cross_attention` weights `[B, H, T, S]`.
+
+    Returns:
+        float tensor `[B, T, D]`, zero at padding.
+    """
+
+    def build(self, inputs_shape, memory_shape):
+        self.self_attention = self._attention("self_attention", causality=True)
+        self.self_attention.build(inputs_shape, inputs_shape)
+        self.cross_attention = self._attention("cross_attention")
+        self.cross_attention.build(inputs_shape, memory_shape)
+        self.feed_forward = self._feed_forward(inputs_shape[-1])
+        self.feed_forward.build(inputs_shape)
+
+    def call(
+        self,
+        inputs,
+        memory,
+        training=None,
+        inputs_mask=None,
+        memory_mask=None,
+        return_attention_scores=False,
+    ):
+        outputs, self_weights = self.self_attention(
+            inputs,
+            inputs,
+            training=training,
+            queries_mask=inputs_mask,
+            keys_mask=inputs_mask,
+            return_attention_scores=True,
+        )  # (B, T, D), (B, H, T, T)
+        outputs, cross_weights = self.cross_attention(
+            outputs,
+            memory,
+            training=training,
+            queries_mask=inputs_mask,
+            keys_mask=memory_mask,
+            return_attention_scores=True,
+        )  # (B, T, D), (B, H, T, S)
+        outputs = self.feed_forward(outputs, training=training, mask=inputs_mask)  # (B, T, D)
+        if return_attention_scores:
+            return outputs, {"self_attention": self_weights, "cross_attention": cross_weights}
+        return outputs

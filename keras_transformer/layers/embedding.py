@@ -1,0 +1,159 @@
+"""Token embeddings and positional encodings, the tutorial's `embedding` and
+`positional_encoding` (paper sections 3.4 and 3.5)."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_transformer.masks import sign_mask, zero_padding_rows
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TokenEmbedding(keras.layers.Layer):
+    """Token embedding with a constant zero padding row, scaled by `sqrt(D)`.
+
+    The tutorial's `embedding(inputs, vocab_size, num_units, zero_pad=True, scale=True)`: id 0
+    is padding and always embeds to the zero vector (so the tutorial's sign masks can find it);
+    outputs are multiplied by `sqrt(D)` (paper section 3.4).
+
+    Deviation: weights start from `N(0, D^-1/2)`, so that scaled embeddings have unit variance
+    like the positional encodings they are added to; the tutorial uses Xavier initialization.
+
+    Args:
+        vocab_size: int V, number of token ids.
+        d_model: int D, embedding width.
+        scale: bool, multiply the outputs by `sqrt(D)`.
+        mask_zero: bool, attach a Keras mask (`ids != 0`) to the outputs, which the layers of
+            this package then use instead of sign masks.
+
+    Call arguments:
+        token_ids: int tensor `[B, T]`, 0 = padding.
+
+    Returns:
+        float tensor `[B, T, D]`, exactly zero at padding.
+    """
+
+    def __init__(self, vocab_size, d_model, scale=True, mask_zero=False, **kwargs):
+        super().__init__(**kwargs)
+        for name, value in (("vocab_size", vocab_size), ("d_model", d_model)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"`{name}` must be a positive int. Received: {name}={value}")
+        self.vocab_size = vocab_size
+        self.d_model = d_model
+        self.scale = scale
+        self.mask_zero = mask_zero
+
+    def build(self, input_shape):
+        self.embeddings = self.add_weight(
+            name="embeddings",
+            shape=(self.vocab_size, self.d_model),
+            initializer=keras.initializers.RandomNormal(stddev=self.d_model**-0.5),
+        )
+
+    def call(self, token_ids):
+        table = ops.concatenate(
+            [ops.zeros((1, self.d_model), dtype=self.embeddings.dtype), self.embeddings[1:]], axis=0
+        )  # (V, D), row 0 constant zero
+        outputs = ops.cast(ops.take(table, ops.cast(token_ids, "int32"), axis=0), self.compute_dtype)  # (B, T, D)
+        if self.scale:
+            outputs = outputs * math.sqrt(self.d_model)
+        return outputs
+
+    def compute_mask(self, token_ids, mask=None):
+        return ops.not_equal(token_ids, 0) if self.mask_zero else None
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape) + (self.d_model,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocab_size": self.vocab_size,
+                "d_model": self.d_model,
+                "scale": self.scale,
+                "mask_zero": self.mask_zero,
+            }
+        )
+        return config
+
+
+def sinusoidal_encoding(length, depth, dtype="float32"):
+    """The paper's positional encodings (section 3.5) as a `[length, depth]` tensor.
+
+    `PE(pos, 2i) = sin(pos / 10000^(2i / depth))`, `PE(pos, 2i + 1) = cos(pos / 10000^(2i / depth))`.
+
+    Deviation: the tutorial computes `pos / 10000^(2j / depth)` with the column index `j` itself
+    (not `2 * (j // 2)`), so its sine and cosine pairs have different frequencies; this follows
+    the paper.
+    """
+    positions = ops.cast(ops.arange(length), "float32")[:, None]  # (T, 1)
+    columns = ops.arange(depth)  # (D,)
+    pair_index = ops.cast((columns // 2) * 2, "float32")  # 2i for columns 2i and 2i + 1
+    angles = positions / ops.power(10000.0, pair_index / depth)[None, :]  # (T, D)
+    encoding = ops.where(ops.equal(columns % 2, 0)[None, :], ops.sin(angles), ops.cos(angles))
+    return ops.cast(encoding, dtype)
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class PositionalEncoding(keras.layers.Layer):
+    """Adds positional encodings to embeddings, at real (non-padding) positions only.
+
+    The tutorial's `positional_encoding` (paper section 3.5): sinusoidal by default, learned
+    position embeddings (the tutorial's `embedding` of positions) with `learned=True`.
+
+    Deviation: the tutorial adds encodings at every position, which makes padding vectors
+    non-zero and silently breaks its own sign masks (issue #33 of the original repository).
+    Here padding positions get no encoding and stay exactly zero.
+
+    Args:
+        learned: bool, learn a `[max_length, D]` table instead of the fixed sinusoids.
+        max_length: int, longest sequence; required when `learned`, unused otherwise
+            (sinusoids are computed for any length).
+
+    Call arguments:
+        inputs: float tensor `[B, T, D]` (scaled token embeddings).
+        mask: optional bool tensor `[B, T]`, True at real positions. Defaults to the Keras mask
+            of `inputs`, else to the sign mask of `inputs`.
+
+    Returns:
+        float tensor `[B, T, D]`.
+    """
+
+    def __init__(self, learned=False, max_length=None, **kwargs):
+        super().__init__(**kwargs)
+        if learned and (not isinstance(max_length, int) or max_length < 1):
+            raise ValueError(
+                f"Learned positions need a positive int `max_length`. Received: max_length={max_length}"
+            )
+        self.learned = learned
+        self.max_length = max_length
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        if self.learned:
+            self.position_embeddings = self.add_weight(
+                name="position_embeddings",
+                shape=(self.max_length, input_shape[-1]),
+                initializer=keras.initializers.RandomNormal(stddev=0.02),
+            )
+
+    def call(self, inputs, mask=None):
+        mask = sign_mask(inputs) if mask is None else mask
+        length, depth = ops.shape(inputs)[1], ops.shape(inputs)[2]
+        if self.learned:
+            encoding = ops.cast(self.position_embeddings[:length], self.compute_dtype)  # (T, D)
+        else:
+            encoding = sinusoidal_encoding(length, depth, self.compute_dtype)  # (T, D)
+        batch = ops.shape(inputs)[0]
+        encoding = ops.broadcast_to(encoding[None, :, :], (batch, length, depth))  # (B, T, D)
+        return inputs + zero_padding_rows(encoding, mask)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"learned": self.learned, "max_length": self.max_length})
+        return config

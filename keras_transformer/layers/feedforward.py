@@ -1,0 +1,90 @@
+"""Position-wise feed-forward sublayer, the tutorial's `feedforward` (paper section 3.3)."""
+
+import keras
+
+from keras_transformer.layers.normalization import LayerNorm
+from keras_transformer.masks import sign_mask, zero_padding_rows
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class FeedForward(keras.layers.Layer):
+    """Two position-wise linear maps with a relu between, residual connection and LayerNorm.
+
+    The tutorial's `feedforward(inputs, num_units=[2048, 512])`, paper section 3.3:
+    `FFN(x) = max(0, x W_1 + b_1) W_2 + b_2`, written, as in the tutorial, as two `Conv1D` with
+    `kernel_size=1` ("two convolutions with kernel size 1", in the paper's words), followed by
+    `LayerNorm(x + FFN(x))`.
+
+    Deviations from the tutorial code:
+    - optional dropout on `FFN(x)` before the residual sum (the paper's residual dropout,
+      section 5.4); the tutorial has none here. `dropout_rate=0.0` reproduces it.
+    - outputs at padding positions are set to exactly zero (the tutorial leaves a non-zero
+      `FFN(beta)` there), so that sign masks stay right in every later layer.
+
+    Args:
+        num_units: pair of ints `(F, D)`: inner width and output width. The output width must
+            equal the input width (residual connection).
+        dropout_rate: float in [0, 1), dropout on `FFN(x)`.
+        epsilon: LayerNorm epsilon.
+
+    Call arguments:
+        inputs: float tensor `[B, T, D]`.
+        training: bool, whether dropout is active.
+        mask: optional bool tensor `[B, T]`, True at real positions. Defaults to the Keras mask
+            of `inputs`, else to the tutorial's sign mask of `inputs`.
+
+    Returns:
+        float tensor `[B, T, D]`, zero at padding positions.
+
+    Example:
+    >>> FeedForward(num_units=(32, 8))(np.random.rand(2, 5, 8)).shape
+    (2, 5, 8)
+    """
+
+    def __init__(self, num_units=(2048, 512), dropout_rate=0.0, epsilon=1e-8, **kwargs):
+        super().__init__(**kwargs)
+        num_units = tuple(num_units)
+        if len(num_units) != 2 or not all(isinstance(n, int) and n > 0 for n in num_units):
+            raise ValueError(f"`num_units` must be two positive ints. Received: num_units={num_units}")
+        if not 0.0 <= dropout_rate < 1.0:
+            raise ValueError(f"`dropout_rate` must be in [0, 1). Received: dropout_rate={dropout_rate}")
+        self.num_units = num_units
+        self.dropout_rate = dropout_rate
+        self.epsilon = epsilon
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        inner_width, output_width = self.num_units
+        if input_shape[-1] != output_width:
+            raise ValueError(
+                "`num_units[1]` must equal the input width for the residual connection. "
+                f"Received: num_units={self.num_units}, input width={input_shape[-1]}"
+            )
+        self.inner_conv = keras.layers.Conv1D(
+            inner_width, kernel_size=1, activation="relu", dtype=self.dtype_policy, name="inner_conv"
+        )
+        self.inner_conv.build(input_shape)
+        self.outer_conv = keras.layers.Conv1D(
+            output_width, kernel_size=1, dtype=self.dtype_policy, name="outer_conv"
+        )
+        self.outer_conv.build(tuple(input_shape[:-1]) + (inner_width,))
+        # Kernel-size-1 convolutions are position-wise: a padding mask passes through unchanged.
+        self.inner_conv.supports_masking = self.outer_conv.supports_masking = True
+        self.output_dropout = keras.layers.Dropout(
+            self.dropout_rate, dtype=self.dtype_policy, name="output_dropout"
+        )
+        self.layer_norm = LayerNorm(epsilon=self.epsilon, dtype=self.dtype_policy, name="layer_norm")
+        self.layer_norm.build(input_shape)
+
+    def call(self, inputs, training=None, mask=None):
+        mask = sign_mask(inputs) if mask is None else mask
+        hidden = self.inner_conv(inputs)  # (B, T, F)
+        outputs = self.output_dropout(self.outer_conv(hidden), training=training)  # (B, T, D)
+        return zero_padding_rows(self.layer_norm(outputs + inputs), mask)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {"num_units": list(self.num_units), "dropout_rate": self.dropout_rate, "epsilon": self.epsilon}
+        )
+        return config

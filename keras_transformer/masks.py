@@ -1,0 +1,47 @@
+"""Padding and causality masks: pure functions on `keras.ops`.
+
+One convention: a mask is True where a position holds a real token (may be attended to) and
+False at padding (or, for causality, in the future).
+
+The tutorial derives padding masks from the tensors themselves: a position is padding when its
+vector is all zeros. That only holds while every sublayer keeps padding rows at exactly zero,
+which the layers of this package guarantee (see `keras_transformer.layers`). Masks built from
+token ids (`padding_mask`) need no such care and take precedence wherever both are available.
+"""
+
+from keras import ops
+
+# The tutorial's large negative score for masked positions: exp() of it is exactly 0 in float32.
+MASKED_SCORE = -(2.0**32) + 1.0
+
+
+def sign_mask(inputs):
+    """Tutorial mask from vectors: True where `inputs[b, t, :]` is not all zeros.
+
+    Args:
+        inputs: float tensor `[B, T, D]`.
+
+    Returns:
+        bool tensor `[B, T]`.
+
+    Deviation: the tutorial computes `sign(abs(reduce_sum(x)))`, which is wrong for a real vector
+    whose entries happen to sum to zero; `reduce_sum(abs(x))` is zero only for an all-zero vector.
+    """
+    return ops.greater(ops.sum(ops.abs(inputs), axis=-1), 0)
+
+
+def padding_mask(token_ids, pad_id=0):
+    """Mask from token ids: True where `token_ids != pad_id`. `[B, T]` int -> `[B, T]` bool."""
+    return ops.not_equal(token_ids, pad_id)
+
+
+def causal_mask(query_length, key_length):
+    """Lower-triangular (`tril`) mask: query `i` may attend to keys `0..i`. Returns `[T_q, T_k]` bool."""
+    query_positions = ops.expand_dims(ops.arange(query_length), 1)  # (T_q, 1)
+    key_positions = ops.expand_dims(ops.arange(key_length), 0)  # (1, T_k)
+    return ops.greater_equal(query_positions, key_positions)  # (T_q, T_k)
+
+
+def zero_padding_rows(outputs, mask):
+    """Multiply `outputs [B, T, D]` by `mask [B, T]`, so padding rows are exactly zero."""
+    return outputs * ops.cast(ops.expand_dims(mask, -1), outputs.dtype)

@@ -1,0 +1,189 @@
+"""The encoder-decoder Transformer as a functional `keras.Model` (paper figure 1).
+
+`build_transformer(config)` wires the layers of `keras_transformer.layers` the way the
+tutorial's `Graph` does:
+
+    source_ids -> TokenEmbedding -> PositionalEncoding -> dropout -> EncoderBlock x N  = memory
+    target_in_ids -> TokenEmbedding -> PositionalEncoding -> dropout
+                  -> DecoderBlock x N (causal self-attention, attention over memory, FFN)
+                  -> Dense(V_t) = logits
+
+The wiring is written once, in `encode` and `decode`, which run on Keras symbolic tensors to
+build the model and on real tensors to decode step by step or to collect attention weights.
+Padding masks come from the token ids (id 0), passed to every block explicitly; the layers'
+own sign masks agree with them at every depth because padding rows stay exactly zero.
+"""
+
+import dataclasses
+
+import keras
+
+from keras_transformer.config import ModelConfig
+from keras_transformer.layers import DecoderBlock, EncoderBlock, PositionalEncoding, TokenEmbedding
+from keras_transformer.masks import padding_mask
+
+
+@dataclasses.dataclass
+class TransformerLayers:
+    """The layers of one Transformer, by role. Create them with `create`, or find them in a
+    built model with `from_model`."""
+
+    source_embedding: TokenEmbedding
+    target_embedding: TokenEmbedding
+    source_positions: PositionalEncoding
+    target_positions: PositionalEncoding
+    source_dropout: keras.layers.Dropout
+    target_dropout: keras.layers.Dropout
+    encoder_blocks: list
+    decoder_blocks: list
+    output_projection: keras.layers.Dense
+
+    @classmethod
+    def create(cls, config: ModelConfig):
+        def positions(name, max_length):
+            return PositionalEncoding(learned=config.learned_positions, max_length=max_length, name=name)
+
+        block_args = dict(
+            num_heads=config.num_heads,
+            d_ff=config.d_ff,
+            dropout_rate=config.dropout_rate,
+            use_output_projection=config.use_output_projection,
+            projection_activation=config.projection_activation,
+        )
+        return cls(
+            source_embedding=TokenEmbedding(config.source_vocab_size, config.d_model, name="source_embedding"),
+            target_embedding=TokenEmbedding(config.target_vocab_size, config.d_model, name="target_embedding"),
+            source_positions=positions("source_positions", config.max_source_len),
+            target_positions=positions("target_positions", config.max_target_len),
+            source_dropout=keras.layers.Dropout(config.dropout_rate, name="source_dropout"),
+            target_dropout=keras.layers.Dropout(config.dropout_rate, name="target_dropout"),
+            encoder_blocks=[EncoderBlock(**block_args, name=f"encoder_block_{i}") for i in range(config.num_blocks)],
+            decoder_blocks=[DecoderBlock(**block_args, name=f"decoder_block_{i}") for i in range(config.num_blocks)],
+            # Logits stay float32 under mixed precision, for a stable softmax and loss.
+            output_projection=keras.layers.Dense(config.target_vocab_size, dtype="float32", name="logits"),
+        )
+
+    @classmethod
+    def from_model(cls, model: keras.Model):
+        names = [layer.name for layer in model.layers]
+        return cls(
+            **{
+                field.name: model.get_layer(field.name)
+                for field in dataclasses.fields(cls)
+                if field.name not in ("encoder_blocks", "decoder_blocks", "output_projection")
+            },
+            encoder_blocks=[model.get_layer(n) for n in names if n.startswith("encoder_block_")],
+            decoder_blocks=[model.get_layer(n) for n in names if n.startswith("decoder_block_")],
+            output_projection=model.get_layer("logits"),
+        )
+
+
+def _collect_weights(block_outputs, weights, return_attention_scores):
+    """Split a block's `(hidden, weights)` when weights were asked for; return `hidden`."""
+    if not return_attention_scores:
+        return block_outputs
+    hidden, block_weights = block_outputs
+    weights.append(block_weights)
+    return hidden
+
+
+def encode(layers: TransformerLayers, source_ids, training=None, return_attention_scores=False):
+    """Run the encoder.
+
+    Args:
+        layers: `TransformerLayers`.
+        source_ids: int tensor `[B, S]`, 0 = padding.
+        training: bool, whether dropout is active.
+        return_attention_scores: also return a list (one per block) of dicts of weights.
+
+    Returns:
+        `(memory, source_mask)`: float `[B, S, D]` and bool `[B, S]`; plus the weights if asked.
+    """
+    source_mask = padding_mask(source_ids)  # (B, S)
+    hidden = layers.source_embedding(source_ids)  # (B, S, D)
+    hidden = layers.source_positions(hidden, mask=source_mask)
+    hidden = layers.source_dropout(hidden, training=training)
+    weights = []
+    for block in layers.encoder_blocks:
+        outputs = block(hidden, training=training, mask=source_mask, return_attention_scores=return_attention_scores)
+        hidden = _collect_weights(outputs, weights, return_attention_scores)  # (B, S, D)
+    if return_attention_scores:
+        return hidden, source_mask, weights
+    return hidden, source_mask
+
+
+def decode(layers: TransformerLayers, target_in_ids, memory, source_mask, training=None, return_attention_scores=False):
+    """Run the decoder over a whole (teacher-forced or partial) target prefix.
+
+    Args:
+        layers: `TransformerLayers`.
+        target_in_ids: int tensor `[B, T]`: `<s>` then the target tokens, 0 = padding.
+        memory: float tensor `[B, S, D]` from `encode`.
+        source_mask: bool tensor `[B, S]` from `encode`.
+        training: bool, whether dropout is active.
+        return_attention_scores: also return a list (one per block) of dicts of weights.
+
+    Returns:
+        logits, float32 `[B, T, V_t]`; plus the weights if asked.
+    """
+    target_mask = padding_mask(target_in_ids)  # (B, T)
+    hidden = layers.target_embedding(target_in_ids)  # (B, T, D)
+    hidden = layers.target_positions(hidden, mask=target_mask)
+    hidden = layers.target_dropout(hidden, training=training)
+    weights = []
+    for block in layers.decoder_blocks:
+        outputs = block(
+            hidden,
+            memory,
+            training=training,
+            inputs_mask=target_mask,
+            memory_mask=source_mask,
+            return_attention_scores=return_attention_scores,
+        )
+        hidden = _collect_weights(outputs, weights, return_attention_scores)  # (B, T, D)
+    logits = layers.output_projection(hidden)  # (B, T, V_t)
+    if return_attention_scores:
+        return logits, weights
+    return logits
+
+
+def build_transformer(config: ModelConfig) -> keras.Model:
+    """Build the encoder-decoder Transformer described by `config`.
+
+    Args:
+        config: `ModelConfig`.
+
+    Returns:
+        A functional `keras.Model` with inputs `[source_ids, target_in_ids]` (int32 `[B, S]` and
+        `[B, T]`, 0 = padding, `target_in_ids` starting with `<s>`) and output logits
+        `[B, T, V_t]` (float32). Trained with `model.fit` on `((source_ids, target_in_ids),
+        target_out_ids)`.
+
+    Example:
+    >>> model = build_transformer(preset("tiny", source_vocab_size=50, target_vocab_size=40))
+    >>> model([np.ones((2, 5), "int32"), np.ones((2, 4), "int32")]).shape
+    (2, 4, 40)
+    """
+    config.validate()
+    layers = TransformerLayers.create(config)
+    source_ids = keras.Input(shape=(None,), dtype="int32", name="source_ids")
+    target_in_ids = keras.Input(shape=(None,), dtype="int32", name="target_in_ids")
+    memory, source_mask = encode(layers, source_ids)
+    logits = decode(layers, target_in_ids, memory, source_mask)
+    return keras.Model([source_ids, target_in_ids], logits, name="transformer")
+
+
+def attention_weights(model: keras.Model, source_ids, target_in_ids):
+    """Attention weights of a built model, for plots (inference mode, no dropout).
+
+    Returns:
+        dict with `encoder` (list per block of `{"self_attention": [B, H, S, S]}`) and
+        `decoder` (list per block of `{"self_attention": [B, H, T, T],
+        "cross_attention": [B, H, T, S]}`).
+    """
+    layers = TransformerLayers.from_model(model)
+    memory, source_mask, encoder_weights = encode(layers, source_ids, training=False, return_attention_scores=True)
+    _, decoder_weights = decode(
+        layers, target_in_ids, memory, source_mask, training=False, return_attention_scores=True
+    )
+    return {"encoder": encoder_weights, "decoder": decoder_weights}

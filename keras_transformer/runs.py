@@ -1,0 +1,257 @@
+"""A training run, end to end: corpus -> vocabularies -> tf.data -> `model.fit` -> evaluation ->
+export, with everything kept in one run directory so a run can be resumed or re-exported:
+
+    RUN_DIR/train_config.json, model_config.json   the configs (rebuild the model from these)
+    RUN_DIR/source_vocab.txt, target_vocab.txt     WordPiece vocabularies (cached)
+    RUN_DIR/backup/                                per-epoch state for `--resume`
+    RUN_DIR/model.keras                            the trained model
+    RUN_DIR/logs/                                  TensorBoard
+    RUN_DIR/summary.json                           metrics, throughput, paths
+"""
+
+import json
+import time
+from pathlib import Path
+
+import keras
+import numpy as np
+import sacrebleu
+import tensorflow as tf
+
+from keras_transformer import datasets
+from keras_transformer.config import ModelConfig, TrainConfig, preset
+from keras_transformer.export import Translator, export_translator
+from keras_transformer.model import build_transformer
+from keras_transformer.pipeline import encode_pairs, make_dataset
+from keras_transformer.tokenizers import SubwordTokenizer, learn_vocabulary, write_vocabulary
+from keras_transformer.training import compile_transformer
+
+TRAIN_CONFIG_FILE = "train_config.json"
+MODEL_CONFIG_FILE = "model_config.json"
+MODEL_FILE = "model.keras"
+SUMMARY_FILE = "summary.json"
+# Settings that may change when a run is resumed; any other change would make the resumed
+# run a different experiment.
+RESUMABLE_CHANGES = frozenset({"epochs", "run_dir", "export_dir", "model_name"})
+
+
+class RunError(Exception):
+    """A user-facing problem with a run directory (printed as one line by the CLI)."""
+
+
+def load_corpus(train_config, split):
+    """`(sources, targets)` of a split of the configured corpus."""
+    size = train_config.train_size if split == "train" else None
+    return datasets.builtin_corpus(split, size=size, seed=train_config.seed)
+
+
+def _tokenizer(run_dir, side, texts, vocab_size):
+    path = Path(run_dir) / f"{side}_vocab.txt"
+    if not path.is_file():
+        write_vocabulary(learn_vocabulary(texts, vocab_size), path)
+    return SubwordTokenizer(str(path), name=f"{side}_tokenizer")
+
+
+def prepare_run(train_config, model_overrides=None, resume=False, log=print):
+    """Create or reopen the run directory and settle the configs.
+
+    Args:
+        train_config: `TrainConfig` (on resume, only `RESUMABLE_CHANGES` may differ from the
+            saved one, and the saved one is used otherwise).
+        model_overrides: dict of `ModelConfig` fields that override the preset (new runs only).
+        resume: continue the run saved in `train_config.run_dir`.
+
+    Returns:
+        `(train_config, model_config)`, the latter without vocabulary sizes until the
+        vocabularies exist.
+    """
+    run_dir = Path(train_config.run_dir)
+    saved_train = run_dir / TRAIN_CONFIG_FILE
+    if resume:
+        if not saved_train.is_file():
+            raise RunError(f"Nothing to resume: no {TRAIN_CONFIG_FILE} in {run_dir}")
+        saved = TrainConfig.load(saved_train)
+        changed = sorted(
+            name for name, value in train_config.to_dict().items()
+            if value != getattr(saved, name) and name not in RESUMABLE_CHANGES
+        )
+        if model_overrides:
+            changed += sorted(model_overrides)
+        if changed:
+            raise RunError(f"Cannot change {', '.join(changed)} when resuming {run_dir}; start a new --run-dir instead")
+        train_config = TrainConfig.from_dict(
+            {**saved.to_dict(), **{name: getattr(train_config, name) for name in RESUMABLE_CHANGES}}
+        )
+        model_config = ModelConfig.load(run_dir / MODEL_CONFIG_FILE)
+        log(f"Resuming the run in {run_dir}")
+        return train_config, model_config
+    if saved_train.is_file():
+        raise RunError(
+            f"{run_dir} already holds a run; pass --resume to continue it, or choose another --run-dir"
+        )
+    model_config = preset(train_config.preset, **(model_overrides or {}))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    train_config.save(saved_train)
+    return train_config, model_config
+
+
+class _EpochTimer(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.seconds = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.seconds.append(time.perf_counter() - self._start)
+
+
+def translate_texts(translator, texts, batch_size=256):
+    """Translate a list of str with a `Translator` (the exported graph function), in batches."""
+    outputs = []
+    for start in range(0, len(texts), batch_size):
+        batch = tf.constant(texts[start : start + batch_size], dtype=tf.string)
+        outputs.extend(t.decode("utf-8") for t in translator.translate(batch)["translation"].numpy())
+    return outputs
+
+
+def score_translations(hypotheses, references):
+    """Exact match and sacreBLEU of detokenized output against references."""
+    bleu = sacrebleu.metrics.BLEU()
+    score = bleu.corpus_score(hypotheses, [references])
+    exact = np.mean([h == " ".join(r.split()) for h, r in zip(hypotheses, references)]) if references else 0.0
+    return {
+        "sentences": len(references),
+        "exact_match": float(exact),
+        "bleu": round(score.score, 2),
+        "bleu_signature": str(bleu.get_signature()),
+    }
+
+
+def train(train_config, model_overrides=None, resume=False, log=print, extra_callbacks=(), verbose="auto"):
+    """Train, evaluate on the test split, export, and write `summary.json`.
+
+    Args:
+        train_config: `TrainConfig`.
+        model_overrides: dict of `ModelConfig` fields overriding the preset.
+        resume: continue the interrupted run in `train_config.run_dir`.
+        log: function receiving progress lines.
+        extra_callbacks: more Keras callbacks for `model.fit`.
+        verbose: `model.fit` verbosity ("auto": a progress bar).
+
+    Returns:
+        The summary dict (also written to `RUN_DIR/summary.json`).
+    """
+    started = time.perf_counter()
+    train_config, model_config = prepare_run(train_config, model_overrides, resume, log)
+    run_dir = Path(train_config.run_dir)
+    keras.utils.set_random_seed(train_config.seed)
+
+    train_sources, train_targets = load_corpus(train_config, "train")
+    source_tokenizer = _tokenizer(run_dir, "source", train_sources, train_config.vocab_size)
+    target_tokenizer = _tokenizer(run_dir, "target", train_targets, train_config.vocab_size)
+    model_config.source_vocab_size = source_tokenizer.vocab_size
+    model_config.target_vocab_size = target_tokenizer.vocab_size
+    model_config.validate().save(run_dir / MODEL_CONFIG_FILE)
+
+    def encoded(split):
+        sources, targets = (train_sources, train_targets) if split == "train" else load_corpus(train_config, split)
+        return encode_pairs(
+            sources, targets, source_tokenizer, target_tokenizer,
+            model_config.max_source_len, model_config.max_target_len,
+        )
+
+    train_pairs, validation_pairs = encoded("train"), encoded("validation")
+    log(
+        f"Corpus {train_config.corpus}: {len(train_pairs)} training pairs ({train_pairs.num_dropped} dropped as "
+        f"too long), {len(validation_pairs)} validation pairs; vocabularies {source_tokenizer.vocab_size} / "
+        f"{target_tokenizer.vocab_size} pieces"
+    )
+    train_data = make_dataset(train_pairs, train_config.batch_size, shuffle=True, repeat=True, seed=train_config.seed)
+    validation_data = make_dataset(validation_pairs, train_config.batch_size)
+
+    model = compile_transformer(build_transformer(model_config), model_config, train_config)
+    log(f"Model: {model.count_params():,} parameters ({train_config.preset} preset)")
+    timer = _EpochTimer()
+    callbacks = [
+        keras.callbacks.BackupAndRestore(str(run_dir / "backup"), double_checkpoint=True),
+        keras.callbacks.TensorBoard(str(run_dir / "logs")),
+        timer,
+        *extra_callbacks,
+    ]
+    history = model.fit(
+        train_data,
+        epochs=train_config.epochs,
+        steps_per_epoch=train_config.steps_per_epoch,
+        validation_data=validation_data,
+        shuffle=False,  # the dataset shuffles itself
+        callbacks=callbacks,
+        verbose=verbose,
+    )
+    train_seconds = sum(timer.seconds)
+    model.save(run_dir / MODEL_FILE)
+
+    summary = {
+        "model_config": model_config.to_dict(),
+        "train_config": train_config.to_dict(),
+        "parameters": int(model.count_params()),
+        "train_pairs": len(train_pairs),
+        "dropped_pairs": train_pairs.num_dropped,
+        "epochs_this_session": len(timer.seconds),
+        "train_seconds_this_session": round(train_seconds, 1),
+        "final_metrics": {k: round(float(v[-1]), 4) for k, v in history.history.items()} if history.history else {},
+    }
+    if timer.seconds:
+        # Tokens seen per epoch, in expectation: sampled pairs times their mean target length.
+        tokens_per_epoch = train_config.steps_per_epoch * train_config.batch_size * train_pairs.mean_target_tokens()
+        summary["target_tokens_per_second"] = round(tokens_per_epoch * len(timer.seconds) / train_seconds)
+        summary["target_tokens_per_second_median_epoch"] = round(tokens_per_epoch / float(np.median(timer.seconds)))
+
+    translator = Translator(model, model_config, source_tokenizer, target_tokenizer, run_dir / MODEL_CONFIG_FILE)
+    summary["test"] = evaluate_translator(translator, train_config, log)
+    export_path = export_translator(translator, train_config.export_dir, train_config.model_name)
+    log(f"Exported the model to {export_path}")
+    summary.update(
+        run_dir=str(run_dir),
+        model_path=str(run_dir / MODEL_FILE),
+        export_path=str(export_path),
+        total_seconds=round(time.perf_counter() - started, 1),
+    )
+    (run_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+    log(f"Summary written to {run_dir / SUMMARY_FILE}")
+    return summary
+
+
+def evaluate_translator(translator, train_config, log=print, examples=5):
+    """Translate the test split; log a few examples and the scores; return the scores."""
+    sources, references = load_corpus(train_config, "test")
+    hypotheses = translate_texts(translator, sources)
+    for source, hypothesis, reference in list(zip(sources, hypotheses, references))[:examples]:
+        mark = "ok" if hypothesis == reference else "WRONG"
+        log(f"  {source!r} -> {hypothesis!r} (reference {reference!r}, {mark})")
+    scores = score_translations(hypotheses, references)
+    log(
+        f"Test: exact match {scores['exact_match']:.2%} of {scores['sentences']} sentences, "
+        f"BLEU {scores['bleu']} ({scores['bleu_signature']})"
+    )
+    return scores
+
+
+def load_run(run_dir):
+    """`(train_config, model_config, model, translator)` of a finished run."""
+    run_dir = Path(run_dir)
+    for name in (TRAIN_CONFIG_FILE, MODEL_CONFIG_FILE, MODEL_FILE):
+        if not (run_dir / name).is_file():
+            raise RunError(f"{run_dir} is not a finished run: {name} is missing")
+    train_config = TrainConfig.load(run_dir / TRAIN_CONFIG_FILE)
+    model_config = ModelConfig.load(run_dir / MODEL_CONFIG_FILE)
+    model = keras.models.load_model(run_dir / MODEL_FILE)
+    translator = Translator(
+        model,
+        model_config,
+        SubwordTokenizer(str(run_dir / "source_vocab.txt"), name="source_tokenizer"),
+        SubwordTokenizer(str(run_dir / "target_vocab.txt"), name="target_tokenizer"),
+        run_dir / MODEL_CONFIG_FILE,
+    )
+    return train_config, model_config, model, translator

@@ -1,0 +1,456 @@
+"""Subword tokenization for the translation Transformer: whitespace split + WordPiece, in-graph.
+
+Why whitespace + WordPiece
+--------------------------
+* **Lossless round trip.** Text is cleaned (invalid UTF-8 replaced by U+FFFD, Unicode NFKC), split
+  on whitespace, and each word is cut into WordPiece pieces: the first piece of a word is stored
+  as is, the following ones with a ``##`` prefix. Nothing but whitespace is thrown away, so
+  ``detokenize`` can rebuild the text exactly: glue ``##`` pieces to the previous piece, separate
+  words with one space. For any text whose characters were all seen when the vocabulary was
+  learned::
+
+      detokenize(tokenize([x])) == [" ".join(unicodedata.normalize("NFKC", x).split())]
+
+  (for NFKC-normal text, that is just ``" ".join(x.split())``). "Whitespace" means exactly
+  Python's ``str.isspace`` characters, so the in-graph split agrees with ``str.split()``.
+  Case is kept (no lowercasing), as are punctuation and digits.
+* **Ops a model server has.** Tokenization runs inside the exported graph: core TensorFlow ops
+  plus two tensorflow-text ops (``NormalizeUTF8``, ``WordpieceTokenizeWithOffsets``) that the TF
+  Text build linked into TF Serving 2.12 to 2.19 provides. :func:`saved_model_op_types` lists the
+  op types of an export so tests can check them against the server's op list.
+* **The vocabulary travels with the model.** Both lookup tables read the vocabulary file through
+  one ``tf.saved_model.Asset``, so ``tf.saved_model.save`` copies it into ``assets/`` and the
+  loaded model reads it from there.
+
+Special cases (all handled in-graph, documented here once)
+----------------------------------------------------------
+* **Unknown characters** (not seen when the vocabulary was learned) become ``<unk>`` (id
+  :data:`UNK_ID`), one per character; the known rest of the word is kept. ``detokenize`` writes
+  ``<unk>`` as a word-initial piece, so an unknown character inside a word comes back with a
+  space before it: ``"a☃b"`` -> ``"a <unk>b"``, ``"x ☃ y"`` -> ``"x <unk> y"``. A word longer
+  than :data:`MAX_BYTES_PER_WORD` UTF-8 bytes becomes a single ``<unk>``.
+* **Literal reserved strings or a leading ``##`` in the text** (``"</s>"``, ``"<s>x"``,
+  ``"##tag"``) would be ambiguous with the special tokens / the suffix marker, so such a
+  word-initial piece is re-emitted character by character (``"<"``, ``"##/"``, ``"##s"``, ...).
+  They therefore never turn into ``<pad>``/``<s>``/``</s>`` ids and round-trip exactly.
+* ``tokenize`` adds no ``<s>``/``</s>``; the model code adds them.
+
+Shapes: ``tokenize``: ``tf.string [batch]`` -> ``int32 RaggedTensor [batch, (pieces)]``;
+``detokenize``: ``int [batch, T]`` (dense or ragged ``[batch, (T)]``) -> ``tf.string [batch]``.
+"""
+
+from __future__ import annotations
+
+import collections
+import numbers
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as _learner
+
+__all__ = [
+    "RESERVED_TOKENS",
+    "PAD_ID",
+    "UNK_ID",
+    "START_ID",
+    "END_ID",
+    "SUFFIX_INDICATOR",
+    "MAX_BYTES_PER_WORD",
+    "learn_vocabulary",
+    "write_vocabulary",
+    "read_vocabulary",
+    "split_words",
+    "SubwordTokenizer",
+    "saved_model_op_types",
+]
+
+RESERVED_TOKENS = ("<pad>", "<unk>", "<s>", "</s>")
+PAD_ID, UNK_ID, START_ID, END_ID = 0, 1, 2, 3
+
+SUFFIX_INDICATOR = "##"
+# Longer words are not split into pieces but become one <unk>. Bounds the greedy search per word.
+MAX_BYTES_PER_WORD = 1024
+
+# Every character for which Python's str.isspace() is true (the set str.split() splits on).
+# tf.strings.split only knows ASCII whitespace, so the others are mapped to " " first.
+_WHITESPACE_RUN_RE = (
+    r"[\t\n\x0b\x0c\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}"
+    r"\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]+"
+)
+# A word-initial piece that reads as a special token or as a suffix piece: re-emit per character.
+_AMBIGUOUS_PIECE_RE = "|".join(
+    [re.escape(SUFFIX_INDICATOR) + ".*"] + [re.escape(token) for token in RESERVED_TOKENS]
+)
+# What the WordPiece op emits for an unknown character. 0xFF never occurs in valid UTF-8, and the
+# text is valid UTF-8 after transcoding, so this cannot be confused with a piece of real text.
+# It is not in the vocabulary, so the id lookup maps it (and "##" + it) to UNK_ID.
+_UNKNOWN_SENTINEL = b"\xff"
+
+_LEARN_BATCH_SIZE = 1024
+
+
+def split_words(texts) -> tf.RaggedTensor:
+    """The text pipeline shared by vocabulary learning and :meth:`SubwordTokenizer.tokenize`.
+
+    Replaces invalid UTF-8 by U+FFFD, applies Unicode NFKC, and splits on runs of whitespace
+    (Python's ``str.isspace`` set). Case is kept.
+
+    Args:
+      texts: ``tf.string [batch]``.
+
+    Returns:
+      ``tf.string`` RaggedTensor ``[batch, (words)]``.
+    """
+    texts = tf.convert_to_tensor(texts, dtype=tf.string)
+    texts = tf.strings.unicode_transcode(
+        texts, input_encoding="UTF-8", output_encoding="UTF-8", errors="replace",
+        replacement_char=0xFFFD)
+    texts = tf_text.normalize_utf8(texts, "NFKC")
+    # After NFKC: compatibility forms such as U+00A8 decompose to " " + combining mark.
+    texts = tf.strings.regex_replace(texts, _WHITESPACE_RUN_RE, " ")
+    return tf.strings.split(texts)
+
+
+def _as_utf8_bytes(text) -> bytes:
+    if isinstance(text, bytes):
+        return text
+    if isinstance(text, str):
+        # Lone surrogates become invalid UTF-8 here and U+FFFD in the graph.
+        return text.encode("utf-8", "surrogatepass")
+    raise TypeError(f"texts must contain str or bytes, got {type(text).__name__}: {text!r}")
+
+
+def _batches(texts: Iterable, size: int) -> Iterator[list[bytes]]:
+    batch: list[bytes] = []
+    for text in texts:
+        batch.append(_as_utf8_bytes(text))
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _count_words(texts: Iterable) -> tuple[collections.Counter, int]:
+    """Counts words exactly as the tokenizer splits them (runs :func:`split_words` eagerly)."""
+    counts: collections.Counter = collections.Counter()
+    num_texts = 0
+    for batch in _batches(texts, _LEARN_BATCH_SIZE):
+        num_texts += len(batch)
+        words = split_words(tf.constant(batch, dtype=tf.string)).flat_values.numpy()
+        counts.update(words.tolist())
+    # Transcoding made every word valid UTF-8.
+    return collections.Counter({w.decode("utf-8"): c for w, c in counts.items()}), num_texts
+
+
+def learn_vocabulary(texts: Iterable[str], vocab_size: int) -> list[str]:
+    """Learns a WordPiece vocabulary of at most ``vocab_size`` tokens from training text.
+
+    Words are counted after the same cleaning and whitespace split as
+    :meth:`SubwordTokenizer.tokenize` uses, then fed to tensorflow-text's
+    ``wordpiece_tokenizer_learner_lib.learn`` (with ``lower_thresh=1`` so that small corpora come
+    close to ``vocab_size``; its default of 10 leaves them far below).
+
+    Layout: :data:`RESERVED_TOKENS` (ids 0..3), every character seen in training as a
+    word-initial piece, the same characters as ``##`` suffix pieces, then the learned pieces
+    (most frequent first) up to ``vocab_size``. Because every seen character is there in both
+    forms, text made of seen characters never tokenizes to ``<unk>``.
+
+    Args:
+      texts: iterable of ``str`` (or UTF-8 ``bytes``); one sentence or document each.
+      vocab_size: maximum number of tokens, reserved tokens included.
+
+    Returns:
+      The vocabulary, a list of at most ``vocab_size`` unique tokens.
+
+    Raises:
+      ValueError: ``vocab_size`` < ``len(RESERVED_TOKENS) + 1``; too small to hold every seen
+        character in both forms; or the corpus has no words.
+    """
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, numbers.Integral):
+        raise TypeError(f"vocab_size must be an int, got {type(vocab_size).__name__}: "
+                        f"{vocab_size!r}")
+    vocab_size = int(vocab_size)
+    min_size = len(RESERVED_TOKENS) + 1
+    if vocab_size < min_size:
+        raise ValueError(f"vocab_size must be at least {min_size} "
+                         f"(the {len(RESERVED_TOKENS)} reserved tokens + 1), got {vocab_size}")
+    if isinstance(texts, (str, bytes)):
+        raise TypeError("texts must be an iterable of strings, not a single string")
+
+    counts, num_texts = _count_words(texts)
+    if not counts:
+        raise ValueError(f"cannot learn a vocabulary from an empty corpus: "
+                         f"{num_texts} text(s) containing no words")
+
+    chars = sorted({char for word in counts for char in word})
+    required = list(RESERVED_TOKENS) + chars + [SUFFIX_INDICATOR + c for c in chars]
+    if len(required) > vocab_size:
+        raise ValueError(
+            f"vocab_size={vocab_size} is too small for this corpus: its {len(chars)} distinct "
+            f"characters need {len(required)} entries ({len(RESERVED_TOKENS)} reserved tokens "
+            f"+ each character as a word-initial and as a '{SUFFIX_INDICATOR}' suffix piece)")
+
+    learned = _learner.learn(
+        counts,
+        vocab_size=vocab_size,
+        reserved_tokens=list(RESERVED_TOKENS),
+        lower_thresh=1,
+        # Keep every word: all characters are in the vocabulary anyway (see `required`).
+        max_unique_chars=len(chars),
+        include_joiner_token=True,
+        joiner=SUFFIX_INDICATOR,
+    )
+
+    # The learner can overshoot when its threshold search bottoms out; it lists frequent pieces
+    # first, so cutting the tail keeps the useful ones. Words over its max_token_length (50) are
+    # not learned from; `required` still covers their characters.
+    vocab = dict.fromkeys(required)
+    for token in learned:
+        if len(vocab) >= vocab_size:
+            break
+        if token and token not in vocab:
+            vocab[token] = None
+    return list(vocab)
+
+
+def _check_token(token, index: int) -> None:
+    if not isinstance(token, str):
+        raise TypeError(f"vocabulary token {index} must be str, got {type(token).__name__}")
+    if not token:
+        raise ValueError(f"vocabulary token {index} is empty")
+    if "\n" in token or "\r" in token:
+        raise ValueError(f"vocabulary token {index} contains a line break: {token!r}")
+
+
+def write_vocabulary(tokens: Sequence[str], path) -> None:
+    """Writes ``tokens`` one per line (UTF-8, ``\\n``) to ``path``, atomically.
+
+    The file is written to a temporary file in the same directory and moved into place with
+    ``os.replace``, so readers never see a half-written vocabulary.
+
+    Raises:
+      ValueError: a token is empty, contains a line break, or occurs twice (the lookup table
+        needs one line per distinct token).
+    """
+    path = os.fspath(path)
+    tokens = list(tokens)
+    seen: dict[str, int] = {}
+    for index, token in enumerate(tokens):
+        _check_token(token, index)
+        if token in seen:
+            raise ValueError(f"duplicate vocabulary token {token!r} at lines {seen[token] + 1} "
+                             f"and {index + 1}")
+        seen[token] = index
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp_path = tempfile.mkstemp(prefix=".vocab-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write("".join(token + "\n" for token in tokens))
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp_path, 0o644)  # mkstemp makes 0600; a model server may run as another user
+        os.replace(tmp_path, path)
+    except BaseException:
+        try:
+            os.unlink(tmp_path)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def read_vocabulary(path) -> list[str]:
+    """Reads a vocabulary written by :func:`write_vocabulary` (line ``i`` is token id ``i``).
+
+    Raises:
+      FileNotFoundError: ``path`` does not exist (the message names it).
+      ValueError: the first lines are not :data:`RESERVED_TOKENS`, the file is not UTF-8, or it
+        has empty lines, ``\\r`` characters or duplicate tokens.
+    """
+    path = os.fspath(path)
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise FileNotFoundError(2, f"vocabulary file not found: {path}", path) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"vocabulary file {path} is not valid UTF-8: {e}") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    head = tuple(lines[:len(RESERVED_TOKENS)])
+    if head != RESERVED_TOKENS:
+        raise ValueError(f"vocabulary file {path}: the first {len(RESERVED_TOKENS)} lines must "
+                         f"be the reserved tokens {RESERVED_TOKENS}, got {head}")
+    seen: dict[str, int] = {}
+    for index, token in enumerate(lines):
+        if not token:
+            raise ValueError(f"vocabulary file {path}: line {index + 1} is empty")
+        if "\r" in token:
+            raise ValueError(f"vocabulary file {path}: line {index + 1} contains '\\r' "
+                             f"(use '\\n' line endings)")
+        if token in seen:
+            raise ValueError(f"vocabulary file {path}: token {token!r} on lines "
+                             f"{seen[token] + 1} and {index + 1}")
+        seen[token] = index
+    return lines
+
+
+class SubwordTokenizer(tf.Module):
+    """In-graph WordPiece tokenizer over a vocabulary file; safe to save in a SavedModel.
+
+    Both directions use lookup tables built from the vocabulary file through one
+    ``tf.saved_model.Asset``, so a SavedModel containing the tokenizer carries the file in
+    ``assets/``. ``tokenize`` and ``detokenize`` work eagerly and inside ``tf.function``.
+
+    Args:
+      vocab_path: vocabulary file (see :func:`read_vocabulary`); it is validated here.
+      name: module name.
+    """
+
+    def __init__(self, vocab_path, name=None):
+        super().__init__(name=name)
+        vocab_path = os.fspath(vocab_path)
+        tokens = read_vocabulary(vocab_path)
+        self._vocab_path = vocab_path
+        self._vocab_size = len(tokens)
+        self._vocab_asset = tf.saved_model.Asset(vocab_path)
+        # Line number -> id. The default (UNK_ID) applies to unknown-character pieces.
+        self._token_to_id = tf.lookup.StaticHashTable(
+            tf.lookup.TextFileInitializer(
+                self._vocab_asset,
+                key_dtype=tf.string, key_index=tf.lookup.TextFileIndex.WHOLE_LINE,
+                value_dtype=tf.int64, value_index=tf.lookup.TextFileIndex.LINE_NUMBER),
+            default_value=UNK_ID)
+        self._id_to_token = tf.lookup.StaticHashTable(
+            tf.lookup.TextFileInitializer(
+                self._vocab_asset,
+                key_dtype=tf.int64, key_index=tf.lookup.TextFileIndex.LINE_NUMBER,
+                value_dtype=tf.string, value_index=tf.lookup.TextFileIndex.WHOLE_LINE),
+            default_value=RESERVED_TOKENS[UNK_ID])
+        self._wordpiece = tf_text.WordpieceTokenizer(
+            self._token_to_id,
+            suffix_indicator=SUFFIX_INDICATOR,
+            max_bytes_per_word=MAX_BYTES_PER_WORD,
+            # Longest piece in characters: bounds the greedy longest-match search.
+            max_chars_per_token=max(len(token) for token in tokens),
+            token_out_type=tf.string,
+            unknown_token=_UNKNOWN_SENTINEL,
+            split_unknown_characters=True,
+        )
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of tokens in the vocabulary (ids are ``0 .. vocab_size - 1``)."""
+        return self._vocab_size
+
+    @property
+    def vocab_path(self) -> str:
+        """Path of the vocabulary file this tokenizer was built from."""
+        return self._vocab_path
+
+    @property
+    def vocab_asset(self) -> tf.saved_model.Asset:
+        """The ``tf.saved_model.Asset`` wrapping :attr:`vocab_path` (read by both tables)."""
+        return self._vocab_asset
+
+    def tokenize(self, texts) -> tf.RaggedTensor:
+        """Splits sentences into subword ids.
+
+        Args:
+          texts: ``tf.string [batch]`` (or a list of str/bytes).
+
+        Returns:
+          ``int32`` RaggedTensor ``[batch, (pieces)]``, all words of a sentence in one row; no
+          ``<s>``/``</s>``. An empty or all-whitespace text gives an empty row.
+        """
+        texts = tf.convert_to_tensor(texts, dtype=tf.string)
+        if texts.shape.rank is not None and texts.shape.rank != 1:
+            raise ValueError(f"texts must have shape [batch], got {texts.shape}")
+        words = split_words(texts)                                 # [batch, (words)]
+        pieces, starts, _ = self._wordpiece.tokenize_with_offsets(words)
+        pieces = pieces.merge_dims(1, 2)                           # [batch, (pieces)]
+        starts = starts.merge_dims(1, 2)
+        flat = pieces.values                                       # [n]
+
+        # Word-initial pieces that would read as <pad>/<unk>/<s>/</s> or as a '##' suffix piece
+        # are rewritten as "c1 ##c2 ##c3 ..." and split on " " (pieces never contain spaces).
+        ambiguous = tf.logical_and(
+            tf.equal(starts.values, 0),
+            tf.strings.regex_full_match(flat, _AMBIGUOUS_PIECE_RE))
+        per_char = tf.strings.regex_replace(
+            tf.strings.regex_replace(flat, "(.)", " " + SUFFIX_INDICATOR + r"\1"),
+            "^ " + re.escape(SUFFIX_INDICATOR), "")
+        flat = tf.where(ambiguous, per_char, flat)
+        split = tf.strings.split(flat, sep=" ")                    # [n, (1 or chars)]
+        pieces = tf.RaggedTensor.from_row_splits(
+            split, pieces.row_splits, validate=False).merge_dims(1, 2)
+
+        ids = self._token_to_id.lookup(pieces)                     # unknown -> UNK_ID
+        return tf.cast(ids, tf.int32)
+
+    def detokenize(self, ids) -> tf.Tensor:
+        """Turns subword ids back into text.
+
+        Per row: everything from the first ``</s>`` on is ignored, ``<pad>`` and ``<s>`` are
+        dropped, ``##`` pieces are glued to the previous piece and word-initial pieces are
+        separated by one space. ``<unk>`` (and any id outside the vocabulary) is written as the
+        word ``<unk>``.
+
+        Args:
+          ids: ``int32``/``int64`` ``[batch, T]`` dense (padded with ``<pad>``) or RaggedTensor
+            ``[batch, (T)]``.
+
+        Returns:
+          ``tf.string [batch]``; an empty row gives ``""``.
+        """
+        if isinstance(ids, tf.RaggedTensor):
+            ids = ids.to_tensor(default_value=tf.cast(PAD_ID, ids.dtype))
+        ids = tf.cast(tf.convert_to_tensor(ids), tf.int64)        # [batch, T]
+        if ids.shape.rank is not None and ids.shape.rank != 2:
+            raise ValueError(f"ids must have shape [batch, T], got {ids.shape}")
+        seen_end = tf.cumsum(tf.cast(tf.equal(ids, END_ID), tf.int32), axis=1) > 0
+        keep = tf.logical_not(seen_end)
+        keep = tf.logical_and(keep, tf.not_equal(ids, PAD_ID))
+        keep = tf.logical_and(keep, tf.not_equal(ids, START_ID))
+        tokens = self._id_to_token.lookup(ids)
+        # " piece" for a word-initial piece, "x" for "##x".
+        pieces = tf.strings.regex_replace(
+            tf.strings.join([" ", tokens]), "^ " + re.escape(SUFFIX_INDICATOR), "")
+        pieces = tf.where(keep, pieces, "")
+        text = tf.strings.reduce_join(pieces, axis=1)
+        return tf.strings.regex_replace(text, "^ ", "")
+
+
+def saved_model_op_types(export_dir) -> set[str]:
+    """All op types a SavedModel's graphs use (to compare with a model server's op list).
+
+    Collects ``node.op`` over each meta graph's ``graph_def.node`` and over the nodes of every
+    function in ``graph_def.library``, minus the names of those library functions themselves
+    (calls to them show up as ops named after the function).
+
+    Args:
+      export_dir: directory holding ``saved_model.pb``.
+    """
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    pb_path = Path(os.fspath(export_dir)) / "saved_model.pb"
+    if not pb_path.is_file():
+        raise FileNotFoundError(2, f"no saved_model.pb in {export_dir}", str(pb_path))
+    saved_model = saved_model_pb2.SavedModel()
+    saved_model.ParseFromString(pb_path.read_bytes())
+    op_types: set[str] = set()
+    for meta_graph in saved_model.meta_graphs:
+        graph_def = meta_graph.graph_def
+        function_names = {f.signature.name for f in graph_def.library.function}
+        graph_ops = {node.op for node in graph_def.node}
+        for function in graph_def.library.function:
+            graph_ops.update(node.op for node in function.node_def)
+        op_types |= graph_ops - function_names
+    return op_types

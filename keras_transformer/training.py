@@ -1,0 +1,119 @@
+"""Training pieces for `model.compile` / `model.fit`: the tutorial's label-smoothed loss that
+ignores padding, masked token accuracy, and the paper's learning-rate schedule (section 5.3)."""
+
+import keras
+from keras import ops
+
+from keras_transformer.tokenizers import PAD_ID
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MaskedLabelSmoothedLoss(keras.losses.Loss):
+    """Label-smoothed cross-entropy over real target tokens (paper section 5.4).
+
+    The tutorial's loss: targets `y_smoothed = (1 - epsilon) * one_hot(y) + epsilon / V`, softmax
+    cross-entropy with the logits, averaged over the positions where `y != 0` (`istarget`).
+    Computed without materialising the one-hot: `(1 - epsilon) * NLL(y) + epsilon * mean(-log p)`.
+
+    Padding positions (label 0) are ignored, so extra trailing padding leaves the loss unchanged,
+    whether or not Keras also passes the logits' padding mask. Each real token's loss is weighted
+    by `1 / (number of real tokens in the batch)` and the reduction is a sum, which gives the
+    mean over real tokens.
+
+    Args:
+        label_smoothing: float epsilon in [0, 1).
+
+    Call arguments:
+        y_true: int tensor `[B, T]` of target ids, 0 = padding.
+        y_pred: float tensor `[B, T, V]` of logits.
+    """
+
+    def __init__(self, label_smoothing=0.1, name="masked_label_smoothed_loss", **kwargs):
+        kwargs.pop("reduction", None)
+        super().__init__(name=name, reduction="sum", **kwargs)
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"`label_smoothing` must be in [0, 1). Received: label_smoothing={label_smoothing}")
+        self.label_smoothing = label_smoothing
+
+    def call(self, y_true, y_pred):
+        labels = ops.cast(y_true, "int32")
+        log_probs = ops.log_softmax(ops.cast(y_pred, "float32"), axis=-1)  # (B, T, V)
+        nll = -ops.squeeze(ops.take_along_axis(log_probs, labels[..., None], axis=-1), -1)  # (B, T)
+        uniform = -ops.mean(log_probs, axis=-1)  # (B, T)
+        per_token = (1.0 - self.label_smoothing) * nll + self.label_smoothing * uniform
+        is_target = ops.cast(ops.not_equal(labels, PAD_ID), "float32")  # (B, T)
+        return per_token * is_target / ops.maximum(ops.sum(is_target), 1.0)
+
+    def get_config(self):
+        config = super().get_config()
+        config.pop("reduction", None)
+        config.update({"label_smoothing": self.label_smoothing})
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MaskedAccuracy(keras.metrics.Metric):
+    """Fraction of real target tokens (label != 0) whose argmax prediction is right."""
+
+    def __init__(self, name="accuracy", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.correct = self.add_variable(shape=(), initializer="zeros", name="correct")
+        self.total = self.add_variable(shape=(), initializer="zeros", name="total")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        labels = ops.cast(y_true, "int32")
+        weight = ops.cast(ops.not_equal(labels, PAD_ID), "float32")  # (B, T)
+        if sample_weight is not None:
+            weight = weight * ops.cast(sample_weight, "float32")
+        hits = ops.cast(ops.equal(ops.cast(ops.argmax(y_pred, axis=-1), "int32"), labels), "float32")
+        self.correct.assign_add(ops.sum(hits * weight))
+        self.total.assign_add(ops.sum(weight))
+
+    def result(self):
+        return ops.divide_no_nan(self.correct, self.total)
+
+    def reset_state(self):
+        self.correct.assign(0.0)
+        self.total.assign(0.0)
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """The paper's learning rate (section 5.3), with an overall scale:
+
+    `lr(step) = scale * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)`,
+    rising linearly for `warmup_steps` steps, then decaying as `1 / sqrt(step)`. Steps count
+    from 1. The peak, at `step = warmup_steps`, is `scale * (d_model * warmup_steps)^-0.5`.
+    """
+
+    def __init__(self, d_model, warmup_steps=4000, scale=1.0):
+        if d_model < 1 or warmup_steps < 1 or not scale > 0:
+            raise ValueError(
+                "NoamSchedule needs positive d_model, warmup_steps and scale. Received: "
+                f"d_model={d_model}, warmup_steps={warmup_steps}, scale={scale}"
+            )
+        self.d_model = d_model
+        self.warmup_steps = warmup_steps
+        self.scale = scale
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32") + 1.0
+        rising = step * self.warmup_steps**-1.5
+        decaying = ops.rsqrt(step)
+        return self.scale * self.d_model**-0.5 * ops.minimum(rising, decaying)
+
+    def get_config(self):
+        return {"d_model": self.d_model, "warmup_steps": self.warmup_steps, "scale": self.scale}
+
+
+def compile_transformer(model, model_config, train_config):
+    """`model.compile` with the paper's optimizer: Adam(0.9, 0.98, 1e-9) on the Noam schedule,
+    the masked label-smoothed loss and masked token accuracy."""
+    schedule = NoamSchedule(model_config.d_model, train_config.warmup_steps, train_config.learning_rate_scale)
+    optimizer = keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+    model.compile(
+        optimizer=optimizer,
+        loss=MaskedLabelSmoothedLoss(train_config.label_smoothing),
+        metrics=[MaskedAccuracy()],
+    )
+    return model
