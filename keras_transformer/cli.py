@@ -79,14 +79,16 @@ def _build_parser():
     return parser
 
 
-def _split_overrides(namespace):
-    """Explicit flags -> (TrainConfig overrides, ModelConfig overrides)."""
-    values = vars(namespace)
-    train_names = {f.name for f in dataclasses.fields(TrainConfig)}
-    model_names = {f.name for f in dataclasses.fields(ModelConfig)}
+_TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}
+# Vocabulary sizes are requests (TrainConfig); the model config records the learned sizes.
+_MODEL_FIELDS = {f.name for f in dataclasses.fields(ModelConfig) if f.metadata.get("cli", True)}
+
+
+def _split_by_config(values):
+    """A dict of settings -> (TrainConfig settings, ModelConfig settings)."""
     return (
-        {k: v for k, v in values.items() if k in train_names},
-        {k: v for k, v in values.items() if k in model_names},
+        {k: v for k, v in values.items() if k in _TRAIN_FIELDS},
+        {k: v for k, v in values.items() if k in _MODEL_FIELDS},
     )
 
 
@@ -101,22 +103,17 @@ def _load_config_file(path):
         raise RunError(f"--config: {path} is not valid JSON ({error})") from None
     if not isinstance(values, dict):
         raise RunError(f"--config: {path} must hold a JSON object")
-    train_names = {f.name for f in dataclasses.fields(TrainConfig)}
-    model_names = {f.name for f in dataclasses.fields(ModelConfig)}
-    unknown = sorted(set(values) - train_names - model_names)
+    unknown = sorted(set(values) - _TRAIN_FIELDS - _MODEL_FIELDS)
     if unknown:
         raise RunError(f"--config: unknown keys {unknown} in {path}")
-    return (
-        {k: v for k, v in values.items() if k in train_names},
-        {k: v for k, v in values.items() if k in model_names},
-    )
+    return _split_by_config(values)
 
 
 def _train(args):
     from keras_transformer import runs
 
     train_values, model_values = _load_config_file(args.config) if args.config else ({}, {})
-    train_flags, model_flags = _split_overrides(args)
+    train_flags, model_flags = _split_by_config(vars(args))
     model_overrides = {**model_values, **model_flags}
     try:
         train_config = TrainConfig(**{**train_values, **train_flags}).validate()

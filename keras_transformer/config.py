@@ -128,12 +128,17 @@ class TrainConfig(_JsonConfig):
     preset: str = _field("small", "Model size preset; explicit model flags override it.", choices=tuple(PRESETS))
     corpus: str = _field("builtin", "Training corpus. 'builtin' is the generated dates corpus.", choices=("builtin",))
     train_size: int = _field(20000, "Number of built-in training pairs.")
-    vocab_size: int = _field(1000, "Requested WordPiece vocabulary size per side.")
+    source_vocab_size: int = _field(
+        400, "Requested source WordPiece vocabulary size; the learned one may be smaller (the model config records it)."
+    )
+    target_vocab_size: int = _field(
+        100, "Requested target WordPiece vocabulary size; the learned one may be smaller (the model config records it)."
+    )
     epochs: int = _field(12, "Training epochs.")
     steps_per_epoch: int = _field(200, "Optimizer steps per epoch (the training data repeats).")
     batch_size: int = _field(64, "Sentence pairs per batch.")
     warmup_steps: int = _field(400, "Noam schedule warm-up steps: the learning rate peaks there.")
-    learning_rate_scale: float = _field(2.0, "Multiplier of the Noam learning rate.")
+    learning_rate_scale: float = _field(1.0, "Multiplier of the Noam learning rate.")
     label_smoothing: float = _field(0.1, "Label smoothing epsilon of the loss.")
     seed: int = _field(0, "Random seed for data generation, shuffling and initialization.")
     run_dir: str = _field("runs/builtin", "Where checkpoints, vocabularies, logs and the summary go.")
@@ -141,7 +146,7 @@ class TrainConfig(_JsonConfig):
     model_name: str = _field("transformer", "Model name in the export path and in TF Serving.")
 
     def validate(self):
-        _check_positive(self, "train_size", "vocab_size", "epochs", "steps_per_epoch", "batch_size", "warmup_steps")
+        _check_positive(self, "train_size", "source_vocab_size", "target_vocab_size", "epochs", "steps_per_epoch", "batch_size", "warmup_steps")
         _check_rate(self, "label_smoothing")
         if self.preset not in PRESETS:
             raise ValueError(f"Unknown preset {self.preset!r}; expected one of {sorted(PRESETS)}")

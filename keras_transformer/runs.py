@@ -149,8 +149,8 @@ def train(train_config, model_overrides=None, resume=False, log=print, extra_cal
     keras.utils.set_random_seed(train_config.seed)
 
     train_sources, train_targets = load_corpus(train_config, "train")
-    source_tokenizer = _tokenizer(run_dir, "source", train_sources, train_config.vocab_size)
-    target_tokenizer = _tokenizer(run_dir, "target", train_targets, train_config.vocab_size)
+    source_tokenizer = _tokenizer(run_dir, "source", train_sources, train_config.source_vocab_size)
+    target_tokenizer = _tokenizer(run_dir, "target", train_targets, train_config.target_vocab_size)
     model_config.source_vocab_size = source_tokenizer.vocab_size
     model_config.target_vocab_size = target_tokenizer.vocab_size
     model_config.validate().save(run_dir / MODEL_CONFIG_FILE)
@@ -185,6 +185,7 @@ def train(train_config, model_overrides=None, resume=False, log=print, extra_cal
         epochs=train_config.epochs,
         steps_per_epoch=train_config.steps_per_epoch,
         validation_data=validation_data,
+        validation_steps=sum(1 for _ in validation_data),  # a finite pass, counted once
         shuffle=False,  # the dataset shuffles itself
         callbacks=callbacks,
         verbose=verbose,

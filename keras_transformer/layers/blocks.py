@@ -10,6 +10,8 @@ from keras_transformer.layers.feedforward import FeedForward
 class _Block(keras.layers.Layer):
     """Hyperparameters and config shared by `EncoderBlock` and `DecoderBlock`."""
 
+    causal_self_attention = False
+
     def __init__(
         self,
         num_heads,
@@ -30,6 +32,8 @@ class _Block(keras.layers.Layer):
         self.projection_activation = projection_activation
         self.epsilon = epsilon
         self.supports_masking = True
+        # Attention sublayers are made here, so bad arguments fail at construction.
+        self.self_attention = self._attention("self_attention", causality=self.causal_self_attention)
 
     def _attention(self, name, causality=False):
         return MultiheadAttention(
@@ -92,7 +96,6 @@ class EncoderBlock(_Block):
     """
 
     def build(self, input_shape):
-        self.self_attention = self._attention("self_attention")
         self.self_attention.build(input_shape, input_shape)
         self.feed_forward = self._feed_forward(input_shape[-1])
         self.feed_forward.build(input_shape)
@@ -136,10 +139,14 @@ class DecoderBlock(_Block):
         float tensor `[B, T, D]`, zero at padding.
     """
 
-    def build(self, inputs_shape, memory_shape):
-        self.self_attention = self._attention("self_attention", causality=True)
-        self.self_attention.build(inputs_shape, inputs_shape)
+    causal_self_attention = True
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
         self.cross_attention = self._attention("cross_attention")
+
+    def build(self, inputs_shape, memory_shape):
+        self.self_attention.build(inputs_shape, inputs_shape)
         self.cross_attention.build(inputs_shape, memory_shape)
         self.feed_forward = self._feed_forward(inputs_shape[-1])
         self.feed_forward.build(inputs_shape)

@@ -142,6 +142,11 @@ class PositionalEncoding(keras.layers.Layer):
     def call(self, inputs, mask=None):
         mask = sign_mask(inputs) if mask is None else mask
         length, depth = ops.shape(inputs)[1], ops.shape(inputs)[2]
+        if self.learned and isinstance(length, int) and length > self.max_length:
+            raise ValueError(
+                f"Sequence of {length} positions is longer than the learned table. Received: "
+                f"length={length}, max_length={self.max_length}"
+            )
         if self.learned:
             encoding = ops.cast(self.position_embeddings[:length], self.compute_dtype)  # (T, D)
         else:

@@ -43,10 +43,14 @@ class LayerNorm(keras.layers.Layer):
         self.gamma = self.add_weight(name="gamma", shape=(channels,), initializer="ones")
 
     def call(self, inputs):
-        mean = ops.mean(inputs, axis=-1, keepdims=True)
-        variance = ops.var(inputs, axis=-1, keepdims=True)
-        normalized = (inputs - mean) / ops.sqrt(variance + self.epsilon)
-        return self.gamma * normalized + self.beta
+        # Statistics in float32: under float16, epsilon=1e-8 would round to 0 and an all-zero
+        # (padding) row would normalize to 0 / 0 = NaN.
+        values = ops.cast(inputs, "float32")
+        mean = ops.mean(values, axis=-1, keepdims=True)
+        variance = ops.var(values, axis=-1, keepdims=True)
+        normalized = (values - mean) / ops.sqrt(variance + self.epsilon)
+        outputs = ops.cast(self.gamma, "float32") * normalized + ops.cast(self.beta, "float32")
+        return ops.cast(outputs, self.compute_dtype)
 
     def compute_output_shape(self, input_shape):
         return input_shape

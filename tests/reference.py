@@ -1,0 +1,207 @@
+"""A short NumPy version of the tutorial's formulas, the yardstick for `tests/test_layers.py`.
+
+Written from the paper ("Attention Is All You Need", Vaswani et al., 2017) and the TF1 tutorial
+code (Kyubyong Park's `modules.py`: `normalize`, `embedding`, `multihead_attention`,
+`feedforward`, `positional_encoding`), never from `keras_transformer`. Every function takes plain
+NumPy arrays with the weights passed explicitly and computes in float64, so that a layer, run in
+float32 with the same weights copied in, can be compared with `assert_allclose`.
+
+Shape letters as in the package: B batch (the tutorial's N), T_q / T_k query / key lengths,
+D width (the tutorial's C), H heads (the tutorial's h), F feed-forward inner width.
+
+Masks are the tutorial's sign masks in the form DESIGN.md gives, `sign(sum(|x|, axis=-1))`: a
+position is padding when its vector is all zeros. (The tutorial code writes
+`sign(abs(reduce_sum(x)))`, which also calls a real vector summing to zero padding.) `queries_mask` / `keys_mask` / `mask` arguments, where given, replace them
+(the tutorial has no such arguments; with them left at None, these functions are the tutorial).
+
+The one deviation of the package that the tutorial does not have, zeroing the outputs at padding
+positions (the tutorial leaves LayerNorm's `beta` there), is a separate final step behind
+`zero_padding_rows=True`; with `zero_padding_rows=False` the functions are the tutorial code.
+"""
+
+import numpy as np
+
+# The tutorial's score for masked positions, `paddings = tf.ones_like(outputs) * (-2**32 + 1)`.
+MASKED_SCORE = -(2.0**32) + 1.0
+
+
+def sign_mask(x):
+    """`sign(sum(|x|, -1))`: `[B, T, D]` -> `[B, T]` float, 1 at real positions, 0 at padding."""
+    return np.sign(np.sum(np.abs(np.asarray(x, np.float64)), axis=-1))
+
+
+def normalize(x, gamma, beta, epsilon=1e-8):
+    """The tutorial's `normalize`: `gamma * (x - mean) / (variance + epsilon) ** .5 + beta`."""
+    x = np.asarray(x, np.float64)
+    mean = np.mean(x, axis=-1, keepdims=True)
+    variance = np.mean((x - mean) ** 2, axis=-1, keepdims=True)  # tf.nn.moments: population variance
+    normalized = (x - mean) / (variance + epsilon) ** 0.5
+    return gamma * normalized + beta
+
+
+def dense(x, kernel, bias, activation=None):
+    """`tf.layers.dense`: `x @ kernel + bias`, then `activation` (None or "relu")."""
+    outputs = np.asarray(x, np.float64) @ kernel + bias
+    if activation == "relu":
+        outputs = np.maximum(outputs, 0.0)
+    elif activation is not None:
+        raise ValueError(f"unsupported activation: {activation}")
+    return outputs
+
+
+def softmax(x, axis=-1):
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    exps = np.exp(shifted)
+    return exps / np.sum(exps, axis=axis, keepdims=True)
+
+
+def multihead_attention(
+    queries,
+    keys,
+    values,
+    weights,
+    num_heads,
+    causality=False,
+    use_output_projection=False,
+    projection_activation="relu",
+    epsilon=1e-8,
+    queries_mask=None,
+    keys_mask=None,
+    zero_padding_rows=True,
+):
+    """The tutorial's `multihead_attention`, step by step (dropout left out: inference).
+
+    Args:
+        queries: `[B, T_q, D]`.
+        keys: `[B, T_k, D_k]`.
+        values: `[B, T_k, D_v]`, or None for the tutorial's "values are the keys".
+        weights: dict with `query_kernel`, `query_bias`, `key_kernel`, `key_bias`,
+            `value_kernel`, `value_bias`, `gamma`, `beta`, and, with `use_output_projection`,
+            `output_kernel`, `output_bias`.
+        num_heads: h.
+        causality: hide the future with a `tril` mask.
+        use_output_projection: apply the paper's `W^O` (the tutorial code has none).
+        projection_activation: activation of the Q/K/V projections (the tutorial: "relu").
+        queries_mask, keys_mask: optional `[B, T]` arrays replacing the sign masks.
+        zero_padding_rows: the package's deviation, multiply the outputs by the query mask.
+
+    Returns:
+        `(outputs [B, T_q, D], attention weights [B, H, T_q, T_k])`; the weights are the
+        tutorial's `(h*N, T_q, T_k)` tensor (head-major) put in the package's layout.
+    """
+    queries = np.asarray(queries, np.float64)
+    keys = np.asarray(keys, np.float64)
+    values = keys if values is None else np.asarray(values, np.float64)
+    h = num_heads
+    real_queries = sign_mask(queries) if queries_mask is None else np.asarray(queries_mask, float)  # (N, T_q)
+    real_keys = sign_mask(keys) if keys_mask is None else np.asarray(keys_mask, float)  # (N, T_k)
+
+    # Linear projections
+    Q = dense(queries, weights["query_kernel"], weights["query_bias"], projection_activation)  # (N, T_q, C)
+    K = dense(keys, weights["key_kernel"], weights["key_bias"], projection_activation)  # (N, T_k, C)
+    V = dense(values, weights["value_kernel"], weights["value_bias"], projection_activation)  # (N, T_k, C)
+
+    # Split and concat
+    Q_ = np.concatenate(np.split(Q, h, axis=2), axis=0)  # (h*N, T_q, C/h)
+    K_ = np.concatenate(np.split(K, h, axis=2), axis=0)  # (h*N, T_k, C/h)
+    V_ = np.concatenate(np.split(V, h, axis=2), axis=0)  # (h*N, T_k, C/h)
+
+    # Multiplication, scale
+    outputs = Q_ @ np.transpose(K_, (0, 2, 1))  # (h*N, T_q, T_k)
+    outputs = outputs / K_.shape[-1] ** 0.5
+
+    # Key masking
+    key_masks = np.tile(real_keys, (h, 1))  # (h*N, T_k)
+    key_masks = np.tile(key_masks[:, None, :], (1, queries.shape[1], 1))  # (h*N, T_q, T_k)
+    paddings = np.ones_like(outputs) * MASKED_SCORE
+    outputs = np.where(key_masks == 0, paddings, outputs)  # (h*N, T_q, T_k)
+
+    # Causality = future blinding
+    if causality:
+        tril = np.tril(np.ones(outputs.shape[1:]))  # (T_q, T_k)
+        masks = np.tile(tril[None, :, :], (outputs.shape[0], 1, 1))  # (h*N, T_q, T_k)
+        outputs = np.where(masks == 0, paddings, outputs)  # (h*N, T_q, T_k)
+
+    # Activation
+    outputs = softmax(outputs, axis=-1)  # (h*N, T_q, T_k)
+
+    # Query masking
+    query_masks = np.tile(real_queries, (h, 1))  # (h*N, T_q)
+    query_masks = np.tile(query_masks[:, :, None], (1, 1, keys.shape[1]))  # (h*N, T_q, T_k)
+    outputs = outputs * query_masks  # (h*N, T_q, T_k)
+    attention = outputs
+
+    # Weighted sum
+    outputs = outputs @ V_  # (h*N, T_q, C/h)
+
+    # Restore shape
+    outputs = np.concatenate(np.split(outputs, h, axis=0), axis=2)  # (N, T_q, C)
+
+    # The paper's output projection W^O (not in the tutorial code)
+    if use_output_projection:
+        outputs = dense(outputs, weights["output_kernel"], weights["output_bias"])  # (N, T_q, D)
+
+    # Residual connection, normalize
+    outputs = outputs + queries
+    outputs = normalize(outputs, weights["gamma"], weights["beta"], epsilon)  # (N, T_q, D)
+
+    if zero_padding_rows:  # the package's deviation
+        outputs = outputs * real_queries[:, :, None]
+
+    batch = queries.shape[0]
+    attention = attention.reshape((h, batch) + attention.shape[1:])  # (h, N, T_q, T_k)
+    attention = np.transpose(attention, (1, 0, 2, 3))  # (N, h, T_q, T_k)
+    return outputs, attention
+
+
+def feedforward(
+    x,
+    inner_kernel,
+    inner_bias,
+    outer_kernel,
+    outer_bias,
+    gamma,
+    beta,
+    epsilon=1e-8,
+    mask=None,
+    zero_padding_rows=True,
+):
+    """The tutorial's `feedforward`: `normalize(x + relu(x W_1 + b_1) W_2 + b_2)`.
+
+    Kernels are 2-D, `[D, F]` and `[F, D]` (a `Conv1D` kernel `[1, in, out]` is passed as
+    `kernel[0]`). `mask` (default: the sign mask of `x`) is used only by `zero_padding_rows`.
+    """
+    x = np.asarray(x, np.float64)
+    outputs = dense(x, inner_kernel, inner_bias, "relu")  # (B, T, F)
+    outputs = dense(outputs, outer_kernel, outer_bias)  # (B, T, D)
+    outputs = outputs + x
+    outputs = normalize(outputs, gamma, beta, epsilon)
+    if zero_padding_rows:  # the package's deviation
+        mask = sign_mask(x) if mask is None else np.asarray(mask, np.float64)
+        outputs = outputs * mask[:, :, None]
+    return outputs
+
+
+def embedding(ids, table, scale=True):
+    """The tutorial's `embedding(zero_pad=True, scale)`: row 0 replaced by zeros, times sqrt(D)."""
+    table = np.asarray(table, np.float64)
+    lookup_table = np.concatenate([np.zeros((1, table.shape[1])), table[1:, :]], axis=0)  # (V, D)
+    outputs = lookup_table[np.asarray(ids)]  # (B, T, D)
+    if scale:
+        outputs = outputs * table.shape[1] ** 0.5
+    return outputs
+
+
+def positional_encoding(length, depth):
+    """The paper's sinusoids, `[length, depth]`.
+
+    `PE(pos, 2i) = sin(pos / 10000^(2i / depth))`, `PE(pos, 2i + 1) = cos(pos / 10000^(2i / depth))`.
+    """
+    encoding = np.zeros((length, depth))
+    for pos in range(length):
+        for i in range((depth + 1) // 2):
+            angle = pos / 10000.0 ** (2 * i / depth)
+            encoding[pos, 2 * i] = np.sin(angle)
+            if 2 * i + 1 < depth:
+                encoding[pos, 2 * i + 1] = np.cos(angle)
+    return encoding
