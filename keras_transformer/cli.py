@@ -115,8 +115,12 @@ def _train(args):
     train_values, model_values = _load_config_file(args.config) if args.config else ({}, {})
     train_flags, model_flags = _split_by_config(vars(args))
     model_overrides = {**model_values, **model_flags}
+    explicit = {**train_values, **train_flags}
+    # On --resume the saved settings are the base, so only explicit flags count as changes.
+    saved = Path(explicit.get("run_dir", TrainConfig.run_dir)) / runs.TRAIN_CONFIG_FILE
+    base = TrainConfig.load(saved).to_dict() if args.resume and saved.is_file() else {}
     try:
-        train_config = TrainConfig(**{**train_values, **train_flags}).validate()
+        train_config = TrainConfig(**{**base, **explicit}).validate()
         ModelConfig(**model_overrides).validate()
     except ValueError as error:
         raise runs.RunError(str(error)) from None
