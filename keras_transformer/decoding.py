@@ -24,8 +24,19 @@ def greedy_decode(model, source_ids, max_length):
     Returns:
         int32 tensor `[B, max_length]`: generated ids; after a sentence's `</s>`, padding (0).
     """
-    layers = TransformerLayers.from_model(model)
     source_ids = ops.cast(source_ids, "int32")
+    batch = ops.shape(source_ids)[0]
+    # TensorFlow's oneDNN CPU convolution mishandles an empty batch (it returns the input's shape),
+    # so an empty batch never reaches the model: it gets an empty result.
+    return ops.cond(
+        batch > 0,
+        lambda: _greedy_decode(model, source_ids, max_length),
+        lambda: ops.zeros((batch, max_length), dtype="int32"),
+    )
+
+
+def _greedy_decode(model, source_ids, max_length):
+    layers = TransformerLayers.from_model(model)
     memory, source_mask = encode(layers, source_ids, training=False)  # (B, S, D), (B, S)
     batch = ops.shape(source_ids)[0]
     # tokens[:, 0] is <s>; step t writes tokens[:, t + 1].

@@ -49,17 +49,10 @@ class Translator(tf.Module):
     def translate(self, text):
         """`text: string[B]` -> `{"translation": string[B]}`. Inputs longer than
         `max_source_len` tokens are truncated to it; an empty batch gives an empty batch."""
-        # TensorFlow's convolution kernels reject an empty batch, so it never reaches the model.
-        translation = tf.cond(
-            tf.size(text) > 0, lambda: self._translate_batch(text), lambda: tf.zeros([0], tf.string)
-        )
-        return {"translation": translation}
-
-    def _translate_batch(self, text):
         pieces = self.source_tokenizer.tokenize(text)[:, : self._max_source_len]  # (B, (S))
         source_ids = pieces.to_tensor(default_value=0, shape=[None, self._max_source_len])  # (B, S)
         output_ids = greedy_decode(self.model, source_ids, self._max_target_len)  # (B, L)
-        return self.target_tokenizer.detokenize(output_ids)
+        return {"translation": self.target_tokenizer.detokenize(output_ids)}
 
 
 def next_version(model_dir):

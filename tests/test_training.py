@@ -1,0 +1,294 @@
+"""Tests of the training pieces (`keras_transformer.training`): the tutorial's masked,
+label-smoothed loss against a NumPy reference, masked token accuracy, the paper's Noam learning
+rate schedule, and `compile_transformer` + `model.fit` on a tiny batch.
+
+Tiny sizes: B=2..4, S=5, T=4, D=8, H=2, F=16, two blocks, dropout 0, fixed seeds.
+"""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+
+from keras_transformer.config import ModelConfig, TrainConfig
+from keras_transformer.model import build_transformer
+from keras_transformer.training import MaskedAccuracy, MaskedLabelSmoothedLoss, NoamSchedule, compile_transformer
+
+B, S, T, D, H, F, N = 2, 5, 4, 8, 2, 16, 2
+V_S, V_T = 13, 11
+ATOL = 1e-5
+
+
+def to_numpy(x):
+    return keras.ops.convert_to_numpy(x)
+
+
+def tiny_config(**overrides):
+    values = dict(
+        source_vocab_size=V_S, target_vocab_size=V_T, d_model=D, num_heads=H, d_ff=F, num_blocks=N,
+        dropout_rate=0.0, max_source_len=12, max_target_len=12,
+    )
+    return ModelConfig(**{**values, **overrides}).validate()
+
+
+def ids(lengths, max_length, vocab_size, rng, start=False):
+    """Int32 `[len(lengths), max_length]`: random real ids (>= 4), then padding (0)."""
+    out = np.zeros((len(lengths), max_length), "int32")
+    for b, length in enumerate(lengths):
+        out[b, :length] = rng.integers(4, vocab_size, size=length)
+        if start and length:
+            out[b, 0] = 2  # <s>
+    return out
+
+
+def pad(x, extra):
+    return np.pad(x, ((0, 0), (0, extra)))
+
+
+def toy_batch(lengths=(2, 4, 3, 4), seed=0):
+    """`(source_ids, target_in_ids), target_out_ids` with some padded rows."""
+    rng = np.random.default_rng(seed)
+    source = ids([3, S, 4, 2][: len(lengths)], S, V_S, rng)
+    target_in = ids(lengths, T, V_T, rng, start=True)
+    target_out = ids(lengths, T, V_T, rng)
+    return (source, target_in), target_out
+
+
+# ---------------------------------------------------------------------------
+# MaskedLabelSmoothedLoss
+# ---------------------------------------------------------------------------
+def reference_loss(labels, logits, epsilon):
+    """The tutorial's loss, in float64: `y_smoothed = (1 - eps) one_hot(y) + eps / V`, softmax
+    cross-entropy with the logits, mean over the positions where `y != 0` (`istarget`)."""
+    logits = np.asarray(logits, np.float64)
+    vocab_size = logits.shape[-1]
+    smoothed = (1.0 - epsilon) * np.eye(vocab_size)[labels] + epsilon / vocab_size  # (B, T, V)
+    shifted = logits - logits.max(-1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+    cross_entropy = -(smoothed * log_probs).sum(-1)  # (B, T)
+    is_target = (labels != 0).astype(np.float64)
+    return (cross_entropy * is_target).sum() / is_target.sum()
+
+
+def random_labels_and_logits(seed=0, batch=3, length=5, vocab_size=7):
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(1, vocab_size, size=(batch, length)).astype("int32")
+    labels[0, 2:] = 0
+    labels[1, 4:] = 0
+    logits = (2.0 * rng.normal(size=(batch, length, vocab_size))).astype("float32")
+    return labels, logits
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.1])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_loss_matches_tutorial_reference(epsilon, seed):
+    labels, logits = random_labels_and_logits(seed)
+    loss = float(MaskedLabelSmoothedLoss(epsilon)(labels, logits))
+    assert loss == pytest.approx(reference_loss(labels, logits, epsilon), rel=1e-5)
+
+
+def test_loss_without_smoothing_is_sparse_cross_entropy_over_real_tokens():
+    labels, logits = random_labels_and_logits(2)
+    real = labels != 0
+    expected = keras.losses.sparse_categorical_crossentropy(labels[real], logits[real], from_logits=True)
+    assert float(MaskedLabelSmoothedLoss(0.0)(labels, logits)) == pytest.approx(float(np.mean(expected)), rel=1e-5)
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.1])
+def test_loss_ignores_padding_labels(epsilon):
+    labels, logits = random_labels_and_logits(3)
+    loss = MaskedLabelSmoothedLoss(epsilon)
+    expected = float(loss(labels, logits))
+    # Anything at padding positions, and extra padding columns, change nothing.
+    changed = logits.copy()
+    changed[labels == 0] = 100.0 * np.random.default_rng(4).normal(size=changed[labels == 0].shape)
+    assert float(loss(labels, changed)) == pytest.approx(expected, abs=ATOL)
+    extra_logits = np.concatenate([logits, np.random.default_rng(5).normal(size=(3, 4, 7)).astype("float32")], 1)
+    assert float(loss(pad(labels, 4), extra_logits)) == pytest.approx(expected, abs=ATOL)
+
+
+def test_loss_of_all_padding_batch_is_zero_not_nan():
+    labels = np.zeros((2, 3), "int32")
+    logits = np.random.default_rng(0).normal(size=(2, 3, 5)).astype("float32")
+    assert float(MaskedLabelSmoothedLoss(0.1)(labels, logits)) == 0.0
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.1])
+def test_evaluate_loss_is_unchanged_by_extra_trailing_padding(epsilon):
+    keras.utils.set_random_seed(0)
+    model = build_transformer(tiny_config())
+    model.compile(loss=MaskedLabelSmoothedLoss(epsilon), metrics=[MaskedAccuracy()])
+    (source, target_in), target_out = toy_batch()
+
+    results = model.evaluate((source, target_in), target_out, batch_size=len(source), verbose=0, return_dict=True)
+    padded = model.evaluate(
+        (pad(source, 3), pad(target_in, 2)), pad(target_out, 2), batch_size=len(source), verbose=0, return_dict=True
+    )
+    assert padded["loss"] == pytest.approx(results["loss"], abs=ATOL)
+    assert padded["accuracy"] == pytest.approx(results["accuracy"], abs=1e-7)
+    # ... and it is the tutorial's loss of the model's logits.
+    logits = to_numpy(model([source, target_in]))
+    assert results["loss"] == pytest.approx(reference_loss(target_out, logits, epsilon), rel=1e-5)
+
+
+@pytest.mark.parametrize("epsilon", [-0.1, 1.0, 1.5])
+def test_label_smoothing_out_of_range_raises_value_error(epsilon):
+    with pytest.raises(ValueError, match=r"`label_smoothing` must be in \[0, 1\)"):
+        MaskedLabelSmoothedLoss(epsilon)
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.1])
+def test_loss_config_round_trip(epsilon):
+    loss = MaskedLabelSmoothedLoss(epsilon, name="smoothed")
+    labels, logits = random_labels_and_logits(6)
+    for rebuilt in (
+        MaskedLabelSmoothedLoss.from_config(loss.get_config()),
+        keras.losses.deserialize(keras.losses.serialize(loss)),
+    ):
+        assert isinstance(rebuilt, MaskedLabelSmoothedLoss)
+        assert rebuilt.label_smoothing == epsilon
+        assert rebuilt.name == "smoothed"
+        assert rebuilt.get_config() == loss.get_config()
+        assert float(rebuilt(labels, logits)) == float(loss(labels, logits))
+
+
+# ---------------------------------------------------------------------------
+# MaskedAccuracy
+# ---------------------------------------------------------------------------
+def logits_predicting(predictions, vocab_size=6):
+    """Hand-made logits whose argmax is `predictions`."""
+    return (5.0 * np.eye(vocab_size)[predictions] + 0.01 * np.arange(vocab_size)).astype("float32")
+
+
+LABELS = np.array([[5, 2, 0, 0], [1, 3, 3, 0]], "int32")
+# Real positions: right, wrong | right, right, wrong -> 3 / 5. Padding positions hold two
+# "right" (argmax 0 == label 0) and one wrong prediction; counted, they would give 5 / 8.
+PREDICTIONS = np.array([[5, 1, 0, 0], [1, 3, 2, 4]])
+
+
+def test_accuracy_counts_only_real_tokens():
+    metric = MaskedAccuracy()
+    metric.update_state(LABELS, logits_predicting(PREDICTIONS))
+    assert float(metric.result()) == pytest.approx(3 / 5)
+
+
+def test_accuracy_accumulates_over_batches_and_reset_clears_it():
+    metric = MaskedAccuracy()
+    metric.update_state(LABELS, logits_predicting(PREDICTIONS))
+    all_right = np.array([[4, 4, 0, 0], [0, 0, 0, 0]], "int32")
+    metric.update_state(all_right, logits_predicting(np.array([[4, 4, 1, 1], [2, 2, 2, 2]])))
+    assert float(metric.result()) == pytest.approx((3 + 2) / (5 + 2))
+
+    metric.reset_state()
+    assert float(metric.result()) == 0.0
+    metric.update_state(all_right, logits_predicting(np.array([[4, 1, 1, 1], [2, 2, 2, 2]])))
+    assert float(metric.result()) == pytest.approx(1 / 2)
+
+
+def test_accuracy_of_all_padding_batch_is_zero_not_nan():
+    metric = MaskedAccuracy()
+    metric.update_state(np.zeros((2, 3), "int32"), logits_predicting(np.zeros((2, 3), "int64")))
+    assert float(metric.result()) == 0.0
+
+
+def test_accuracy_applies_sample_weight_on_top_of_padding_mask():
+    metric = MaskedAccuracy()
+    # Second sentence weighted 0: only the first one's real tokens count (1 of 2 right).
+    metric.update_state(LABELS, logits_predicting(PREDICTIONS), sample_weight=np.array([[1.0], [0.0]]))
+    assert float(metric.result()) == pytest.approx(1 / 2)
+
+
+# ---------------------------------------------------------------------------
+# NoamSchedule
+# ---------------------------------------------------------------------------
+def noam(step, d_model, warmup_steps, scale=1.0):
+    """The paper's formula, steps counted from 1."""
+    return scale * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
+
+
+@pytest.mark.parametrize("d_model, warmup_steps, scale", [(512, 4000, 1.0), (8, 10, 2.0), (128, 400, 0.5)])
+def test_noam_schedule_follows_paper_formula_with_steps_counted_from_one(d_model, warmup_steps, scale):
+    schedule = NoamSchedule(d_model, warmup_steps, scale)
+    # The schedule receives the optimizer's 0-based iteration count: iteration i is step i + 1.
+    for step in [1, 2, 3, warmup_steps // 2, warmup_steps - 1, warmup_steps, warmup_steps + 1, 10 * warmup_steps]:
+        assert float(schedule(step - 1)) == pytest.approx(noam(step, d_model, warmup_steps, scale), rel=1e-5)
+    # So the first update has a non-zero learning rate (the formula gives 0 at step 0).
+    assert float(schedule(0)) > 0.0
+
+
+@pytest.mark.parametrize("d_model, warmup_steps, scale", [(8, 10, 1.0), (64, 50, 3.0)])
+def test_noam_schedule_rises_to_peak_at_warmup_then_decays(d_model, warmup_steps, scale):
+    schedule = NoamSchedule(d_model, warmup_steps, scale)
+    iterations = np.arange(4 * warmup_steps)
+    rates = np.array([float(schedule(i)) for i in iterations])
+    peak = int(np.argmax(rates))
+    assert peak + 1 == warmup_steps  # step = warmup_steps
+    assert rates[peak] == pytest.approx(scale * (d_model * warmup_steps) ** -0.5, rel=1e-5)
+    assert np.all(np.diff(rates[: peak + 1]) > 0)
+    assert np.all(np.diff(rates[peak:]) < 0)
+
+
+def test_compiled_optimizer_uses_noam_schedule_from_step_one():
+    keras.utils.set_random_seed(0)
+    model_config, train_config = tiny_config(), TrainConfig(warmup_steps=7, learning_rate_scale=2.0)
+    model = compile_transformer(build_transformer(model_config), model_config, train_config)
+    optimizer = model.optimizer
+    assert isinstance(optimizer, keras.optimizers.Adam)
+    assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)
+    assert int(optimizer.iterations) == 0
+    assert float(optimizer.learning_rate) == pytest.approx(noam(1, D, 7, 2.0), rel=1e-5)
+
+
+@pytest.mark.parametrize("d_model, warmup_steps, scale", [(512, 4000, 1.0), (8, 10, 0.25)])
+def test_noam_schedule_config_round_trip(d_model, warmup_steps, scale):
+    schedule = NoamSchedule(d_model, warmup_steps, scale)
+    assert schedule.get_config() == {"d_model": d_model, "warmup_steps": warmup_steps, "scale": scale}
+    for rebuilt in (
+        NoamSchedule.from_config(schedule.get_config()),
+        keras.optimizers.schedules.deserialize(keras.optimizers.schedules.serialize(schedule)),
+    ):
+        assert isinstance(rebuilt, NoamSchedule)
+        assert rebuilt.get_config() == schedule.get_config()
+        for step in (0, warmup_steps, 3 * warmup_steps):
+            assert float(rebuilt(step)) == float(schedule(step))
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(d_model=0),
+        dict(d_model=-8),
+        dict(d_model=8, warmup_steps=0),
+        dict(d_model=8, scale=0.0),
+        dict(d_model=8, scale=-1.0),
+    ],
+)
+def test_noam_schedule_bad_arguments_raise_value_error(kwargs):
+    with pytest.raises(ValueError, match=r"NoamSchedule needs positive d_model, warmup_steps and scale"):
+        NoamSchedule(**kwargs)
+
+
+# ---------------------------------------------------------------------------
+# compile_transformer + fit
+# ---------------------------------------------------------------------------
+def test_fit_overfits_a_fixed_tiny_batch_without_nan():
+    keras.utils.set_random_seed(0)
+    model_config = tiny_config()
+    train_config = TrainConfig(warmup_steps=30, label_smoothing=0.1)
+    model = compile_transformer(build_transformer(model_config), model_config, train_config)
+    x, y = toy_batch()
+
+    before = model.evaluate(x, y, batch_size=len(y), verbose=0, return_dict=True)
+    history = model.fit(x, y, batch_size=len(y), epochs=30, shuffle=False, verbose=0)
+    after = model.evaluate(x, y, batch_size=len(y), verbose=0, return_dict=True)
+
+    losses = history.history["loss"]
+    assert int(model.optimizer.iterations) == 30
+    assert np.all(np.isfinite(losses))
+    assert all(np.all(np.isfinite(to_numpy(w))) for w in model.weights)
+    assert math.isfinite(after["loss"])
+    assert after["loss"] < 0.7 * before["loss"]
+    assert after["accuracy"] > before["accuracy"]
+    # The first epoch's loss is the loss before any update.
+    assert losses[0] == pytest.approx(before["loss"], rel=1e-5)
