@@ -72,7 +72,9 @@ def _build_parser():
 
     translate = commands.add_parser("translate", help="translate text with an exported SavedModel")
     translate.add_argument(
-        "--model", required=True, type=Path,
+        "--model",
+        required=True,
+        type=Path,
         help="SavedModel folder, or a model folder holding integer versions (the highest is used)",
     )
     translate.add_argument("text", nargs="+", help="sentences to translate")
@@ -179,8 +181,7 @@ def main(argv=None):
         return 2
     except KeyboardInterrupt:
         print(
-            "\ninterrupted: the run keeps its last finished epoch; continue it with the same command "
-            "and --resume",
+            "\ninterrupted: the run keeps its last finished epoch; continue it with the same command and --resume",
             file=sys.stderr,
         )
         return 130

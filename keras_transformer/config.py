@@ -82,15 +82,24 @@ class ModelConfig(_JsonConfig):
     max_source_len: int = _field(64, "Longest source in tokens; longer training pairs are dropped.")
     max_target_len: int = _field(64, "Longest target in tokens, end token included; also the decoding limit.")
     learned_positions: bool = _field(False, "Learn position embeddings instead of the fixed sinusoids.")
-    use_output_projection: bool = _field(True, "Apply the paper's attention output projection W^O (the tutorial omits it).")
+    use_output_projection: bool = _field(
+        True, "Apply the paper's attention output projection W^O (the tutorial omits it)."
+    )
     projection_activation: str = _field(
         "linear", "Activation of the Q/K/V projections: linear (paper) or relu (tutorial).", choices=("linear", "relu")
     )
 
     def validate(self):
         _check_positive(
-            self, "source_vocab_size", "target_vocab_size", "d_model", "num_heads", "num_blocks", "d_ff",
-            "max_source_len", "max_target_len",
+            self,
+            "source_vocab_size",
+            "target_vocab_size",
+            "d_model",
+            "num_heads",
+            "num_blocks",
+            "d_ff",
+            "max_source_len",
+            "max_target_len",
         )
         _check_rate(self, "dropout_rate")
         if self.d_model % self.num_heads:
@@ -146,7 +155,16 @@ class TrainConfig(_JsonConfig):
     model_name: str = _field("transformer", "Model name in the export path and in TF Serving.")
 
     def validate(self):
-        _check_positive(self, "train_size", "source_vocab_size", "target_vocab_size", "epochs", "steps_per_epoch", "batch_size", "warmup_steps")
+        _check_positive(
+            self,
+            "train_size",
+            "source_vocab_size",
+            "target_vocab_size",
+            "epochs",
+            "steps_per_epoch",
+            "batch_size",
+            "warmup_steps",
+        )
         _check_rate(self, "label_smoothing")
         if self.preset not in PRESETS:
             raise ValueError(f"Unknown preset {self.preset!r}; expected one of {sorted(PRESETS)}")

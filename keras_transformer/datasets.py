@@ -68,27 +68,73 @@ _SPLIT_BUCKET_BOUNDS = (("train", 90), ("validation", 95), ("test", 100))
 _MAX_CONSECUTIVE_DUPLICATES = 10_000
 
 MONTH_NAMES = (
-    "january", "february", "march", "april", "may", "june",
-    "july", "august", "september", "october", "november", "december",
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
 )
 MONTH_ABBREVIATIONS = tuple(name[:3] for name in MONTH_NAMES)
 WEEKDAY_NAMES = (
-    "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
 )
 WEEKDAY_ABBREVIATIONS = tuple(name[:3] for name in WEEKDAY_NAMES)
 
 _UNITS = (
-    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
-    "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen",
-    "sixteen", "seventeen", "eighteen", "nineteen",
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
 )
 _TENS = (
-    "", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty",
+    "",
+    "",
+    "twenty",
+    "thirty",
+    "forty",
+    "fifty",
+    "sixty",
+    "seventy",
+    "eighty",
     "ninety",
 )
 _IRREGULAR_ORDINALS = {
-    "one": "first", "two": "second", "three": "third", "five": "fifth",
-    "eight": "eighth", "nine": "ninth", "twelve": "twelfth",
+    "one": "first",
+    "two": "second",
+    "three": "third",
+    "five": "fifth",
+    "eight": "eighth",
+    "nine": "ninth",
+    "twelve": "twelfth",
 }
 
 
@@ -279,17 +325,11 @@ def _format_spelled_month_the_day(date, rng):
 
 
 def _format_spelled_day_of_month_in_the_year(date, rng):
-    return (
-        f"the {_spell_ordinal(date.day)} day of {_month(date)} "
-        f"in the year {_spoken_year(date, rng)}"
-    )
+    return f"the {_spell_ordinal(date.day)} day of {_month(date)} in the year {_spoken_year(date, rng)}"
 
 
 def _format_spelled_weekday_the_day_of_month(date, rng):
-    return (
-        f"{_weekday(date)}, the {_spell_ordinal(date.day)} of {_month(date)}, "
-        f"{_spoken_year(date, rng)}"
-    )
+    return f"{_weekday(date)}, the {_spell_ordinal(date.day)} of {_month(date)}, {_spoken_year(date, rng)}"
 
 
 _FORMATS = {

@@ -58,7 +58,11 @@ class Translator(tf.Module):
 def next_version(model_dir):
     """1 + the highest integer version folder in `model_dir` (1 when there is none)."""
     model_dir = Path(model_dir)
-    versions = [int(p.name) for p in model_dir.iterdir() if p.is_dir() and re.fullmatch(r"\d+", p.name)] if model_dir.is_dir() else []
+    versions = (
+        [int(p.name) for p in model_dir.iterdir() if p.is_dir() and re.fullmatch(r"\d+", p.name)]
+        if model_dir.is_dir()
+        else []
+    )
     return max(versions, default=0) + 1
 
 

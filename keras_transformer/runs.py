@@ -72,7 +72,8 @@ def prepare_run(train_config, model_overrides=None, resume=False, log=print):
             raise RunError(f"Nothing to resume: no {TRAIN_CONFIG_FILE} in {run_dir}")
         saved = TrainConfig.load(saved_train)
         changed = sorted(
-            name for name, value in train_config.to_dict().items()
+            name
+            for name, value in train_config.to_dict().items()
             if value != getattr(saved, name) and name not in RESUMABLE_CHANGES
         )
         if model_overrides:
@@ -86,9 +87,7 @@ def prepare_run(train_config, model_overrides=None, resume=False, log=print):
         log(f"Resuming the run in {run_dir}")
         return train_config, model_config
     if saved_train.is_file():
-        raise RunError(
-            f"{run_dir} already holds a run; pass --resume to continue it, or choose another --run-dir"
-        )
+        raise RunError(f"{run_dir} already holds a run; pass --resume to continue it, or choose another --run-dir")
     model_config = preset(train_config.preset, **(model_overrides or {}))
     run_dir.mkdir(parents=True, exist_ok=True)
     train_config.save(saved_train)
@@ -158,8 +157,12 @@ def train(train_config, model_overrides=None, resume=False, log=print, extra_cal
     def encoded(split):
         sources, targets = (train_sources, train_targets) if split == "train" else load_corpus(train_config, split)
         return encode_pairs(
-            sources, targets, source_tokenizer, target_tokenizer,
-            model_config.max_source_len, model_config.max_target_len,
+            sources,
+            targets,
+            source_tokenizer,
+            target_tokenizer,
+            model_config.max_source_len,
+            model_config.max_target_len,
         )
 
     train_pairs, validation_pairs = encoded("train"), encoded("validation")

@@ -83,9 +83,7 @@ _WHITESPACE_RUN_RE = (
     r"\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]+"
 )
 # A word-initial piece that reads as a special token or as a suffix piece: re-emit per character.
-_AMBIGUOUS_PIECE_RE = "|".join(
-    [re.escape(SUFFIX_INDICATOR) + ".*"] + [re.escape(token) for token in RESERVED_TOKENS]
-)
+_AMBIGUOUS_PIECE_RE = "|".join([re.escape(SUFFIX_INDICATOR) + ".*"] + [re.escape(token) for token in RESERVED_TOKENS])
 # What the WordPiece op emits for an unknown character. 0xFF never occurs in valid UTF-8, and the
 # text is valid UTF-8 after transcoding, so this cannot be confused with a piece of real text.
 # It is not in the vocabulary, so the id lookup maps it (and "##" + it) to UNK_ID.
@@ -108,8 +106,8 @@ def split_words(texts) -> tf.RaggedTensor:
     """
     texts = tf.convert_to_tensor(texts, dtype=tf.string)
     texts = tf.strings.unicode_transcode(
-        texts, input_encoding="UTF-8", output_encoding="UTF-8", errors="replace",
-        replacement_char=0xFFFD)
+        texts, input_encoding="UTF-8", output_encoding="UTF-8", errors="replace", replacement_char=0xFFFD
+    )
     texts = tf_text.normalize_utf8(texts, "NFKC")
     # After NFKC: compatibility forms such as U+00A8 decompose to " " + combining mark.
     texts = tf.strings.regex_replace(texts, _WHITESPACE_RUN_RE, " ")
@@ -173,20 +171,19 @@ def learn_vocabulary(texts: Iterable[str], vocab_size: int) -> list[str]:
         character in both forms; or the corpus has no words.
     """
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, numbers.Integral):
-        raise TypeError(f"vocab_size must be an int, got {type(vocab_size).__name__}: "
-                        f"{vocab_size!r}")
+        raise TypeError(f"vocab_size must be an int, got {type(vocab_size).__name__}: {vocab_size!r}")
     vocab_size = int(vocab_size)
     min_size = len(RESERVED_TOKENS) + 1
     if vocab_size < min_size:
-        raise ValueError(f"vocab_size must be at least {min_size} "
-                         f"(the {len(RESERVED_TOKENS)} reserved tokens + 1), got {vocab_size}")
+        raise ValueError(
+            f"vocab_size must be at least {min_size} (the {len(RESERVED_TOKENS)} reserved tokens + 1), got {vocab_size}"
+        )
     if isinstance(texts, (str, bytes)):
         raise TypeError("texts must be an iterable of strings, not a single string")
 
     counts, num_texts = _count_words(texts)
     if not counts:
-        raise ValueError(f"cannot learn a vocabulary from an empty corpus: "
-                         f"{num_texts} text(s) containing no words")
+        raise ValueError(f"cannot learn a vocabulary from an empty corpus: {num_texts} text(s) containing no words")
 
     chars = sorted({char for word in counts for char in word})
     required = list(RESERVED_TOKENS) + chars + [SUFFIX_INDICATOR + c for c in chars]
@@ -194,7 +191,8 @@ def learn_vocabulary(texts: Iterable[str], vocab_size: int) -> list[str]:
         raise ValueError(
             f"vocab_size={vocab_size} is too small for this corpus: its {len(chars)} distinct "
             f"characters need {len(required)} entries ({len(RESERVED_TOKENS)} reserved tokens "
-            f"+ each character as a word-initial and as a '{SUFFIX_INDICATOR}' suffix piece)")
+            f"+ each character as a word-initial and as a '{SUFFIX_INDICATOR}' suffix piece)"
+        )
 
     learned = _learner.learn(
         counts,
@@ -244,8 +242,7 @@ def write_vocabulary(tokens: Sequence[str], path) -> None:
     for index, token in enumerate(tokens):
         _check_token(token, index)
         if token in seen:
-            raise ValueError(f"duplicate vocabulary token {token!r} at lines {seen[token] + 1} "
-                             f"and {index + 1}")
+            raise ValueError(f"duplicate vocabulary token {token!r} at lines {seen[token] + 1} and {index + 1}")
         seen[token] = index
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp_path = tempfile.mkstemp(prefix=".vocab-", suffix=".tmp", dir=directory)
@@ -284,20 +281,20 @@ def read_vocabulary(path) -> list[str]:
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    head = tuple(lines[:len(RESERVED_TOKENS)])
+    head = tuple(lines[: len(RESERVED_TOKENS)])
     if head != RESERVED_TOKENS:
-        raise ValueError(f"vocabulary file {path}: the first {len(RESERVED_TOKENS)} lines must "
-                         f"be the reserved tokens {RESERVED_TOKENS}, got {head}")
+        raise ValueError(
+            f"vocabulary file {path}: the first {len(RESERVED_TOKENS)} lines must "
+            f"be the reserved tokens {RESERVED_TOKENS}, got {head}"
+        )
     seen: dict[str, int] = {}
     for index, token in enumerate(lines):
         if not token:
             raise ValueError(f"vocabulary file {path}: line {index + 1} is empty")
         if "\r" in token:
-            raise ValueError(f"vocabulary file {path}: line {index + 1} contains '\\r' "
-                             f"(use '\\n' line endings)")
+            raise ValueError(f"vocabulary file {path}: line {index + 1} contains '\\r' (use '\\n' line endings)")
         if token in seen:
-            raise ValueError(f"vocabulary file {path}: token {token!r} on lines "
-                             f"{seen[token] + 1} and {index + 1}")
+            raise ValueError(f"vocabulary file {path}: token {token!r} on lines {seen[token] + 1} and {index + 1}")
         seen[token] = index
     return lines
 
@@ -325,15 +322,23 @@ class SubwordTokenizer(tf.Module):
         self._token_to_id = tf.lookup.StaticHashTable(
             tf.lookup.TextFileInitializer(
                 self._vocab_asset,
-                key_dtype=tf.string, key_index=tf.lookup.TextFileIndex.WHOLE_LINE,
-                value_dtype=tf.int64, value_index=tf.lookup.TextFileIndex.LINE_NUMBER),
-            default_value=UNK_ID)
+                key_dtype=tf.string,
+                key_index=tf.lookup.TextFileIndex.WHOLE_LINE,
+                value_dtype=tf.int64,
+                value_index=tf.lookup.TextFileIndex.LINE_NUMBER,
+            ),
+            default_value=UNK_ID,
+        )
         self._id_to_token = tf.lookup.StaticHashTable(
             tf.lookup.TextFileInitializer(
                 self._vocab_asset,
-                key_dtype=tf.int64, key_index=tf.lookup.TextFileIndex.LINE_NUMBER,
-                value_dtype=tf.string, value_index=tf.lookup.TextFileIndex.WHOLE_LINE),
-            default_value=RESERVED_TOKENS[UNK_ID])
+                key_dtype=tf.int64,
+                key_index=tf.lookup.TextFileIndex.LINE_NUMBER,
+                value_dtype=tf.string,
+                value_index=tf.lookup.TextFileIndex.WHOLE_LINE,
+            ),
+            default_value=RESERVED_TOKENS[UNK_ID],
+        )
         self._wordpiece = tf_text.WordpieceTokenizer(
             self._token_to_id,
             suffix_indicator=SUFFIX_INDICATOR,
@@ -373,26 +378,25 @@ class SubwordTokenizer(tf.Module):
         texts = tf.convert_to_tensor(texts, dtype=tf.string)
         if texts.shape.rank is not None and texts.shape.rank != 1:
             raise ValueError(f"texts must have shape [batch], got {texts.shape}")
-        words = split_words(texts)                                 # [batch, (words)]
+        words = split_words(texts)  # [batch, (words)]
         pieces, starts, _ = self._wordpiece.tokenize_with_offsets(words)
-        pieces = pieces.merge_dims(1, 2)                           # [batch, (pieces)]
+        pieces = pieces.merge_dims(1, 2)  # [batch, (pieces)]
         starts = starts.merge_dims(1, 2)
-        flat = pieces.values                                       # [n]
+        flat = pieces.values  # [n]
 
         # Word-initial pieces that would read as <pad>/<unk>/<s>/</s> or as a '##' suffix piece
         # are rewritten as "c1 ##c2 ##c3 ..." and split on " " (pieces never contain spaces).
-        ambiguous = tf.logical_and(
-            tf.equal(starts.values, 0),
-            tf.strings.regex_full_match(flat, _AMBIGUOUS_PIECE_RE))
+        ambiguous = tf.logical_and(tf.equal(starts.values, 0), tf.strings.regex_full_match(flat, _AMBIGUOUS_PIECE_RE))
         per_char = tf.strings.regex_replace(
             tf.strings.regex_replace(flat, "(.)", " " + SUFFIX_INDICATOR + r"\1"),
-            "^ " + re.escape(SUFFIX_INDICATOR), "")
+            "^ " + re.escape(SUFFIX_INDICATOR),
+            "",
+        )
         flat = tf.where(ambiguous, per_char, flat)
-        split = tf.strings.split(flat, sep=" ")                    # [n, (1 or chars)]
-        pieces = tf.RaggedTensor.from_row_splits(
-            split, pieces.row_splits, validate=False).merge_dims(1, 2)
+        split = tf.strings.split(flat, sep=" ")  # [n, (1 or chars)]
+        pieces = tf.RaggedTensor.from_row_splits(split, pieces.row_splits, validate=False).merge_dims(1, 2)
 
-        ids = self._token_to_id.lookup(pieces)                     # unknown -> UNK_ID
+        ids = self._token_to_id.lookup(pieces)  # unknown -> UNK_ID
         return tf.cast(ids, tf.int32)
 
     def detokenize(self, ids) -> tf.Tensor:
@@ -412,7 +416,7 @@ class SubwordTokenizer(tf.Module):
         """
         if isinstance(ids, tf.RaggedTensor):
             ids = ids.to_tensor(default_value=tf.cast(PAD_ID, ids.dtype))
-        ids = tf.cast(tf.convert_to_tensor(ids), tf.int64)        # [batch, T]
+        ids = tf.cast(tf.convert_to_tensor(ids), tf.int64)  # [batch, T]
         if ids.shape.rank is not None and ids.shape.rank != 2:
             raise ValueError(f"ids must have shape [batch, T], got {ids.shape}")
         seen_end = tf.cumsum(tf.cast(tf.equal(ids, END_ID), tf.int32), axis=1) > 0
@@ -421,8 +425,7 @@ class SubwordTokenizer(tf.Module):
         keep = tf.logical_and(keep, tf.not_equal(ids, START_ID))
         tokens = self._id_to_token.lookup(ids)
         # " piece" for a word-initial piece, "x" for "##x".
-        pieces = tf.strings.regex_replace(
-            tf.strings.join([" ", tokens]), "^ " + re.escape(SUFFIX_INDICATOR), "")
+        pieces = tf.strings.regex_replace(tf.strings.join([" ", tokens]), "^ " + re.escape(SUFFIX_INDICATOR), "")
         pieces = tf.where(keep, pieces, "")
         text = tf.strings.reduce_join(pieces, axis=1)
         return tf.strings.regex_replace(text, "^ ", "")

@@ -1,5 +1,8 @@
 """Shared fixtures: one tiny training run, made once per test session and reused read-only."""
 
+import os
+from pathlib import Path
+
 import pytest
 
 from keras_transformer import runs
@@ -34,3 +37,20 @@ def trained_run(tmp_path_factory):
     train_config = tiny_train_config(root)
     summary = runs.train(train_config, dict(TINY_MODEL), log=lambda line: None, verbose=0)
     return train_config, summary
+
+
+SERVING_OP_LISTS = Path(__file__).resolve().parents[2] / "shared" / "serving"
+
+
+def serving_op_lists():
+    """`(core ops of TF 2.12.1, ops of TF Text 2.12.1)`: what TF Serving 2.12-2.19 can run.
+
+    The lists live in the project's shared/ folder beside the checkout. Outside it the test
+    that needs them is skipped, but never in CI (`CI` set), where a missing list is a failure.
+    """
+    paths = [SERVING_OP_LISTS / "tf_2_12_1_core_ops.txt", SERVING_OP_LISTS / "tftext_2_12_1_ops.txt"]
+    if not all(path.is_file() for path in paths):
+        if os.environ.get("CI"):
+            pytest.fail(f"TF Serving op lists missing under {SERVING_OP_LISTS}")
+        pytest.skip(f"TF Serving op lists not found under {SERVING_OP_LISTS}")
+    return tuple({line.strip() for line in path.read_text().splitlines() if line.strip()} for path in paths)

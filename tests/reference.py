@@ -11,7 +11,8 @@ D width (the tutorial's C), H heads (the tutorial's h), F feed-forward inner wid
 
 Masks are the tutorial's sign masks in the form DESIGN.md gives, `sign(sum(|x|, axis=-1))`: a
 position is padding when its vector is all zeros. (The tutorial code writes
-`sign(abs(reduce_sum(x)))`, which also calls a real vector summing to zero padding.) `queries_mask` / `keys_mask` / `mask` arguments, where given, replace them
+`sign(abs(reduce_sum(x)))`, which also calls a real vector summing to zero padding.)
+`queries_mask` / `keys_mask` / `mask` arguments, where given, replace them
 (the tutorial has no such arguments; with them left at None, these functions are the tutorial).
 
 The one deviation of the package that the tutorial does not have, zeroing the outputs at padding

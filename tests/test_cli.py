@@ -35,7 +35,9 @@ def test_train_help_documents_every_config_field(capsys):
 
 
 def test_train_py_is_the_train_command():
-    result = subprocess.run([sys.executable, "train.py", "--help"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "train.py", "--help"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0
     assert "--d-model" in result.stdout and "--resume" in result.stdout
 
@@ -60,7 +62,10 @@ def test_bad_flags_exit_2_with_usage_and_an_error_line(argv, message, capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--d-model", "30", "--num-heads", "4"], "`d_model` must be divisible by `num_heads`. Received: d_model=30, num_heads=4"),
+        (
+            ["--d-model", "30", "--num-heads", "4"],
+            "`d_model` must be divisible by `num_heads`. Received: d_model=30, num_heads=4",
+        ),
         (["--epochs", "0"], "`epochs` must be a positive int. Received: epochs=0"),
         (["--dropout-rate", "1.5"], "`dropout_rate` must be in [0, 1)"),
         (["--config", "missing.json"], "--config: no such file: missing.json"),
@@ -108,7 +113,9 @@ class _InterruptAfterEpoch(keras.callbacks.Callback):
 def test_interrupted_training_resumes_from_its_last_epoch(tmp_path, capsys):
     train_config = tiny_train_config(tmp_path, epochs=3)
     with pytest.raises(KeyboardInterrupt):
-        runs.train(train_config, dict(TINY_MODEL), log=lambda line: None, verbose=0, extra_callbacks=[_InterruptAfterEpoch(0)])
+        runs.train(
+            train_config, dict(TINY_MODEL), log=lambda line: None, verbose=0, extra_callbacks=[_InterruptAfterEpoch(0)]
+        )
     assert not (tmp_path / "run" / "summary.json").exists()
 
     # The run is kept: starting it again without --resume refuses to overwrite it ...
@@ -153,7 +160,14 @@ def test_summary_reports_metrics_throughput_and_paths(trained_run):
     train_config, summary = trained_run
     on_disk = json.loads((Path(train_config.run_dir) / "summary.json").read_text())
     assert on_disk == json.loads(json.dumps(summary))
-    for key in ("parameters", "train_pairs", "dropped_pairs", "target_tokens_per_second", "export_path", "total_seconds"):
+    for key in (
+        "parameters",
+        "train_pairs",
+        "dropped_pairs",
+        "target_tokens_per_second",
+        "export_path",
+        "total_seconds",
+    ):
         assert key in summary
     assert 0.0 <= summary["test"]["exact_match"] <= 1.0
     assert summary["test"]["sentences"] == 1000

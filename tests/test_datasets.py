@@ -24,16 +24,34 @@ from keras_transformer.datasets import SPLITS, builtin_corpus
 # An independent parser for every surface form.
 # ---------------------------------------------------------------------------
 MONTHS = [
-    "january", "february", "march", "april", "may", "june", "july", "august",
-    "september", "october", "november", "december",
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
 ]
 WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 UNIT_WORDS = (
     "zero one two three four five six seven eight nine ten eleven twelve thirteen "
     "fourteen fifteen sixteen seventeen eighteen nineteen"
 ).split()
-TENS_WORDS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60,
-              "seventy": 70, "eighty": 80, "ninety": 90}
+TENS_WORDS = {
+    "twenty": 20,
+    "thirty": 30,
+    "forty": 40,
+    "fifty": 50,
+    "sixty": 60,
+    "seventy": 70,
+    "eighty": 80,
+    "ninety": 90,
+}
 ORDINAL_WORDS = (
     "first second third fourth fifth sixth seventh eighth ninth tenth eleventh "
     "twelfth thirteenth fourteenth fifteenth sixteenth seventeenth eighteenth "
@@ -96,13 +114,11 @@ def parse_source(source):
         weekday = [name[:3] for name in WEEKDAYS].index(words[0][:3])
         words = words[1:]
     month_positions = [
-        index for index, word in enumerate(words)
-        if word in MONTHS or word in [name[:3] for name in MONTHS]
+        index for index, word in enumerate(words) if word in MONTHS or word in [name[:3] for name in MONTHS]
     ]
     assert len(month_positions) == 1, source
     month = [name[:3] for name in MONTHS].index(words[month_positions[0]][:3]) + 1
-    rest = [word for index, word in enumerate(words)
-            if index != month_positions[0] and word not in FILLER_WORDS]
+    rest = [word for index, word in enumerate(words) if index != month_positions[0] and word not in FILLER_WORDS]
 
     day = year = None
     year_words = []
@@ -175,15 +191,17 @@ def test_same_call_gives_same_lists():
 
 
 def test_deterministic_across_processes():
-    code = (
-        "from keras_transformer.datasets import builtin_corpus;"
-        "print(repr(builtin_corpus('test', size=50, seed=5)))"
-    )
+    code = "from keras_transformer.datasets import builtin_corpus;print(repr(builtin_corpus('test', size=50, seed=5)))"
     repository_root = pathlib.Path(__file__).resolve().parents[1]
     outputs = {
-        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                       env={**os.environ, "PYTHONHASHSEED": str(hash_seed)},
-                       cwd=repository_root).stdout
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": str(hash_seed)},
+            cwd=repository_root,
+        ).stdout
         for hash_seed in (1, 2)
     }
     assert outputs == {repr(builtin_corpus("test", size=50, seed=5)) + "\n"}
@@ -254,9 +272,16 @@ def test_every_source_means_its_target(split):
 
 
 def test_every_format_means_its_date_on_edge_dates():
-    edge_dates = [datetime.date(1900, 1, 1), datetime.date(1905, 2, 28), datetime.date(1999, 12, 31),
-                  datetime.date(2000, 2, 29), datetime.date(2004, 11, 13), datetime.date(2010, 5, 2),
-                  datetime.date(2021, 8, 22), datetime.date(2099, 12, 31)]
+    edge_dates = [
+        datetime.date(1900, 1, 1),
+        datetime.date(1905, 2, 28),
+        datetime.date(1999, 12, 31),
+        datetime.date(2000, 2, 29),
+        datetime.date(2004, 11, 13),
+        datetime.date(2010, 5, 2),
+        datetime.date(2021, 8, 22),
+        datetime.date(2099, 12, 31),
+    ]
     rng = random.Random(0)
     for date in edge_dates:
         for name in datasets._format_names():
@@ -298,8 +323,7 @@ def test_all_formats_appear_in_every_split():
 def test_spelled_forms_and_year_variants_appear():
     sources, _ = builtin_corpus("train")
     text = "\n".join(sources)
-    for fragment in ["nineteen oh ", "two thousand and ", "twenty twenty-", "-first",
-                     "monday", "Sat ", "."]:
+    for fragment in ["nineteen oh ", "two thousand and ", "twenty twenty-", "-first", "monday", "Sat ", "."]:
         assert fragment in text, fragment
 
 
@@ -313,36 +337,73 @@ def test_generation_is_fast():
 # ---------------------------------------------------------------------------
 # Number spelling
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize("number, words", [
-    (0, "zero"), (1, "one"), (13, "thirteen"), (15, "fifteen"), (20, "twenty"),
-    (21, "twenty-one"), (40, "forty"), (88, "eighty-eight"), (99, "ninety-nine"),
-    (100, "one hundred"), (105, "one hundred and five"),
-    (342, "three hundred and forty-two"), (2000, "two thousand"),
-    (2004, "two thousand and four"), (2021, "two thousand and twenty-one"),
-    (1987, "one thousand nine hundred and eighty-seven"),
-])
+@pytest.mark.parametrize(
+    "number, words",
+    [
+        (0, "zero"),
+        (1, "one"),
+        (13, "thirteen"),
+        (15, "fifteen"),
+        (20, "twenty"),
+        (21, "twenty-one"),
+        (40, "forty"),
+        (88, "eighty-eight"),
+        (99, "ninety-nine"),
+        (100, "one hundred"),
+        (105, "one hundred and five"),
+        (342, "three hundred and forty-two"),
+        (2000, "two thousand"),
+        (2004, "two thousand and four"),
+        (2021, "two thousand and twenty-one"),
+        (1987, "one thousand nine hundred and eighty-seven"),
+    ],
+)
 def test_spell_cardinal(number, words):
     assert datasets._spell_cardinal(number) == words
 
 
-@pytest.mark.parametrize("number, words", [
-    (1, "first"), (2, "second"), (3, "third"), (4, "fourth"), (5, "fifth"),
-    (8, "eighth"), (9, "ninth"), (11, "eleventh"), (12, "twelfth"),
-    (13, "thirteenth"), (20, "twentieth"), (21, "twenty-first"),
-    (22, "twenty-second"), (23, "twenty-third"), (30, "thirtieth"),
-    (31, "thirty-first"), (40, "fortieth"), (99, "ninety-ninth"),
-    (100, "one hundredth"),
-])
+@pytest.mark.parametrize(
+    "number, words",
+    [
+        (1, "first"),
+        (2, "second"),
+        (3, "third"),
+        (4, "fourth"),
+        (5, "fifth"),
+        (8, "eighth"),
+        (9, "ninth"),
+        (11, "eleventh"),
+        (12, "twelfth"),
+        (13, "thirteenth"),
+        (20, "twentieth"),
+        (21, "twenty-first"),
+        (22, "twenty-second"),
+        (23, "twenty-third"),
+        (30, "thirtieth"),
+        (31, "thirty-first"),
+        (40, "fortieth"),
+        (99, "ninety-ninth"),
+        (100, "one hundredth"),
+    ],
+)
 def test_spell_ordinal(number, words):
     assert datasets._spell_ordinal(number) == words
 
 
-@pytest.mark.parametrize("year, words", [
-    (1900, "nineteen hundred"), (1905, "nineteen oh five"), (1910, "nineteen ten"),
-    (1987, "nineteen eighty-seven"), (2000, "two thousand"),
-    (2004, "two thousand and four"), (2010, "twenty ten"),
-    (2021, "twenty twenty-one"), (2099, "twenty ninety-nine"),
-])
+@pytest.mark.parametrize(
+    "year, words",
+    [
+        (1900, "nineteen hundred"),
+        (1905, "nineteen oh five"),
+        (1910, "nineteen ten"),
+        (1987, "nineteen eighty-seven"),
+        (2000, "two thousand"),
+        (2004, "two thousand and four"),
+        (2010, "twenty ten"),
+        (2021, "twenty twenty-one"),
+        (2099, "twenty ninety-nine"),
+    ],
+)
 def test_spell_year(year, words):
     assert datasets._spell_year(year) == words
     assert _parse_spoken_year(words.split()) == year
@@ -352,10 +413,23 @@ def test_spell_year_cardinal_style():
     assert datasets._spell_year(2021, style="cardinal") == "two thousand and twenty-one"
 
 
-@pytest.mark.parametrize("number, text", [
-    (1, "1st"), (2, "2nd"), (3, "3rd"), (4, "4th"), (11, "11th"), (12, "12th"),
-    (13, "13th"), (21, "21st"), (22, "22nd"), (23, "23rd"), (30, "30th"), (31, "31st"),
-])
+@pytest.mark.parametrize(
+    "number, text",
+    [
+        (1, "1st"),
+        (2, "2nd"),
+        (3, "3rd"),
+        (4, "4th"),
+        (11, "11th"),
+        (12, "12th"),
+        (13, "13th"),
+        (21, "21st"),
+        (22, "22nd"),
+        (23, "23rd"),
+        (30, "30th"),
+        (31, "31st"),
+    ],
+)
 def test_numeric_ordinal_suffix(number, text):
     assert datasets._ordinal_suffix(number) == text
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 import tensorflow as tf
+from conftest import serving_op_lists
 
 from keras_transformer import runs
 from keras_transformer.export import export_translator, latest_version_dir, next_version
 from keras_transformer.tokenizers import saved_model_op_types
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 pytestmark = pytest.mark.slow
 
 
@@ -71,10 +71,7 @@ def test_exported_signature_equals_the_in_process_translator(trained_run):
 
 def test_export_op_set_runs_on_tf_serving_2_12(trained_run):
     _, summary = trained_run
-    if not SHARED.is_dir():
-        pytest.skip(f"op lists not found at {SHARED}")
-    core = set((SHARED / "serving" / "tf_2_12_1_core_ops.txt").read_text().split())
-    text_ops = set((SHARED / "serving" / "tftext_2_12_1_ops.txt").read_text().split())
+    core, text_ops = serving_op_lists()
     used = saved_model_op_types(summary["export_path"])
     assert "WordpieceTokenizeWithOffsets" in used  # the tokenizer really is in the graph
     assert used - core - text_ops == set()
@@ -84,7 +81,9 @@ def test_saved_model_cli_shows_and_runs_the_signature(trained_run):
     _, summary = trained_run
     cli = Path(sys.executable).with_name("saved_model_cli")
     command = [str(cli)] if cli.exists() else [sys.executable, "-m", "tensorflow.python.tools.saved_model_cli"]
-    shown = subprocess.run(command + ["show", "--dir", summary["export_path"], "--all"], capture_output=True, text=True, timeout=120)
+    shown = subprocess.run(
+        command + ["show", "--dir", summary["export_path"], "--all"], capture_output=True, text=True, timeout=120
+    )
     assert shown.returncode == 0, shown.stderr[-2000:]
     assert "serving_default" in shown.stdout and "translation" in shown.stdout
 

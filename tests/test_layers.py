@@ -147,9 +147,7 @@ LAYERS = {
     "layer_norm": (lambda: LayerNorm(), lambda rng: [padded(rng, [2, T], T)]),
     "attention": (lambda: MultiheadAttention(H), lambda rng: [padded(rng, [2, T], T)] * 2),
     "attention_tutorial": (
-        lambda: MultiheadAttention(
-            H, causality=True, use_output_projection=False, projection_activation="relu"
-        ),
+        lambda: MultiheadAttention(H, causality=True, use_output_projection=False, projection_activation="relu"),
         lambda rng: [padded(rng, [2, T], T)] * 2,
     ),
     "attention_cross": (
@@ -276,9 +274,7 @@ def test_tutorial_configuration_reproduces_tutorial_code_at_real_positions(causa
     """
     rng = np.random.default_rng(0)
     x = padded(rng, [2, T], T)
-    layer = MultiheadAttention(
-        H, causality=causality, use_output_projection=False, projection_activation="relu"
-    )
+    layer = MultiheadAttention(H, causality=causality, use_output_projection=False, projection_activation="relu")
     built(layer, x, x, rng=rng)
     outputs = to_numpy(layer(x, x))
     tutorial, _ = reference.multihead_attention(

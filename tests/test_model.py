@@ -20,7 +20,7 @@ import pytest
 from keras_transformer import masks
 from keras_transformer.config import PRESETS, ModelConfig, preset
 from keras_transformer.decoding import greedy_decode
-from keras_transformer.model import TransformerLayers, attention_weights, build_transformer, decode, encode
+from keras_transformer.model import TransformerLayers, attention_weights, build_transformer
 from keras_transformer.tokenizers import END_ID, PAD_ID, START_ID
 from keras_transformer.training import MaskedLabelSmoothedLoss
 
@@ -173,9 +173,7 @@ def test_encoder_block_has_about_12_d_squared_parameters_when_d_ff_is_4d(d_model
 # Padding
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize("learned_positions", [False, True], ids=["sinusoids", "learned"])
-@pytest.mark.parametrize(
-    "extra_source, extra_target", [(3, 0), (0, 3), (2, 4)], ids=["source", "target", "both"]
-)
+@pytest.mark.parametrize("extra_source, extra_target", [(3, 0), (0, 3), (2, 4)], ids=["source", "target", "both"])
 def test_appending_padding_changes_no_real_logit_and_not_the_loss(extra_source, extra_target, learned_positions):
     model = tiny_model(learned_positions=learned_positions)
     rng = np.random.default_rng(1)
@@ -456,7 +454,9 @@ def test_greedy_decode_respects_max_length_and_source_padding(decoding_model, ma
     decoded = greedy_decode(decoding_model, source, max_length)
     assert tuple(decoded.shape) == (source.shape[0], max_length)
     # Extra source padding does not change the translation.
-    np.testing.assert_array_equal(to_numpy(greedy_decode(decoding_model, pad(source, 3), max_length)), to_numpy(decoded))
+    np.testing.assert_array_equal(
+        to_numpy(greedy_decode(decoding_model, pad(source, 3), max_length)), to_numpy(decoded)
+    )
     np.testing.assert_array_equal(to_numpy(decoded), reference_greedy_decode(decoding_model, source, max_length))
 
 

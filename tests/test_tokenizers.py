@@ -9,11 +9,11 @@ import os
 import random
 import shutil
 import unicodedata
-from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import serving_op_lists
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib
 
@@ -30,9 +30,6 @@ from keras_transformer.tokenizers import (
     saved_model_op_types,
     write_vocabulary,
 )
-
-SHARED_DIR = Path(__file__).resolve().parents[2] / "shared"
-SERVING_DIR = SHARED_DIR / "serving"
 
 CORPUS = [
     "The quick brown fox jumps over the lazy dog.",
@@ -125,19 +122,18 @@ def test_learned_vocabulary_layout(vocab):
 
 def test_lowered_threshold_learns_more_than_learner_defaults(vocab):
     # With the learner's default lower_thresh (10) this small corpus gives far fewer pieces.
-    counts = collections.Counter(
-        w for t in CORPUS for w in unicodedata.normalize("NFKC", t).split())
-    default = wordpiece_tokenizer_learner_lib.learn(
-        counts, REQUESTED_VOCAB_SIZE, list(RESERVED_TOKENS))
+    counts = collections.Counter(w for t in CORPUS for w in unicodedata.normalize("NFKC", t).split())
+    default = wordpiece_tokenizer_learner_lib.learn(counts, REQUESTED_VOCAB_SIZE, list(RESERVED_TOKENS))
     assert len(vocab) > len(default) + 100, (len(vocab), len(default))
 
 
 def _syllable_corpus():
     rng = random.Random(0)
-    syllables = ["ka", "to", "ri", "men", "sa", "lu", "no", "vi", "der", "ix", "pa", "qu",
-                 "ette", "ing", "ed", "s"]
-    return [" ".join("".join(rng.choice(syllables) for _ in range(rng.randint(1, 4)))
-                     for _ in range(12)) for _ in range(300)]
+    syllables = ["ka", "to", "ri", "men", "sa", "lu", "no", "vi", "der", "ix", "pa", "qu", "ette", "ing", "ed", "s"]
+    return [
+        " ".join("".join(rng.choice(syllables) for _ in range(rng.randint(1, 4))) for _ in range(12))
+        for _ in range(300)
+    ]
 
 
 @pytest.mark.parametrize("vocab_size", [300, 1000])
@@ -149,7 +145,7 @@ def test_learned_vocabulary_size_approaches_request(vocab_size):
 
 @pytest.mark.parametrize("vocab_size", [16, 20, 30, 60, 500])
 def test_learned_vocabulary_never_exceeds_request(vocab_size):
-    corpus = ["abc abd abe", "bad cab dab", "eddie bed", "abcdeabcde"] * 4   # 6 characters
+    corpus = ["abc abd abe", "bad cab dab", "eddie bed", "abcdeabcde"] * 4  # 6 characters
     vocab = learn_vocabulary(corpus, vocab_size)
     assert 16 <= len(vocab) <= vocab_size
     assert tuple(vocab[:4]) == RESERVED_TOKENS
@@ -214,8 +210,8 @@ PYTHON_WHITESPACE = "".join(chr(i) for i in range(0x3001) if chr(i).isspace())
     [
         "café, naïve",
         "cafe\u0301 (decomposed é)",
-        "ﬁne ﬂour ① ＡＢＣ ｶﾀｶﾅ x²",      # compatibility forms NFKC rewrites
-        "acute´ diaeresis¨ macron¯",          # NFKC turns these into space + combining mark
+        "ﬁne ﬂour ① ＡＢＣ ｶﾀｶﾅ x²",  # compatibility forms NFKC rewrites
+        "acute´ diaeresis¨ macron¯",  # NFKC turns these into space + combining mark
         "no\u00a0break\u2003em\u3000ideographic",
         "a" + PYTHON_WHITESPACE.join("bcdefghijklmnopqrstuvwxyzABCDEFGHIJ") + "z",
         PYTHON_WHITESPACE,
@@ -243,9 +239,9 @@ ROUND_TRIP_TEXTS = [
     "multiple     spaces\tand\t\ttabs\nand\n\nnew\r\nlines",
     "punctuation!?.,;:'\"()[]{}-_/\\|@#&*+=^~<>",
     "x",
-    "quickbrownfoxjumpsoverthelazydog",           # a word never seen whole
-    "##tags ###x #one ## a##b",                    # leading ## must not read as a suffix
-    "</s> <s> <pad> <unk> </s>x <s>y <pad>z",      # literal special-token text
+    "quickbrownfoxjumpsoverthelazydog",  # a word never seen whole
+    "##tags ###x #one ## a##b",  # leading ## must not read as a suffix
+    "</s> <s> <pad> <unk> </s>x <s>y <pad>z",  # literal special-token text
 ]
 
 
@@ -266,8 +262,7 @@ def test_round_trip_random_texts(tokenizer, vocab):
     rng = random.Random(1234)
     texts = []
     for _ in range(200):
-        words = ["".join(rng.choice(chars) for _ in range(rng.randint(1, 12)))
-                 for _ in range(rng.randint(0, 8))]
+        words = ["".join(rng.choice(chars) for _ in range(rng.randint(1, 12))) for _ in range(rng.randint(0, 8))]
         text = rng.choice(["", " "])
         for word in words:
             text += word + rng.choice(spaces)
@@ -281,8 +276,7 @@ def test_round_trip_random_texts(tokenizer, vocab):
 def test_tokenize_splits_into_known_pieces(tokenizer, vocab):
     ids = tokenizer.tokenize(tf.constant(["café naïve"]))[0].numpy().tolist()
     pieces = [vocab[i] for i in ids]
-    assert "".join(p[2:] if p.startswith("##") else " " + p for p in pieces).strip() \
-        == "café naïve"
+    assert "".join(p[2:] if p.startswith("##") else " " + p for p in pieces).strip() == "café naïve"
     assert not pieces[0].startswith("##")
     # No <s>/</s> added.
     assert START_ID not in ids and END_ID not in ids
@@ -349,7 +343,7 @@ def test_very_long_word_is_one_unk(tokenizer):
 def test_detokenize_stops_at_end_and_drops_pad_and_start(tokenizer, vocab):
     a, b, c = vocab.index("t"), vocab.index("##h"), vocab.index("f")
     rows = [
-        [START_ID, a, PAD_ID, c, END_ID, a, c, PAD_ID],   # pad mid-row dropped, stop at </s>
+        [START_ID, a, PAD_ID, c, END_ID, a, c, PAD_ID],  # pad mid-row dropped, stop at </s>
         [a, b, END_ID, END_ID, c, PAD_ID, PAD_ID, PAD_ID],
         [END_ID, a, b, c, PAD_ID, PAD_ID, PAD_ID, PAD_ID],
         [PAD_ID] * 8,
@@ -370,8 +364,8 @@ def test_detokenize_padded_tokenize_output(tokenizer):
     ids = tokenizer.tokenize(tf.constant(texts))
     assert _np_strings(tokenizer.detokenize(ids.to_tensor())) == [_clean(t) for t in texts]
     with_markers = tf.concat(
-        [tf.fill([3, 1], START_ID), ids.to_tensor(), tf.fill([3, 1], END_ID),
-         tf.fill([3, 2], 10)], axis=1)          # pieces after </s> are ignored
+        [tf.fill([3, 1], START_ID), ids.to_tensor(), tf.fill([3, 1], END_ID), tf.fill([3, 2], 10)], axis=1
+    )  # pieces after </s> are ignored
     assert _np_strings(tokenizer.detokenize(with_markers)) == [_clean(t) for t in texts]
 
 
@@ -449,24 +443,12 @@ def test_read_vocabulary_rejects_bad_header_and_lines(tmp_path):
 # ---------------------------------------------------------------------------
 # SavedModel export: assets, reload, op budget for TF Serving 2.12
 # ---------------------------------------------------------------------------
-def _servable_op_lists():
-    core_path = SERVING_DIR / "tf_2_12_1_core_ops.txt"
-    text_path = SERVING_DIR / "tftext_2_12_1_ops.txt"
-    if not core_path.is_file() or not text_path.is_file():
-        pytest.skip(f"TF Serving op lists not found under {SERVING_DIR}")
-    return _read_op_list(core_path), _read_op_list(text_path)
-
-
-def _read_op_list(path):
-    return {line.strip() for line in path.read_text().splitlines() if line.strip()}
-
-
 def assert_ops_servable(op_types):
     """Every op type must be core TF 2.12.1 or one of the TF Text 2.12.1 ops TF Serving links.
 
     Returns the op types that are not core (the TF Text ops the export needs).
     """
-    core, tftext = _servable_op_lists()
+    core, tftext = serving_op_lists()
     unknown = sorted(set(op_types) - core - tftext)
     assert not unknown, f"ops TF Serving 2.12 cannot run: {unknown}"
     return sorted(set(op_types) - core)
@@ -479,9 +461,9 @@ class _RoundTrip(tf.Module):
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def round_trip(self, texts):
-        ids = self.tokenizer.tokenize(texts)                    # [batch, (pieces)]
+        ids = self.tokenizer.tokenize(texts)  # [batch, (pieces)]
         return {
-            "ids": ids.to_tensor(default_value=PAD_ID),         # [batch, max_pieces]
+            "ids": ids.to_tensor(default_value=PAD_ID),  # [batch, max_pieces]
             "lengths": ids.row_lengths(),
             "text": self.tokenizer.detokenize(ids),
         }
@@ -497,8 +479,7 @@ def test_saved_model_assets_reload_and_ops(tmp_path, vocab):
     before = module.round_trip(tf.constant(texts))
 
     export_dir = tmp_path / "export"
-    tf.saved_model.save(module, str(export_dir),
-                        signatures={"serving_default": module.round_trip})
+    tf.saved_model.save(module, str(export_dir), signatures={"serving_default": module.round_trip})
 
     # The vocabulary is an asset: one copy under assets/, referenced by the meta graph.
     assets = sorted(p.name for p in (export_dir / "assets").iterdir())
@@ -510,8 +491,12 @@ def test_saved_model_assets_reload_and_ops(tmp_path, vocab):
     assert asset_files == {"target_vocab.txt"}
 
     op_types = saved_model_op_types(export_dir)
-    assert {"WordpieceTokenizeWithOffsets", "NormalizeUTF8", "InitializeTableFromTextFileV2",
-            "LookupTableFindV2"} <= op_types
+    assert {
+        "WordpieceTokenizeWithOffsets",
+        "NormalizeUTF8",
+        "InitializeTableFromTextFileV2",
+        "LookupTableFindV2",
+    } <= op_types
     assert all(not name.startswith("__inference") for name in op_types)
     non_core = assert_ops_servable(op_types)
     assert non_core == ["NormalizeUTF8", "WordpieceTokenizeWithOffsets"]
@@ -532,9 +517,3 @@ def test_saved_model_assets_reload_and_ops(tmp_path, vocab):
 def test_saved_model_op_types_missing_dir(tmp_path):
     with pytest.raises(FileNotFoundError, match="saved_model.pb"):
         saved_model_op_types(tmp_path)
-
-
-def test_shared_op_lists_present():
-    # The brief says shared/ exists in this checkout: the op-budget test must not be skipped.
-    assert (SERVING_DIR / "tf_2_12_1_core_ops.txt").is_file(), SERVING_DIR
-    assert (SERVING_DIR / "tftext_2_12_1_ops.txt").is_file(), SERVING_DIR

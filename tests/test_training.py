@@ -26,8 +26,15 @@ def to_numpy(x):
 
 def tiny_config(**overrides):
     values = dict(
-        source_vocab_size=V_S, target_vocab_size=V_T, d_model=D, num_heads=H, d_ff=F, num_blocks=N,
-        dropout_rate=0.0, max_source_len=12, max_target_len=12,
+        source_vocab_size=V_S,
+        target_vocab_size=V_T,
+        d_model=D,
+        num_heads=H,
+        d_ff=F,
+        num_blocks=N,
+        dropout_rate=0.0,
+        max_source_len=12,
+        max_target_len=12,
     )
     return ModelConfig(**{**values, **overrides}).validate()
 

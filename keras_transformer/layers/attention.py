@@ -88,8 +88,7 @@ class MultiheadAttention(keras.layers.Layer):
             raise ValueError(f"`num_heads` must be a positive int. Received: num_heads={num_heads}")
         if num_units is not None and num_units % num_heads != 0:
             raise ValueError(
-                f"`num_units` must be divisible by `num_heads`. "
-                f"Received: num_units={num_units}, num_heads={num_heads}"
+                f"`num_units` must be divisible by `num_heads`. Received: num_units={num_units}, num_heads={num_heads}"
             )
         if not 0.0 <= dropout_rate < 1.0:
             raise ValueError(f"`dropout_rate` must be in [0, 1). Received: dropout_rate={dropout_rate}")
@@ -130,9 +129,7 @@ class MultiheadAttention(keras.layers.Layer):
         self.value_dense = projection("value_dense")
         self.value_dense.build(values_shape)
         if self.use_output_projection:
-            self.output_dense = keras.layers.Dense(
-                model_width, dtype=self.dtype_policy, name="output_dense"
-            )
+            self.output_dense = keras.layers.Dense(model_width, dtype=self.dtype_policy, name="output_dense")
             self.output_dense.build(tuple(queries_shape[:-1]) + (num_units,))
         self.attention_dropout = keras.layers.Dropout(
             self.dropout_rate, dtype=self.dtype_policy, name="attention_dropout"

@@ -124,9 +124,7 @@ class PositionalEncoding(keras.layers.Layer):
     def __init__(self, learned=False, max_length=None, **kwargs):
         super().__init__(**kwargs)
         if learned and (not isinstance(max_length, int) or max_length < 1):
-            raise ValueError(
-                f"Learned positions need a positive int `max_length`. Received: max_length={max_length}"
-            )
+            raise ValueError(f"Learned positions need a positive int `max_length`. Received: max_length={max_length}")
         self.learned = learned
         self.max_length = max_length
         self.supports_masking = True

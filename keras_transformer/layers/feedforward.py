@@ -64,15 +64,11 @@ class FeedForward(keras.layers.Layer):
             inner_width, kernel_size=1, activation="relu", dtype=self.dtype_policy, name="inner_conv"
         )
         self.inner_conv.build(input_shape)
-        self.outer_conv = keras.layers.Conv1D(
-            output_width, kernel_size=1, dtype=self.dtype_policy, name="outer_conv"
-        )
+        self.outer_conv = keras.layers.Conv1D(output_width, kernel_size=1, dtype=self.dtype_policy, name="outer_conv")
         self.outer_conv.build(tuple(input_shape[:-1]) + (inner_width,))
         # Kernel-size-1 convolutions are position-wise: a padding mask passes through unchanged.
         self.inner_conv.supports_masking = self.outer_conv.supports_masking = True
-        self.output_dropout = keras.layers.Dropout(
-            self.dropout_rate, dtype=self.dtype_policy, name="output_dropout"
-        )
+        self.output_dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy, name="output_dropout")
         self.layer_norm = LayerNorm(epsilon=self.epsilon, dtype=self.dtype_policy, name="layer_norm")
         self.layer_norm.build(input_shape)
 
@@ -84,7 +80,5 @@ class FeedForward(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            {"num_units": list(self.num_units), "dropout_rate": self.dropout_rate, "epsilon": self.epsilon}
-        )
+        config.update({"num_units": list(self.num_units), "dropout_rate": self.dropout_rate, "epsilon": self.epsilon})
         return config
