@@ -6,9 +6,29 @@ from pathlib import Path
 import pytest
 
 from keras_transformer import runs
-from keras_transformer.config import TrainConfig
+from keras_transformer.config import ModelConfig, TrainConfig
+
+# The tests' tiny sizes: batch, source length, target length, d_model, heads, d_ff, blocks.
+B, S, T, D, H, F, N = 2, 5, 4, 8, 2, 16, 2
+V_S, V_T = 13, 11  # source / target vocabulary sizes
 
 TINY_MODEL = {"max_source_len": 24, "max_target_len": 14}
+
+
+def tiny_config(**overrides):
+    """A `ModelConfig` of the tiny test sizes above, without dropout."""
+    values = dict(
+        source_vocab_size=V_S,
+        target_vocab_size=V_T,
+        d_model=D,
+        num_heads=H,
+        d_ff=F,
+        num_blocks=N,
+        dropout_rate=0.0,
+        max_source_len=12,
+        max_target_len=12,
+    )
+    return ModelConfig(**{**values, **overrides}).validate()
 
 
 def tiny_train_config(root, **overrides):

@@ -5,6 +5,7 @@ generator, so a wrong spelling or a wrong weekday cannot hide behind the same
 code producing and checking it.
 """
 
+import calendar
 import collections
 import datetime
 import os
@@ -23,21 +24,8 @@ from keras_transformer.datasets import SPLITS, builtin_corpus
 # ---------------------------------------------------------------------------
 # An independent parser for every surface form.
 # ---------------------------------------------------------------------------
-MONTHS = [
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-]
-WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+MONTHS = [calendar.month_name[number].lower() for number in range(1, 13)]
+WEEKDAYS = [name.lower() for name in calendar.day_name]
 UNIT_WORDS = (
     "zero one two three four five six seven eight nine ten eleven twelve thirteen "
     "fourteen fifteen sixteen seventeen eighteen nineteen"

@@ -16,6 +16,7 @@ import json
 import keras
 import numpy as np
 import pytest
+from conftest import V_S, V_T, B, H, N, S, T, tiny_config
 
 from keras_transformer import masks
 from keras_transformer.config import PRESETS, ModelConfig, preset
@@ -24,24 +25,7 @@ from keras_transformer.model import TransformerLayers, attention_weights, build_
 from keras_transformer.tokenizers import END_ID, PAD_ID, START_ID
 from keras_transformer.training import MaskedLabelSmoothedLoss
 
-B, S, T, D, H, F, N = 2, 5, 4, 8, 2, 16, 2
-V_S, V_T = 13, 11  # source / target vocabulary sizes
 ATOL = 1e-5
-
-
-def tiny_config(**overrides):
-    values = dict(
-        source_vocab_size=V_S,
-        target_vocab_size=V_T,
-        d_model=D,
-        num_heads=H,
-        d_ff=F,
-        num_blocks=N,
-        dropout_rate=0.0,
-        max_source_len=12,
-        max_target_len=12,
-    )
-    return ModelConfig(**{**values, **overrides}).validate()
 
 
 def tiny_model(seed=0, **overrides):

@@ -10,33 +10,17 @@ import math
 import keras
 import numpy as np
 import pytest
+from conftest import V_S, V_T, D, S, T, tiny_config
 
-from keras_transformer.config import ModelConfig, TrainConfig
+from keras_transformer.config import TrainConfig
 from keras_transformer.model import build_transformer
 from keras_transformer.training import MaskedAccuracy, MaskedLabelSmoothedLoss, NoamSchedule, compile_transformer
 
-B, S, T, D, H, F, N = 2, 5, 4, 8, 2, 16, 2
-V_S, V_T = 13, 11
 ATOL = 1e-5
 
 
 def to_numpy(x):
     return keras.ops.convert_to_numpy(x)
-
-
-def tiny_config(**overrides):
-    values = dict(
-        source_vocab_size=V_S,
-        target_vocab_size=V_T,
-        d_model=D,
-        num_heads=H,
-        d_ff=F,
-        num_blocks=N,
-        dropout_rate=0.0,
-        max_source_len=12,
-        max_target_len=12,
-    )
-    return ModelConfig(**{**values, **overrides}).validate()
 
 
 def ids(lengths, max_length, vocab_size, rng, start=False):
