@@ -50,7 +50,9 @@ class Translator(tf.Module):
         """`text: string[B]` -> `{"translation": string[B]}`. Inputs longer than
         `max_source_len` tokens are truncated to it; an empty batch gives an empty batch."""
         pieces = self.source_tokenizer.tokenize(text)[:, : self._max_source_len]  # (B, (S))
-        source_ids = pieces.to_tensor(default_value=0, shape=[None, self._max_source_len])  # (B, S)
+        # Padded to the longest input (at least one position, so an all-empty batch still has keys).
+        width = tf.maximum(pieces.bounding_shape(axis=1), 1)
+        source_ids = pieces.to_tensor(default_value=0, shape=tf.stack([pieces.nrows(), width]))  # (B, S)
         output_ids = greedy_decode(self.model, source_ids, self._max_target_len)  # (B, L)
         return {"translation": self.target_tokenizer.detokenize(output_ids)}
 

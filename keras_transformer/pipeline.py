@@ -24,13 +24,11 @@ class EncodedPairs:
         source_ids: int32 `tf.RaggedTensor` `[N, (S)]`, no special tokens.
         target_ids: int32 `tf.RaggedTensor` `[N, (T)]`, no special tokens.
         num_dropped: pairs removed because a side was longer than its maximum, or empty.
-        kept_indices: positions of the kept pairs in the input lists.
     """
 
     source_ids: tf.RaggedTensor
     target_ids: tf.RaggedTensor
     num_dropped: int
-    kept_indices: np.ndarray
 
     def __len__(self):
         return int(self.source_ids.nrows())
@@ -81,7 +79,6 @@ def encode_pairs(sources, targets, source_tokenizer, target_tokenizer, max_sourc
         source_ids=tf.gather(source_ids, kept_indices),
         target_ids=tf.gather(target_ids, kept_indices),
         num_dropped=int(len(keep) - len(kept_indices)),
-        kept_indices=kept_indices,
     )
 
 
