@@ -142,6 +142,22 @@ class MultiheadAttention(keras.layers.Layer):
         heads = ops.reshape(projected, (batch, length, self.num_heads, self._head_width))  # (B, T, H, K)
         return ops.transpose(heads, (0, 2, 1, 3))  # (B, H, T, K)
 
+    def project_keys_values(self, keys, values=None):
+        """Project and split the keys and values into heads, once, for `attend`.
+
+        Incremental decoding calls this once per encoder output (cross-attention) and once per
+        new token (self-attention cache), instead of re-projecting every key at every step.
+
+        Args:
+            keys: float tensor `[B, T_k, D_k]`.
+            values: float tensor `[B, T_k, D_v]` or None (the keys are the values).
+
+        Returns:
+            `(key, value)`: float tensors `[B, H, T_k, K]`.
+        """
+        values = keys if values is None else values
+        return self._split_heads(self.key_dense(keys)), self._split_heads(self.value_dense(values))
+
     def call(
         self,
         queries,
@@ -152,20 +168,36 @@ class MultiheadAttention(keras.layers.Layer):
         keys_mask=None,
         return_attention_scores=False,
     ):
-        values = keys if values is None else values
         queries_mask = sign_mask(queries) if queries_mask is None else ops.cast(queries_mask, "bool")
         keys_mask = sign_mask(keys) if keys_mask is None else ops.cast(keys_mask, "bool")
-
-        query = self._split_heads(self.query_dense(queries))  # (B, H, T_q, K)
-        key = self._split_heads(self.key_dense(keys))  # (B, H, T_k, K)
-        value = self._split_heads(self.value_dense(values))  # (B, H, T_k, K)
-
-        scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))  # (B, H, T_q, T_k)
-        scores = ops.cast(scores, "float32") / math.sqrt(self._head_width)
+        key, value = self.project_keys_values(keys, values)  # (B, H, T_k, K) each
         allowed = keys_mask[:, None, None, :]  # (B, 1, 1, T_k)
         if self.causality:
             future_hidden = causal_mask(ops.shape(queries)[1], ops.shape(keys)[1])  # (T_q, T_k)
             allowed = ops.logical_and(allowed, future_hidden[None, None, :, :])  # (B, 1, T_q, T_k)
+        return self.attend(queries, key, value, allowed, queries_mask, training, return_attention_scores)
+
+    def attend(self, queries, key, value, allowed, queries_mask, training=None, return_attention_scores=False):
+        """Attention of `queries` over keys and values already projected by `project_keys_values`.
+
+        `call` is `project_keys_values` then `attend`; a key/value cache calls `attend` directly,
+        with `allowed` saying which cached positions exist (causality is then implicit).
+
+        Args:
+            queries: float tensor `[B, T_q, D]` (not yet projected).
+            key, value: float tensors `[B, H, T_k, K]`.
+            allowed: bool tensor broadcastable to `[B, H, T_q, T_k]`, True where query `i` may
+                attend to key `j`.
+            queries_mask: bool tensor `[B, T_q]`, True at real query positions.
+            training: bool, whether dropout is active.
+            return_attention_scores: bool; also return the weights `[B, H, T_q, T_k]`.
+
+        Returns:
+            float tensor `[B, T_q, D]`, zero at padding queries; and the weights if requested.
+        """
+        query = self._split_heads(self.query_dense(queries))  # (B, H, T_q, K)
+        scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))  # (B, H, T_q, T_k)
+        scores = ops.cast(scores, "float32") / math.sqrt(self._head_width)
         scores = ops.where(allowed, scores, MASKED_SCORE)
         weights = ops.softmax(scores, axis=-1)  # (B, H, T_q, T_k)
         weights = weights * ops.cast(queries_mask[:, None, :, None], weights.dtype)

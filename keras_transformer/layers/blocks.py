@@ -2,6 +2,7 @@
 (paper section 3.1, figure 1)."""
 
 import keras
+from keras import ops
 
 from keras_transformer.layers.attention import MultiheadAttention
 from keras_transformer.layers.feedforward import FeedForward
@@ -180,3 +181,43 @@ class DecoderBlock(_Block):
         if return_attention_scores:
             return outputs, {"self_attention": self_weights, "cross_attention": cross_weights}
         return outputs
+
+    def cross_attention_cache(self, memory):
+        """Project the encoder output once for every decoding step of `decode_step`.
+
+        Args:
+            memory: float tensor `[B, S, D]`.
+
+        Returns:
+            `(key, value)`: float tensors `[B, H, S, K]`.
+        """
+        return self.cross_attention.project_keys_values(memory)
+
+    def decode_step(self, inputs, index, self_cache, cross_cache, inputs_mask, memory_mask):
+        """Run the block on one new target position, with a key/value cache.
+
+        Equal to `call` on the whole prefix, at its last position, but the earlier positions'
+        self-attention keys and values come from `self_cache` instead of being recomputed.
+
+        Args:
+            inputs: float tensor `[B, 1, D]`, the new position's input.
+            index: int scalar, its position `t` in the target.
+            self_cache: `(key, value)`, float tensors `[B, H, L, K]` holding positions `0 .. t-1`
+                (later positions are ignored).
+            cross_cache: `(key, value)` from `cross_attention_cache`.
+            inputs_mask: bool tensor `[B, L]`, True at the real target positions `0 .. t`
+                (False from `t + 1` on: the causality of the step).
+            memory_mask: bool tensor `[B, S]`.
+
+        Returns:
+            `(outputs, self_cache)`: float tensor `[B, 1, D]` and the cache with position `t`
+            written.
+        """
+        new_key, new_value = self.self_attention.project_keys_values(inputs)  # (B, H, 1, K) each
+        at_index = ops.equal(ops.arange(ops.shape(inputs_mask)[1]), index)[None, None, :, None]  # (1, 1, L, 1)
+        self_cache = tuple(ops.where(at_index, new, cached) for new, cached in zip((new_key, new_value), self_cache))
+        query_mask = ops.take(inputs_mask, ops.reshape(index, (1,)), axis=1)  # (B, 1)
+        outputs = self.self_attention.attend(inputs, *self_cache, inputs_mask[:, None, None, :], query_mask)
+        outputs = self.cross_attention.attend(outputs, *cross_cache, memory_mask[:, None, None, :], query_mask)
+        outputs = self.feed_forward(outputs, mask=query_mask)  # (B, 1, D)
+        return outputs, self_cache

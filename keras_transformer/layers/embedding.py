@@ -79,8 +79,9 @@ class TokenEmbedding(keras.layers.Layer):
         return config
 
 
-def sinusoidal_encoding(length, depth, dtype="float32"):
-    """The paper's positional encodings (section 3.5) as a `[length, depth]` tensor.
+def sinusoidal_encoding(length, depth, dtype="float32", start=0):
+    """The paper's positional encodings (section 3.5) of positions `start .. start + length - 1`,
+    as a `[length, depth]` tensor.
 
     `PE(pos, 2i) = sin(pos / 10000^(2i / depth))`, `PE(pos, 2i + 1) = cos(pos / 10000^(2i / depth))`.
 
@@ -88,7 +89,7 @@ def sinusoidal_encoding(length, depth, dtype="float32"):
     (not `2 * (j // 2)`), so its sine and cosine pairs have different frequencies; this follows
     the paper.
     """
-    positions = ops.cast(ops.arange(length), "float32")[:, None]  # (T, 1)
+    positions = ops.cast(ops.arange(length) + start, "float32")[:, None]  # (T, 1)
     columns = ops.arange(depth)  # (D,)
     pair_index = ops.cast((columns // 2) * 2, "float32")  # 2i for columns 2i and 2i + 1
     angles = positions / ops.power(10000.0, pair_index / depth)[None, :]  # (T, D)
@@ -116,6 +117,8 @@ class PositionalEncoding(keras.layers.Layer):
         inputs: float tensor `[B, T, D]` (scaled token embeddings).
         mask: optional bool tensor `[B, T]`, True at real positions. Defaults to the Keras mask
             of `inputs`, else to the sign mask of `inputs`.
+        start: int or int scalar tensor, the position of `inputs[:, 0]` (incremental decoding
+            feeds one token at a time, at position `start`).
 
     Returns:
         float tensor `[B, T, D]`.
@@ -137,7 +140,7 @@ class PositionalEncoding(keras.layers.Layer):
                 initializer=keras.initializers.RandomNormal(stddev=0.02),
             )
 
-    def call(self, inputs, mask=None):
+    def call(self, inputs, mask=None, start=0):
         mask = sign_mask(inputs) if mask is None else mask
         length, depth = ops.shape(inputs)[1], ops.shape(inputs)[2]
         if self.learned and isinstance(length, int) and length > self.max_length:
@@ -146,9 +149,10 @@ class PositionalEncoding(keras.layers.Layer):
                 f"length={length}, max_length={self.max_length}"
             )
         if self.learned:
-            encoding = ops.cast(self.position_embeddings[:length], self.compute_dtype)  # (T, D)
+            table = ops.take(self.position_embeddings, ops.arange(length) + start, axis=0)  # (T, D)
+            encoding = ops.cast(table, self.compute_dtype)
         else:
-            encoding = sinusoidal_encoding(length, depth, self.compute_dtype)  # (T, D)
+            encoding = sinusoidal_encoding(length, depth, self.compute_dtype, start)  # (T, D)
         batch = ops.shape(inputs)[0]
         encoding = ops.broadcast_to(encoding[None, :, :], (batch, length, depth))  # (B, T, D)
         return inputs + zero_padding_rows(encoding, mask)
