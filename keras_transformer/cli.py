@@ -26,10 +26,11 @@ def _boolean(text):
         raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}") from None
 
 
-def _add_config_flags(parser, config_class, title):
+def _add_config_flags(parser, config_class, title, only=None):
+    """Flags for the fields of `config_class` (or just the fields named in `only`)."""
     group = parser.add_argument_group(title)
     for field in dataclasses.fields(config_class):
-        if not field.metadata.get("cli", True):
+        if not field.metadata.get("cli", True) or (only is not None and field.name not in only):
             continue
         flag = "--" + field.name.replace("_", "-")
         aliases = [flag] if "_" not in field.name else [flag, "--" + field.name]
@@ -65,10 +66,21 @@ def _build_parser():
 
     evaluate = commands.add_parser("evaluate", help="score a finished run on its test split")
     evaluate.add_argument("--run-dir", required=True, type=Path, help="run directory written by `train`")
+    _add_config_flags(evaluate, TrainConfig, "decoding (default: the run's)", only=_DECODING_FIELDS)
 
-    export = commands.add_parser("export", help="export a finished run as a new SavedModel version")
+    export = commands.add_parser(
+        "export",
+        help="export a finished run as a new SavedModel version",
+        description="Write EXPORT_DIR/MODEL_NAME/VERSION (text in, translation out; needs a model server "
+        "with tensorflow-text ops), or with --ids-only EXPORT_DIR/MODEL_NAME_ids/VERSION (token ids in and "
+        "out, core TensorFlow ops only). Both rewrite EXPORT_DIR/models.config.",
+    )
     export.add_argument("--run-dir", required=True, type=Path, help="run directory written by `train`")
     export.add_argument("--export-dir", type=Path, help="export root (default: the run's export_dir)")
+    export.add_argument(
+        "--ids-only", action="store_true", help="export token ids -> token ids without tensorflow-text ops"
+    )
+    _add_config_flags(export, TrainConfig, "decoding (default: the run's)", only=_DECODING_FIELDS)
 
     translate = commands.add_parser("translate", help="translate text with an exported SavedModel")
     translate.add_argument(
@@ -82,6 +94,7 @@ def _build_parser():
 
 
 _TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}
+_DECODING_FIELDS = ("beam_size", "length_penalty")
 # Vocabulary sizes are requests (TrainConfig); the model config records the learned sizes.
 _MODEL_FIELDS = {f.name for f in dataclasses.fields(ModelConfig) if f.metadata.get("cli", True)}
 
@@ -135,21 +148,36 @@ def _train(args):
     return 0
 
 
+def _load_run_for_decoding(args):
+    """`(train_config, translator)` of `--run-dir`, with explicit decoding flags applied."""
+    from keras_transformer import runs
+
+    train_config, model_config, model, translator = runs.load_run(args.run_dir)
+    decoding = {name: getattr(args, name) for name in _DECODING_FIELDS if hasattr(args, name)}
+    if decoding:
+        try:
+            train_config = TrainConfig(**{**train_config.to_dict(), **decoding}).validate()
+        except ValueError as error:
+            raise runs.RunError(str(error)) from None
+        translator = runs.make_translator(
+            model, model_config, translator.source_tokenizer, translator.target_tokenizer, args.run_dir, train_config
+        )
+    return train_config, translator
+
+
 def _evaluate(args):
     from keras_transformer import runs
 
-    train_config, _, _, translator = runs.load_run(args.run_dir)
+    train_config, translator = _load_run_for_decoding(args)
     runs.evaluate_translator(translator, train_config)
     return 0
 
 
 def _export(args):
     from keras_transformer import runs
-    from keras_transformer.export import export_translator
 
-    train_config, _, _, translator = runs.load_run(args.run_dir)
-    export_dir = args.export_dir or train_config.export_dir
-    print(f"Exported to {export_translator(translator, export_dir, train_config.model_name)}")
+    train_config, translator = _load_run_for_decoding(args)
+    print(f"Exported to {runs.export_run(translator, train_config, args.export_dir, ids_only=args.ids_only)}")
     return 0
 
 

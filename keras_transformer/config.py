@@ -153,6 +153,8 @@ class TrainConfig(_JsonConfig):
     run_dir: str = _field("runs/builtin", "Where checkpoints, vocabularies, logs and the summary go.")
     export_dir: str = _field("saved_models", "Export root: the model goes to EXPORT_DIR/MODEL_NAME/VERSION.")
     model_name: str = _field("transformer", "Model name in the export path and in TF Serving.")
+    beam_size: int = _field(4, "Beam size of evaluation and of the exported translator; 1 is greedy decoding.")
+    length_penalty: float = _field(0.6, "Beam search's GNMT length-penalty alpha (0 ranks by log-probability).")
 
     def validate(self):
         _check_positive(
@@ -164,8 +166,11 @@ class TrainConfig(_JsonConfig):
             "steps_per_epoch",
             "batch_size",
             "warmup_steps",
+            "beam_size",
         )
         _check_rate(self, "label_smoothing")
+        if not self.length_penalty >= 0:
+            raise ValueError(f"`length_penalty` must be >= 0. Received: {self.length_penalty}")
         if self.preset not in PRESETS:
             raise ValueError(f"Unknown preset {self.preset!r}; expected one of {sorted(PRESETS)}")
         if not self.learning_rate_scale > 0:

@@ -1,15 +1,32 @@
 """SavedModel export in TF Serving's layout: raw text in, translation out, all in the graph.
 
+    EXPORT_DIR/models.config                          model server config listing every model here
     EXPORT_DIR/MODEL_NAME/1/saved_model.pb
                            /variables/...
                            /assets/source_vocab.txt, target_vocab.txt, model_config.json
+                           /assets.extra/tf_serving_warmup_requests
     EXPORT_DIR/MODEL_NAME/2/...   (the highest integer version is served)
 
-The `serving_default` signature takes `text: string[B]` and returns
-`translation: string[B]`. Tokenization (tensorflow-text WordPiece), greedy decoding
-(`tf.while_loop`) and detokenization all run inside the graph; vocabularies and the model
-config travel as SavedModel assets. A new version is written to a temporary folder beside the
-versions and renamed into place, so a model server never sees half a model.
+Two kinds of export, because a SavedModel is loaded whole (one unknown op fails the load):
+
+- the text export (`Translator`), which needs a model server with tensorflow-text ops (the stock
+  TF Serving 2.12+ has them):
+    `serving_default`: `text: string[B]` -> `translation: string[B]`, `score: float32[B]`,
+        `truncated: bool[B]`
+    `translate_ids`:   `source_ids: int32[B, S]` -> `output_ids: int32[B, L]`, `score`, `truncated`
+- the ids-only export (`IdsTranslator`), core TensorFlow ops only, for servers built without
+  tensorflow-text; its `serving_default` is `translate_ids`, and the vocabularies ride along as
+  assets for the client to tokenize with.
+
+Defined results for awkward input: a text with no tokens (empty, whitespace only) and a row of
+ids that is all padding translate to `""` / all padding with score 0; input longer than the
+model's `max_source_len` is cut to it and flagged `truncated`; invalid UTF-8 bytes are replaced
+(U+FFFD) and unknown characters become `<unk>` before translation; an empty batch gives empty
+outputs; ids outside the vocabulary are rejected with an `InvalidArgumentError` naming them.
+
+Decoding (beam size, length penalty, output length `max_target_len`) is fixed at export time.
+A new version is written to a staging folder beside the versions and renamed into place, so a
+model server never sees half a model.
 """
 
 import os
@@ -20,56 +37,143 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from keras_transformer.decoding import greedy_decode
+from keras_transformer.decoding import beam_search, greedy_decode
+from keras_transformer.tokenizers import PAD_ID
 
 SIGNATURE_KEY = "serving_default"
+IDS_SIGNATURE_KEY = "translate_ids"
+WARMUP_FILE = Path("assets.extra") / "tf_serving_warmup_requests"
+MODELS_CONFIG_FILE = "models.config"
 
 
-class Translator(tf.Module):
-    """Text-to-text translation as a `tf.Module` with a `serving_default` signature.
+class IdsTranslator(tf.Module):
+    """Token ids to token ids, in core TensorFlow ops only (the ids-only export).
 
     Args:
         model: a trained model from `build_transformer`.
-        model_config: its `ModelConfig` (its `max_source_len` truncates inputs and its
-            `max_target_len` bounds outputs).
-        source_tokenizer, target_tokenizer: `SubwordTokenizer`s of the run.
-        config_path: path of the `model_config.json` to ship as an asset.
+        model_config: its `ModelConfig` (`max_source_len` truncates inputs, `max_target_len`
+            bounds outputs, `source/target_vocab_size` bound the ids).
+        config_path: the `model_config.json` to ship as an asset.
+        vocab_paths: the source and target vocabulary files to ship as assets.
+        beam_size: int, 1 for greedy decoding.
+        length_penalty: float, the beam search's GNMT alpha.
     """
 
-    def __init__(self, model, model_config, source_tokenizer, target_tokenizer, config_path):
+    def __init__(self, model, model_config, config_path, vocab_paths=(), beam_size=4, length_penalty=0.6):
         super().__init__(name="translator")
+        if not isinstance(beam_size, int) or beam_size < 1:
+            raise ValueError(f"`beam_size` must be a positive int. Received: beam_size={beam_size}")
         self.model = model
+        self.model_config = model_config
+        self.model_config_file = tf.saved_model.Asset(str(config_path))
+        self._config_path = str(config_path)
+        self.vocab_files = [tf.saved_model.Asset(str(path)) for path in vocab_paths]
+        self.beam_size = beam_size
+        self.length_penalty = length_penalty
+
+    def signatures(self):
+        """`{signature name: tf.function}` to save."""
+        return {SIGNATURE_KEY: self.translate_ids}
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")])
+    def translate_ids(self, source_ids):
+        """`source_ids: int32[B, S]` (0 = padding) -> `{"output_ids": int32[B, L], "score":
+        float32[B], "truncated": bool[B]}`; `L` is `max_target_len`."""
+        vocab_size = self.model_config.source_vocab_size
+        tf.debugging.assert_non_negative(source_ids, message="source_ids must be >= 0 (0 is padding)")
+        tf.debugging.assert_less(
+            source_ids, vocab_size, message=f"source_ids must be < the source vocabulary size {vocab_size}"
+        )
+        max_source_len = self.model_config.max_source_len
+        truncated = tf.reduce_any(tf.not_equal(source_ids[:, max_source_len:], PAD_ID), axis=1)
+        return {**self._decode(source_ids[:, :max_source_len]), "truncated": truncated}
+
+    def _decode(self, source_ids):
+        """int32 `[B, S <= max_source_len]` -> `{"output_ids": [B, L], "score": [B]}`."""
+        # At least one source position, so that a batch of empty inputs still has keys.
+        source_ids = tf.pad(source_ids, [[0, 0], [0, tf.maximum(1 - tf.shape(source_ids)[1], 0)]])
+        max_length = self.model_config.max_target_len
+        if self.beam_size == 1:
+            output_ids, scores = greedy_decode(self.model, source_ids, max_length)
+        else:
+            output_ids, scores = beam_search(self.model, source_ids, max_length, self.beam_size, self.length_penalty)
+        empty = tf.reduce_all(tf.equal(source_ids, PAD_ID), axis=1)  # (B,): nothing to translate
+        return {
+            "output_ids": tf.where(empty[:, None], PAD_ID, output_ids),
+            "score": tf.where(empty, 0.0, scores),
+        }
+
+
+class Translator(IdsTranslator):
+    """Text to text: tensorflow-text tokenization, decoding and detokenization in one graph.
+
+    Args:
+        model, model_config, config_path, beam_size, length_penalty: see `IdsTranslator`.
+        source_tokenizer, target_tokenizer: `SubwordTokenizer`s of the run (their vocabularies
+            are saved as assets).
+    """
+
+    def __init__(
+        self, model, model_config, source_tokenizer, target_tokenizer, config_path, beam_size=4, length_penalty=0.6
+    ):
+        super().__init__(model, model_config, config_path, (), beam_size, length_penalty)
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
-        self.model_config_file = tf.saved_model.Asset(str(config_path))
-        self._max_source_len = model_config.max_source_len
-        self._max_target_len = model_config.max_target_len
+
+    def signatures(self):
+        return {SIGNATURE_KEY: self.translate, IDS_SIGNATURE_KEY: self.translate_ids}
+
+    def ids_only(self):
+        """The `IdsTranslator` of the same model and decoding settings, for the ids-only export."""
+        vocab_paths = (self.source_tokenizer.vocab_path, self.target_tokenizer.vocab_path)
+        return IdsTranslator(
+            self.model,
+            self.model_config,
+            self._config_path,
+            vocab_paths,
+            self.beam_size,
+            self.length_penalty,
+        )
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def translate(self, text):
-        """`text: string[B]` -> `{"translation": string[B]}`. Inputs longer than
-        `max_source_len` tokens are truncated to it; an empty batch gives an empty batch."""
-        pieces = self.source_tokenizer.tokenize(text)[:, : self._max_source_len]  # (B, (S))
-        # Padded to the longest input (at least one position, so an all-empty batch still has keys).
-        width = tf.maximum(pieces.bounding_shape(axis=1), 1)
-        source_ids = pieces.to_tensor(default_value=0, shape=tf.stack([pieces.nrows(), width]))  # (B, S)
-        output_ids = greedy_decode(self.model, source_ids, self._max_target_len)  # (B, L)
-        return {"translation": self.target_tokenizer.detokenize(output_ids)}
+        """`text: string[B]` -> `{"translation": string[B], "score": float32[B], "truncated":
+        bool[B]}`."""
+        pieces = self.source_tokenizer.tokenize(text)  # (B, (S))
+        max_source_len = self.model_config.max_source_len
+        truncated = pieces.row_lengths() > max_source_len
+        source_ids = pieces[:, :max_source_len].to_tensor(default_value=PAD_ID)  # (B, S), S <= max_source_len
+        outputs = self._decode(source_ids)
+        return {
+            "translation": self.target_tokenizer.detokenize(outputs["output_ids"]),
+            "score": outputs["score"],
+            "truncated": truncated,
+        }
 
 
 def next_version(model_dir):
     """1 + the highest integer version folder in `model_dir` (1 when there is none)."""
+    return max(_versions(model_dir), default=0) + 1
+
+
+def _versions(model_dir):
     model_dir = Path(model_dir)
-    versions = (
-        [int(p.name) for p in model_dir.iterdir() if p.is_dir() and re.fullmatch(r"\d+", p.name)]
-        if model_dir.is_dir()
-        else []
-    )
-    return max(versions, default=0) + 1
+    if not model_dir.is_dir():
+        return []
+    return [int(p.name) for p in model_dir.iterdir() if p.is_dir() and re.fullmatch(r"\d+", p.name)]
 
 
-def export_translator(translator, export_dir, model_name):
-    """Save `translator` as the next version of `export_dir/model_name`, atomically.
+def export_translator(translator, export_dir, model_name, warmup_inputs=None):
+    """Save `translator` as the next version of `export_dir/model_name`, atomically, and
+    rewrite `export_dir/models.config`.
+
+    Args:
+        translator: a `Translator` or an `IdsTranslator`.
+        export_dir: export root.
+        model_name: folder and served name of the model.
+        warmup_inputs: optional `{signature name: {input name: array}}`; each becomes a warm-up
+            request in `assets.extra/tf_serving_warmup_requests`, which TF Serving replays
+            before it serves the version (so the first user does not wait for graph set-up).
 
     Returns:
         `Path` of the new version folder.
@@ -78,18 +182,59 @@ def export_translator(translator, export_dir, model_name):
     model_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=model_dir))
     try:
-        tf.saved_model.save(translator, str(staging), signatures={SIGNATURE_KEY: translator.translate})
+        tf.saved_model.save(translator, str(staging), signatures=translator.signatures())
+        if warmup_inputs:
+            write_warmup_requests(staging / WARMUP_FILE, model_name, warmup_inputs)
         while True:
             version_dir = model_dir / str(next_version(model_dir))
             try:
                 os.rename(staging, version_dir)  # atomic; fails if another writer took the number
-                return version_dir
+                break
             except OSError:
                 if not version_dir.exists():
                     raise
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    write_models_config(export_dir)
+    return version_dir
+
+
+def write_warmup_requests(path, model_name, warmup_inputs):
+    """Write `PredictionLog` warm-up records (TF Serving's format) for each signature's inputs."""
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    from keras_transformer.serving import predict_request
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for signature_name, inputs in warmup_inputs.items():
+            request = predict_request(model_name, inputs, signature_name=signature_name)
+            log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+            writer.write(log.SerializeToString())
+
+
+def write_models_config(export_dir, serving_root="/models"):
+    """Write `export_dir/models.config`, the model server's `--model_config_file`, listing every
+    model folder under `export_dir` that holds versions, at `serving_root/<name>` (where the
+    README's Docker command mounts `export_dir`). Replaced atomically.
+
+    Returns:
+        `Path` of the file.
+    """
+    export_dir = Path(export_dir)
+    names = sorted(p.name for p in export_dir.iterdir() if p.is_dir() and _versions(p))
+    entries = "".join(
+        f'  config {{\n    name: "{name}"\n    base_path: "{serving_root}/{name}"\n'
+        f'    model_platform: "tensorflow"\n  }}\n'
+        for name in names
+    )
+    path = export_dir / MODELS_CONFIG_FILE
+    staging = path.with_name(f".{MODELS_CONFIG_FILE}.tmp")
+    staging.write_text(f"model_config_list {{\n{entries}}}\n")
+    os.replace(staging, path)
+    return path
 
 
 def latest_version_dir(path):
@@ -103,3 +248,31 @@ def latest_version_dir(path):
     if version < 1:
         raise FileNotFoundError(f"No SavedModel at {path}: no saved_model.pb and no integer version folders")
     return path / str(version)
+
+
+def saved_model_op_types(export_dir) -> set[str]:
+    """All op types a SavedModel's graphs use (to compare with a model server's op list).
+
+    Collects `node.op` over each meta graph's `graph_def.node` and over the nodes of every
+    function in `graph_def.library`, minus the names of those library functions themselves
+    (calls to them show up as ops named after the function).
+
+    Args:
+        export_dir: directory holding `saved_model.pb`.
+    """
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    pb_path = Path(os.fspath(export_dir)) / "saved_model.pb"
+    if not pb_path.is_file():
+        raise FileNotFoundError(2, f"no saved_model.pb in {export_dir}", str(pb_path))
+    saved_model = saved_model_pb2.SavedModel()
+    saved_model.ParseFromString(pb_path.read_bytes())
+    op_types: set[str] = set()
+    for meta_graph in saved_model.meta_graphs:
+        graph_def = meta_graph.graph_def
+        function_names = {f.signature.name for f in graph_def.library.function}
+        graph_ops = {node.op for node in graph_def.node}
+        for function in graph_def.library.function:
+            graph_ops.update(node.op for node in function.node_def)
+        op_types |= graph_ops - function_names
+    return op_types

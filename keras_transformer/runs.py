@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from keras_transformer import datasets
 from keras_transformer.config import ModelConfig, TrainConfig, preset
-from keras_transformer.export import Translator, export_translator
+from keras_transformer.export import IDS_SIGNATURE_KEY, SIGNATURE_KEY, Translator, export_translator
 from keras_transformer.model import build_transformer
 from keras_transformer.pipeline import encode_pairs, make_dataset
 from keras_transformer.tokenizers import SubwordTokenizer, learn_vocabulary, write_vocabulary
@@ -30,9 +30,10 @@ TRAIN_CONFIG_FILE = "train_config.json"
 MODEL_CONFIG_FILE = "model_config.json"
 MODEL_FILE = "model.keras"
 SUMMARY_FILE = "summary.json"
+WARMUP_SENTENCES = 3  # validation sentences replayed by TF Serving before it serves a version
 # Settings that may change when a run is resumed; any other change would make the resumed
 # run a different experiment.
-RESUMABLE_CHANGES = frozenset({"epochs", "run_dir", "export_dir", "model_name"})
+RESUMABLE_CHANGES = frozenset({"epochs", "run_dir", "export_dir", "model_name", "beam_size", "length_penalty"})
 
 
 class RunError(Exception):
@@ -212,9 +213,9 @@ def train(train_config, model_overrides=None, resume=False, log=print, extra_cal
         summary["target_tokens_per_second"] = round(tokens_per_epoch * len(timer.seconds) / train_seconds)
         summary["target_tokens_per_second_median_epoch"] = round(tokens_per_epoch / float(np.median(timer.seconds)))
 
-    translator = Translator(model, model_config, source_tokenizer, target_tokenizer, run_dir / MODEL_CONFIG_FILE)
+    translator = make_translator(model, model_config, source_tokenizer, target_tokenizer, run_dir, train_config)
     summary["test"] = evaluate_translator(translator, train_config, log)
-    export_path = export_translator(translator, train_config.export_dir, train_config.model_name)
+    export_path = export_run(translator, train_config)
     log(f"Exported the model to {export_path}")
     summary.update(
         run_dir=str(run_dir),
@@ -251,11 +252,39 @@ def load_run(run_dir):
     train_config = TrainConfig.load(run_dir / TRAIN_CONFIG_FILE)
     model_config = ModelConfig.load(run_dir / MODEL_CONFIG_FILE)
     model = keras.models.load_model(run_dir / MODEL_FILE)
-    translator = Translator(
+    source_tokenizer = SubwordTokenizer(str(run_dir / "source_vocab.txt"), name="source_tokenizer")
+    target_tokenizer = SubwordTokenizer(str(run_dir / "target_vocab.txt"), name="target_tokenizer")
+    translator = make_translator(model, model_config, source_tokenizer, target_tokenizer, run_dir, train_config)
+    return train_config, model_config, model, translator
+
+
+def make_translator(model, model_config, source_tokenizer, target_tokenizer, run_dir, train_config):
+    """The run's `Translator`, decoding with the run's `beam_size` and `length_penalty`."""
+    return Translator(
         model,
         model_config,
-        SubwordTokenizer(str(run_dir / "source_vocab.txt"), name="source_tokenizer"),
-        SubwordTokenizer(str(run_dir / "target_vocab.txt"), name="target_tokenizer"),
-        run_dir / MODEL_CONFIG_FILE,
+        source_tokenizer,
+        target_tokenizer,
+        Path(run_dir) / MODEL_CONFIG_FILE,
+        beam_size=train_config.beam_size,
+        length_penalty=train_config.length_penalty,
     )
-    return train_config, model_config, model, translator
+
+
+def export_run(translator, train_config, export_dir=None, ids_only=False):
+    """Export a run's translator (text, or `ids_only`) with warm-up requests made of a few
+    validation sentences; the ids-only model is named `MODEL_NAME_ids`.
+
+    Returns:
+        `Path` of the new version folder.
+    """
+    sources, _ = load_corpus(train_config, "validation")
+    texts = tf.constant(sources[:WARMUP_SENTENCES] + [""])
+    warmup = {IDS_SIGNATURE_KEY: {"source_ids": translator.source_tokenizer.tokenize(texts).to_tensor().numpy()}}
+    model_name = train_config.model_name
+    if ids_only:
+        translator, model_name = translator.ids_only(), f"{model_name}_ids"
+        warmup = {SIGNATURE_KEY: warmup[IDS_SIGNATURE_KEY]}
+    else:
+        warmup[SIGNATURE_KEY] = {"text": texts.numpy()}
+    return export_translator(translator, export_dir or train_config.export_dir, model_name, warmup)

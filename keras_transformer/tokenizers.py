@@ -66,7 +66,6 @@ __all__ = [
     "read_vocabulary",
     "split_words",
     "SubwordTokenizer",
-    "saved_model_op_types",
 ]
 
 RESERVED_TOKENS = ("<pad>", "<unk>", "<s>", "</s>")
@@ -429,31 +428,3 @@ class SubwordTokenizer(tf.Module):
         pieces = tf.where(keep, pieces, "")
         text = tf.strings.reduce_join(pieces, axis=1)
         return tf.strings.regex_replace(text, "^ ", "")
-
-
-def saved_model_op_types(export_dir) -> set[str]:
-    """All op types a SavedModel's graphs use (to compare with a model server's op list).
-
-    Collects ``node.op`` over each meta graph's ``graph_def.node`` and over the nodes of every
-    function in ``graph_def.library``, minus the names of those library functions themselves
-    (calls to them show up as ops named after the function).
-
-    Args:
-      export_dir: directory holding ``saved_model.pb``.
-    """
-    from tensorflow.core.protobuf import saved_model_pb2
-
-    pb_path = Path(os.fspath(export_dir)) / "saved_model.pb"
-    if not pb_path.is_file():
-        raise FileNotFoundError(2, f"no saved_model.pb in {export_dir}", str(pb_path))
-    saved_model = saved_model_pb2.SavedModel()
-    saved_model.ParseFromString(pb_path.read_bytes())
-    op_types: set[str] = set()
-    for meta_graph in saved_model.meta_graphs:
-        graph_def = meta_graph.graph_def
-        function_names = {f.signature.name for f in graph_def.library.function}
-        graph_ops = {node.op for node in graph_def.node}
-        for function in graph_def.library.function:
-            graph_ops.update(node.op for node in function.node_def)
-        op_types |= graph_ops - function_names
-    return op_types

@@ -3,10 +3,14 @@
 import os
 from pathlib import Path
 
+import keras
+import numpy as np
 import pytest
 
 from keras_transformer import runs
 from keras_transformer.config import ModelConfig, TrainConfig
+from keras_transformer.model import build_transformer
+from keras_transformer.tokenizers import START_ID
 
 # The tests' tiny sizes: batch, source length, target length, d_model, heads, d_ff, blocks.
 B, S, T, D, H, F, N = 2, 5, 4, 8, 2, 16, 2
@@ -29,6 +33,32 @@ def tiny_config(**overrides):
         max_target_len=12,
     )
     return ModelConfig(**{**values, **overrides}).validate()
+
+
+def tiny_model(seed=0, **overrides):
+    keras.utils.set_random_seed(seed)
+    return build_transformer(tiny_config(**overrides))
+
+
+def to_numpy(x):
+    return keras.ops.convert_to_numpy(x)
+
+
+def ids(lengths, max_length, vocab_size, rng, start=False):
+    """Int32 `[len(lengths), max_length]` of random real ids (>= 4) then padding (0).
+
+    With `start`, each row begins with `<s>` (the decoder input `target_in_ids`)."""
+    out = np.zeros((len(lengths), max_length), "int32")
+    for b, length in enumerate(lengths):
+        out[b, :length] = rng.integers(4, vocab_size, size=length)
+        if start and length:
+            out[b, 0] = START_ID
+    return out
+
+
+def pad(x, extra):
+    """Append `extra` columns of padding (id 0)."""
+    return np.pad(x, ((0, 0), (0, extra)))
 
 
 def tiny_train_config(root, **overrides):

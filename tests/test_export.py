@@ -12,8 +12,7 @@ import tensorflow as tf
 from conftest import serving_op_lists
 
 from keras_transformer import runs
-from keras_transformer.export import export_translator, latest_version_dir, next_version
-from keras_transformer.tokenizers import saved_model_op_types
+from keras_transformer.export import export_translator, latest_version_dir, next_version, saved_model_op_types
 
 pytestmark = pytest.mark.slow
 

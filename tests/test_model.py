@@ -16,42 +16,15 @@ import json
 import keras
 import numpy as np
 import pytest
-from conftest import V_S, V_T, B, H, N, S, T, tiny_config
+from conftest import V_S, V_T, B, H, N, S, T, ids, pad, tiny_config, tiny_model, to_numpy
 
 from keras_transformer import masks
 from keras_transformer.config import PRESETS, ModelConfig, preset
-from keras_transformer.decoding import greedy_decode
 from keras_transformer.model import TransformerLayers, attention_weights, build_transformer
-from keras_transformer.tokenizers import END_ID, PAD_ID, START_ID
+from keras_transformer.tokenizers import PAD_ID
 from keras_transformer.training import MaskedLabelSmoothedLoss
 
 ATOL = 1e-5
-
-
-def tiny_model(seed=0, **overrides):
-    keras.utils.set_random_seed(seed)
-    return build_transformer(tiny_config(**overrides))
-
-
-def to_numpy(x):
-    return keras.ops.convert_to_numpy(x)
-
-
-def ids(lengths, max_length, vocab_size, rng, start=False):
-    """Int32 `[len(lengths), max_length]` of random real ids (>= 4) then padding (0).
-
-    With `start`, each row begins with `<s>` (the decoder input `target_in_ids`)."""
-    out = np.zeros((len(lengths), max_length), "int32")
-    for b, length in enumerate(lengths):
-        out[b, :length] = rng.integers(4, vocab_size, size=length)
-        if start and length:
-            out[b, 0] = START_ID
-    return out
-
-
-def pad(x, extra):
-    """Append `extra` columns of padding (id 0)."""
-    return np.pad(x, ((0, 0), (0, extra)))
 
 
 @pytest.fixture(scope="module")
@@ -363,89 +336,3 @@ def test_attention_weights_have_documented_shapes_and_mask_padding(model, batch)
         for w in (self_weights, cross_weights):
             np.testing.assert_allclose(w.sum(-1).transpose(0, 2, 1)[target_real], 1.0, atol=1e-6)
             assert np.all(w.transpose(0, 2, 1, 3)[~target_real] == 0.0)
-
-
-# ---------------------------------------------------------------------------
-# Greedy decoding
-# ---------------------------------------------------------------------------
-# At the first step the decoder self-attends over one key; Keras warns about a softmax over size 1.
-ONE_KEY_SOFTMAX = pytest.mark.filterwarnings("ignore:You are using a softmax over axis -1")
-
-
-def reference_greedy_decode(model, source, max_length):
-    """The tutorial's loop: feed `<s>` + the tokens so far, take the argmax at the last position;
-    a row that has produced `</s>` gets padding (0) from then on; stop when all rows are done."""
-    batch_size = source.shape[0]
-    prefix = np.full((batch_size, 1), START_ID, "int32")
-    output = np.zeros((batch_size, max_length), "int32")
-    finished = np.zeros(batch_size, bool)
-    for step in range(max_length):
-        if finished.all():
-            break
-        logits = to_numpy(model([source, prefix], training=False))
-        token = logits[:, -1].argmax(-1).astype("int32")
-        token[finished] = PAD_ID
-        output[:, step] = token
-        finished |= token == END_ID
-        prefix = np.concatenate([prefix, token[:, None]], axis=1)
-    return output
-
-
-@pytest.fixture(scope="module")
-def decoding_model():
-    """A random tiny model with a small target vocabulary, its `</s>` logit biased so that some
-    sentences end early and others run to the length limit."""
-    model = tiny_model(seed=4, target_vocab_size=7)
-    projection = TransformerLayers.from_model(model).output_projection
-    bias = to_numpy(projection.bias).copy()
-    bias[END_ID] += 0.3
-    projection.bias.assign(bias)
-    return model
-
-
-def decoding_sources():
-    rng = np.random.default_rng(5)
-    return ids([1, 2, 3, 4, 5, 6, 6, 2], 6, V_S, rng)
-
-
-@ONE_KEY_SOFTMAX
-def test_greedy_decode_equals_python_loop_reference(decoding_model):
-    source, max_length = decoding_sources(), 6
-    decoded = greedy_decode(decoding_model, source, max_length)
-    assert tuple(decoded.shape) == (source.shape[0], max_length)
-    assert keras.backend.standardize_dtype(decoded.dtype) == "int32"
-    expected = reference_greedy_decode(decoding_model, source, max_length)
-    # The reference exercises both stopping after </s> and running to the limit.
-    ended = expected == END_ID
-    assert ended[:, :-1].any(), expected
-    assert (~ended.any(axis=1)).any(), expected
-    np.testing.assert_array_equal(to_numpy(decoded), expected)
-
-
-@ONE_KEY_SOFTMAX
-def test_greedy_decode_pads_after_end_token(decoding_model):
-    decoded = to_numpy(greedy_decode(decoding_model, decoding_sources(), 6))
-    for row in decoded:
-        ends = np.flatnonzero(row == END_ID)
-        if ends.size:
-            assert np.all(row[ends[0] + 1 :] == PAD_ID)
-
-
-@ONE_KEY_SOFTMAX
-@pytest.mark.parametrize("max_length", [1, 3])
-def test_greedy_decode_respects_max_length_and_source_padding(decoding_model, max_length):
-    source = decoding_sources()
-    decoded = greedy_decode(decoding_model, source, max_length)
-    assert tuple(decoded.shape) == (source.shape[0], max_length)
-    # Extra source padding does not change the translation.
-    np.testing.assert_array_equal(
-        to_numpy(greedy_decode(decoding_model, pad(source, 3), max_length)), to_numpy(decoded)
-    )
-    np.testing.assert_array_equal(to_numpy(decoded), reference_greedy_decode(decoding_model, source, max_length))
-
-
-def test_greedy_decode_of_empty_batch_returns_empty_int32_tokens(decoding_model):
-    # TensorFlow's oneDNN convolution fails on an empty batch; greedy_decode must not reach it.
-    decoded = greedy_decode(decoding_model, np.zeros((0, 6), "int32"), 6)
-    assert tuple(decoded.shape) == (0, 6)
-    assert keras.backend.standardize_dtype(decoded.dtype) == "int32"

@@ -18,6 +18,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib
 
 from keras_transformer import tokenizers
+from keras_transformer.export import saved_model_op_types
 from keras_transformer.tokenizers import (
     END_ID,
     PAD_ID,
@@ -27,7 +28,6 @@ from keras_transformer.tokenizers import (
     SubwordTokenizer,
     learn_vocabulary,
     read_vocabulary,
-    saved_model_op_types,
     write_vocabulary,
 )
 
