@@ -63,7 +63,12 @@ class IdsTranslator(tf.Module):
         super().__init__(name="translator")
         if not isinstance(beam_size, int) or beam_size < 1:
             raise ValueError(f"`beam_size` must be a positive int. Received: beam_size={beam_size}")
-        self.model = model
+        # Only the weights are saved, as a list of `tf.Variable`s, the way `keras.export.ExportArchive`
+        # does it: a Keras 3 model attached as a tracked attribute loads in TF2 but not in TF Serving's
+        # C++ loader (its variables are never restored: "Could not find variable ..."), and would carry
+        # the optimizer's state into the export.
+        object.__setattr__(self, "model", model)  # untracked
+        self.model_weights = [weight.value for weight in model.weights]
         self.model_config = model_config
         self.model_config_file = tf.saved_model.Asset(str(config_path))
         self._config_path = str(config_path)

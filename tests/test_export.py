@@ -7,12 +7,22 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import serving_op_lists
+from google.protobuf import text_format
+from tensorflow_serving.apis import prediction_log_pb2
+from tensorflow_serving.config import model_server_config_pb2
 
 from keras_transformer import runs
-from keras_transformer.export import export_translator, latest_version_dir, next_version, saved_model_op_types
+from keras_transformer.export import (
+    WARMUP_FILE,
+    export_translator,
+    latest_version_dir,
+    next_version,
+    saved_model_op_types,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -31,10 +41,39 @@ def test_export_is_in_tf_serving_layout(trained_run):
     assert (export_path / "variables").is_dir()
     assets = {p.name for p in (export_path / "assets").iterdir()}
     assert {"source_vocab.txt", "target_vocab.txt", "model_config.json"} <= assets
+    assert (export_path / WARMUP_FILE).is_file()
     config = json.loads((export_path / "assets" / "model_config.json").read_text())
     assert config["max_target_len"] == 14
     # no staging folder left behind
     assert [p.name for p in export_path.parent.iterdir()] == ["1"]
+
+
+def test_models_config_lists_every_exported_model_for_the_model_server(trained_run, tmp_path):
+    train_config, _ = trained_run
+    _, _, _, translator = runs.load_run(train_config.run_dir)
+    runs.export_run(translator, train_config, tmp_path)
+    runs.export_run(translator, train_config, tmp_path, ids_only=True)
+    (tmp_path / "not_a_model").mkdir()
+    config = text_format.Parse((tmp_path / "models.config").read_text(), model_server_config_pb2.ModelServerConfig())
+    served = {c.name: (c.base_path, c.model_platform) for c in config.model_config_list.config}
+    assert served == {"dates": ("/models/dates", "tensorflow"), "dates_ids": ("/models/dates_ids", "tensorflow")}
+
+
+def test_warmup_requests_are_prediction_logs_the_model_answers(trained_run):
+    """TF Serving replays assets.extra/tf_serving_warmup_requests before serving: every record
+    must parse as a PredictionLog whose request the export's signature answers."""
+    _, summary = trained_run
+    loaded = tf.saved_model.load(summary["export_path"])
+    signatures = []
+    for record in tf.data.TFRecordDataset(str(Path(summary["export_path"]) / WARMUP_FILE)):
+        log = prediction_log_pb2.PredictionLog.FromString(record.numpy())
+        request = log.predict_log.request
+        assert request.model_spec.name == "dates"
+        inputs = {name: tf.constant(tf.make_ndarray(proto)) for name, proto in request.inputs.items()}
+        outputs = loaded.signatures[request.model_spec.signature_name](**inputs)
+        assert outputs["score"].shape[0] == inputs[next(iter(inputs))].shape[0] > 0
+        signatures.append(request.model_spec.signature_name)
+    assert sorted(signatures) == ["serving_default", "translate_ids"]
 
 
 def test_export_loads_and_translates_in_a_process_without_the_project(trained_run):
@@ -49,6 +88,9 @@ def test_export_loads_and_translates_in_a_process_without_the_project(trained_ru
         out = translate(text=tf.constant(["march 21, 1987", "", "the first of may two thousand and four"]))
         translation = out["translation"]
         assert translation.dtype == tf.string and translation.shape == (3,), translation
+        assert out["score"].dtype == tf.float32 and out["truncated"].dtype == tf.bool, out
+        ids = loaded.signatures["translate_ids"](source_ids=tf.constant([[5, 6, 7, 0]], tf.int32))
+        assert ids["output_ids"].dtype == tf.int32 and ids["output_ids"].shape == (1, 14), ids
         empty = translate(text=tf.constant([], dtype=tf.string))["translation"]
         assert empty.shape == (0,), empty
         assert not any(name.startswith("keras_transformer") for name in sys.modules), "project imported"
@@ -73,18 +115,101 @@ def test_export_op_set_runs_on_tf_serving_2_12(trained_run):
     core, text_ops = serving_op_lists()
     used = saved_model_op_types(summary["export_path"])
     assert "WordpieceTokenizeWithOffsets" in used  # the tokenizer really is in the graph
+    assert "TopKV2" in used  # and so is beam search
     assert used - core - text_ops == set()
 
 
-def test_saved_model_cli_shows_and_runs_the_signature(trained_run):
+@pytest.fixture(scope="module")
+def ids_export(trained_run, tmp_path_factory):
+    train_config, _ = trained_run
+    _, _, _, translator = runs.load_run(train_config.run_dir)
+    return runs.export_run(translator, train_config, tmp_path_factory.mktemp("ids"), ids_only=True)
+
+
+def test_ids_only_export_has_core_ops_only(ids_export):
+    core, _ = serving_op_lists()
+    assert ids_export.parent.name == "dates_ids"
+    assert saved_model_op_types(ids_export) - core == set()
+    assets = {p.name for p in (ids_export / "assets").iterdir()}
+    assert {"source_vocab.txt", "target_vocab.txt", "model_config.json"} <= assets
+
+
+def test_ids_only_export_runs_in_a_process_that_never_imports_tensorflow_text(trained_run, ids_export):
     _, summary = trained_run
-    cli = Path(sys.executable).with_name("saved_model_cli")
-    command = [str(cli)] if cli.exists() else [sys.executable, "-m", "tensorflow.python.tools.saved_model_cli"]
-    shown = subprocess.run(
-        command + ["show", "--dir", summary["export_path"], "--all"], capture_output=True, text=True, timeout=120
+    source_ids = [[7, 8, 9, 10, 0], [11, 12, 0, 0, 0]]
+    result = _run_python(
+        f"""
+        import sys
+        import tensorflow as tf
+        loaded = tf.saved_model.load({str(ids_export)!r})
+        out = loaded.signatures["serving_default"](source_ids=tf.constant({source_ids}, tf.int32))
+        assert "tensorflow_text" not in sys.modules and not any(m.startswith("keras_transformer") for m in sys.modules)
+        print("OK", out["output_ids"].numpy().tolist(), out["score"].numpy().tolist())
+        """
     )
+    assert result.returncode == 0, result.stderr[-3000:]
+    ids_out, scores = json.loads("[" + result.stdout.split("OK ", 1)[1].replace("] [", "], [") + "]")
+    # The same model and decoding as the text export's translate_ids.
+    text_export = tf.saved_model.load(summary["export_path"])
+    expected = text_export.signatures["translate_ids"](source_ids=tf.constant(source_ids, tf.int32))
+    assert ids_out == expected["output_ids"].numpy().tolist()
+    np.testing.assert_allclose(scores, expected["score"].numpy(), atol=1e-5)
+
+
+def _saved_model_cli(*args, preload_tensorflow_text=False):
+    """Run TensorFlow's `saved_model_cli`; with `preload_tensorflow_text`, the same tool in a Python
+    that has registered the tensorflow-text ops first (the text export needs them to load)."""
+    if preload_tensorflow_text:
+        code = (
+            "import sys, tensorflow_text; from tensorflow.python.tools import saved_model_cli; saved_model_cli.main()"
+        )
+        command = [sys.executable, "-c", code]
+    else:
+        cli = Path(sys.executable).with_name("saved_model_cli")
+        command = [str(cli)] if cli.exists() else [sys.executable, "-m", "tensorflow.python.tools.saved_model_cli"]
+    return subprocess.run(command + list(args), capture_output=True, text=True, timeout=180)
+
+
+def test_saved_model_cli_shows_both_signatures_of_the_text_export(trained_run):
+    _, summary = trained_run
+    shown = _saved_model_cli("show", "--dir", summary["export_path"], "--all")
     assert shown.returncode == 0, shown.stderr[-2000:]
-    assert "serving_default" in shown.stdout and "translation" in shown.stdout
+    for name in ("serving_default", "translate_ids", "translation", "output_ids", "score", "truncated"):
+        assert name in shown.stdout
+
+
+def test_saved_model_cli_runs_the_text_export(trained_run):
+    _, summary = trained_run
+    ran = _saved_model_cli(
+        "run",
+        "--dir",
+        summary["export_path"],
+        "--tag_set",
+        "serve",
+        "--signature_def",
+        "serving_default",
+        "--input_exprs",
+        "text=['21.03.1987', '']",
+        preload_tensorflow_text=True,
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert "translation" in ran.stdout and "truncated" in ran.stdout
+
+
+def test_saved_model_cli_runs_the_ids_only_export(ids_export):
+    ran = _saved_model_cli(
+        "run",
+        "--dir",
+        str(ids_export),
+        "--tag_set",
+        "serve",
+        "--signature_def",
+        "serving_default",
+        "--input_exprs",
+        "source_ids=[[7, 8, 9, 0]]",
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert "output_ids" in ran.stdout and "score" in ran.stdout
 
 
 def test_new_exports_get_increasing_versions(trained_run, tmp_path):
