@@ -13,6 +13,7 @@ from conftest import TINY_MODEL, tiny_train_config
 from keras_transformer import runs
 from keras_transformer.cli import main
 from keras_transformer.config import ModelConfig, TrainConfig
+from keras_transformer.export import saved_model_op_types
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -147,6 +148,23 @@ def test_evaluate_export_and_translate_commands(trained_run, capsys, tmp_path):
     assert main(["translate", "--model", str(tmp_path / "dates"), "march 21, 1987", "21.03.1987"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2
+
+
+@pytest.mark.slow
+def test_export_decoding_flags_and_ids_only(trained_run, capsys, tmp_path):
+    train_config, _ = trained_run
+    run = ["--run-dir", train_config.run_dir, "--export-dir", str(tmp_path)]
+    assert main(["export", *run, "--ids-only", "--beam-size", "1"]) == 0
+    assert main(["export", *run, "--ids-only"]) == 0
+    greedy, beam = tmp_path / "dates_ids" / "1", tmp_path / "dates_ids" / "2"
+    # Greedy decoding takes an argmax, beam search a top-k: the flag reached the graph.
+    assert "TopKV2" not in saved_model_op_types(greedy) and "TopKV2" in saved_model_op_types(beam)
+    assert '"dates_ids"' in (tmp_path / "models.config").read_text()
+
+    assert main(["evaluate", "--run-dir", train_config.run_dir, "--beam-size", "1"]) == 0
+    assert "exact match" in capsys.readouterr().out
+    assert main(["evaluate", "--run-dir", train_config.run_dir, "--beam-size", "0"]) == 2
+    assert "beam_size" in capsys.readouterr().err
 
 
 def test_commands_on_missing_paths_print_one_error_line(tmp_path, capsys):
