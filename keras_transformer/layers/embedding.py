@@ -52,10 +52,10 @@ class TokenEmbedding(keras.layers.Layer):
         )
 
     def call(self, token_ids):
-        table = ops.concatenate(
-            [ops.zeros((1, self.d_model), dtype=self.embeddings.dtype), self.embeddings[1:]], axis=0
-        )  # (V, D), row 0 constant zero
-        outputs = ops.cast(ops.take(table, ops.cast(token_ids, "int32"), axis=0), self.compute_dtype)  # (B, T, D)
+        token_ids = ops.cast(token_ids, "int32")
+        outputs = ops.cast(ops.take(self.embeddings, token_ids, axis=0), self.compute_dtype)  # (B, T, D)
+        # Padding embeds to exactly zero, and row 0 of the table gets no gradient.
+        outputs = outputs * ops.cast(ops.not_equal(token_ids, 0), self.compute_dtype)[..., None]
         if self.scale:
             outputs = outputs * math.sqrt(self.d_model)
         return outputs

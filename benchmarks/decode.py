@@ -1,0 +1,443 @@
+"""Decoding speed of `keras_transformer.decoding`, against keras-hub at equal size.
+
+What it measures, in one run, on one randomly initialised model and one batch of random source
+ids (`--batch` sentences of `--source-len` ids in `[4, V)`):
+
+- four batch decoders, each wrapped once in `tf.function` (XLA with `--jit`), called once to
+  warm up (the "first call" column: tracing, compiling and one run), then timed `--repeats`
+  times, interleaved (round r times every decoder once, in an order rotated by r, so that load
+  from other processes on the machine falls on all of them alike):
+    greedy, uncached   `greedy_decode(use_cache=False)`: the tutorial's way, the whole decoder
+                       re-run on the whole output at every step
+    greedy, cached     `greedy_decode(use_cache=True)`: one new token per step, key/value cache
+    beam 4, cached     `beam_search(beam_size=4, alpha=0.6)`
+    keras-hub greedy   the peer: keras-hub's `TokenAndPositionEmbedding`, `TransformerEncoder`
+                       and `TransformerDecoder` layers at our preset's width, heads, feed-forward
+                       width, depth and vocabulary, generating with `keras_hub.samplers.GreedySampler`
+                       and the decoder's self- and cross-attention key/value caches, written the
+                       way keras-hub's BART `generate_step` does it (see `KerasHubTransformer`)
+  Every decoder runs with no end token (`end_id=None`), so every sentence gets exactly
+  `--output-tokens` tokens and "tokens/s" is exact: sentences/s x output tokens.
+- the single-sentence latency of the ids-only SavedModel export (`IdsTranslator` ->
+  `export_translator` -> `tf.saved_model.load` -> `serving_default`), greedy (beam 1) and beam 4,
+  as a model server would run it: no XLA, decoding until `</s>` or `max_target_len`
+  (= `--output-tokens`). Requests cycle through the batch's sentences, one sentence each, and
+  alternate between the two exports.
+
+How to read it: "median s/batch" is the median over the repeats of one decoder call on the whole
+batch; sentences/s and tokens/s follow from it. The ratios compare medians of the same run:
+`cached / uncached` is the cache's speed-up, `ours / keras-hub` above 1 means our cached greedy
+decoder is faster than the peer, `beam 4 / greedy` is what beam search costs. The weights are
+random, so the translations mean nothing; the cost of a step does not depend on the weights,
+and the export's latency depends on them only through the output length, which is reported.
+Timings on a shared machine are noisy: compare ratios within a run rather than seconds across
+runs, and look at the raw times in the JSON (`--out`) when a median looks odd.
+
+    python benchmarks/decode.py                          # the default run, about a minute on 2 CPU cores
+    python benchmarks/decode.py --preset tiny --repeats 2 --latency-requests 5  # a quick check
+"""
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import keras
+import keras_hub
+import numpy as np
+import tensorflow as tf
+from keras import ops
+
+from keras_transformer.config import PRESETS, preset
+from keras_transformer.decoding import beam_search, greedy_decode
+from keras_transformer.export import IdsTranslator, export_translator
+from keras_transformer.model import build_transformer
+from keras_transformer.tokenizers import PAD_ID, START_ID
+
+FIRST_REGULAR_ID = 4  # ids 0-3 are <pad>, <unk>, <s>, </s>
+BEAM_SIZE = 4
+LENGTH_PENALTY = 0.6
+LATENCY_WARMUPS = 3
+KERAS_HUB_CHECK_SENTENCES = 2
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument("--preset", default="small", choices=sorted(PRESETS), help="Model size preset of both models.")
+    parser.add_argument("--vocab", type=int, default=8000, help="Source and target vocabulary size V.")
+    parser.add_argument("--batch", type=int, default=32, help="Sentences per batch of the batch decoders.")
+    parser.add_argument("--source-len", type=int, default=20, help="Source length S in ids (random, no padding).")
+    parser.add_argument(
+        "--output-tokens", type=int, default=40, help="Tokens every sentence gets (the model's max_target_len)."
+    )
+    parser.add_argument("--repeats", type=int, default=5, help="Timed calls of every batch decoder, interleaved.")
+    parser.add_argument(
+        "--jit", action="store_true", help="Compile the batch decoders with XLA (tf.function(jit_compile=True))."
+    )
+    parser.add_argument(
+        "--latency-requests",
+        type=int,
+        default=50,
+        help=f"Timed single-sentence requests to each SavedModel, after {LATENCY_WARMUPS} warm-ups (0 skips).",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="Seed of the weights and of the source ids.")
+    parser.add_argument(
+        "--out", default="benchmarks/results/decode.json", help="Where to write the JSON results (dirs are created)."
+    )
+    args = parser.parse_args(argv)
+    for name in ("vocab", "batch", "source_len", "output_tokens", "repeats"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1. Received: {getattr(args, name)}")
+    if args.vocab <= FIRST_REGULAR_ID:
+        parser.error(f"--vocab must be > {FIRST_REGULAR_ID} (ids 0-3 are reserved). Received: {args.vocab}")
+    if args.latency_requests < 0:
+        parser.error(f"--latency-requests must be >= 0. Received: {args.latency_requests}")
+    return args
+
+
+class KerasHubTransformer:
+    """The peer: an encoder-decoder Transformer of keras-hub layers, with cached greedy generation.
+
+    Source: `TokenAndPositionEmbedding` -> `TransformerEncoder` x N. Target:
+    `TokenAndPositionEmbedding` -> `TransformerDecoder` x N (causal self-attention, attention
+    over the encoder output, feed-forward) -> `Dense(V)`. Same D, H, F, N and V as `config`;
+    keras-hub's positions are learned (ours are sinusoids), its LayerNorm comes after each residual
+    as ours does.
+
+    `generate` follows keras-hub's BART (`BartSeq2SeqLM.generate_step` and `_build_cache`): the
+    encoder runs once; one pass of the decoder blocks over `<s>` with
+    `cross_attention_cache_update_index=0` projects the encoder output into every block's
+    cross-attention keys and values once; then `GreedySampler` feeds one token per step, with each
+    block's self-attention cache updated at the step's index and the cross-attention caches read
+    as they are (`cross_attention_cache_update_index=None`). Unlike BART, the per-block caches
+    stay separate tuples (BART stacks them into one tensor at every step) and the read-only
+    tensors are captured by the loop instead of riding in its state.
+    """
+
+    def __init__(self, config):
+        width, heads = config.d_model, config.num_heads
+        block_args = dict(intermediate_dim=config.d_ff, num_heads=heads, dropout=config.dropout_rate)
+        self.num_heads, self.head_width = heads, width // heads
+        self.source_embedding = keras_hub.layers.TokenAndPositionEmbedding(
+            config.source_vocab_size, config.max_source_len, width, name="hub_source_embedding"
+        )
+        self.target_embedding = keras_hub.layers.TokenAndPositionEmbedding(
+            config.target_vocab_size, config.max_target_len, width, name="hub_target_embedding"
+        )
+        self.encoder_blocks = [
+            keras_hub.layers.TransformerEncoder(**block_args, name=f"hub_encoder_{i}") for i in range(config.num_blocks)
+        ]
+        self.decoder_blocks = [
+            keras_hub.layers.TransformerDecoder(**block_args, name=f"hub_decoder_{i}") for i in range(config.num_blocks)
+        ]
+        self.output_projection = keras.layers.Dense(config.target_vocab_size, name="hub_logits")
+        source_ids = keras.Input(shape=(None,), dtype="int32", name="source_ids")
+        target_in_ids = keras.Input(shape=(None,), dtype="int32", name="target_in_ids")
+        memory, source_mask = self.encode(source_ids)
+        hidden = self.target_embedding(target_in_ids)
+        for block in self.decoder_blocks:
+            hidden = block(hidden, memory, encoder_padding_mask=source_mask)
+        # The whole model as one functional `keras.Model`: parameter count and the uncached check.
+        self.model = keras.Model([source_ids, target_in_ids], self.output_projection(hidden), name="keras_hub_peer")
+
+    def encode(self, source_ids):
+        """int `[B, S]` -> encoder output `[B, S, D]` and padding mask `[B, S]` (True = real)."""
+        source_mask = ops.not_equal(source_ids, PAD_ID)
+        hidden = self.source_embedding(source_ids)
+        for block in self.encoder_blocks:
+            hidden = block(hidden, padding_mask=source_mask, training=False)
+        return hidden, source_mask
+
+    def generate(self, source_ids, max_length):
+        """Greedy generation of exactly `max_length` tokens (no end token) -> int32 `[B, max_length]`."""
+        source_ids = ops.cast(source_ids, "int32")
+        batch, source_length = ops.shape(source_ids)[0], ops.shape(source_ids)[1]
+        memory, source_mask = self.encode(source_ids)  # (B, S, D), (B, S)
+
+        # Seed: the blocks on <s> at position 0 fill every cross-attention cache (update index 0).
+        # No logits: only the caches are kept (the sampler's first step redoes position 0).
+        start = ops.full((batch, 1), START_ID, dtype="int32")
+        hidden = self.target_embedding(start, start_index=0)  # (B, 1, D)
+        self_caches, cross_caches = [], []
+        for block in self.decoder_blocks:
+            hidden, self_cache, cross_cache = block(
+                hidden,
+                memory,
+                encoder_padding_mask=source_mask,
+                self_attention_cache=self._zero_cache(batch, max_length),  # (B, 2, L, H, K)
+                self_attention_cache_update_index=0,
+                cross_attention_cache=self._zero_cache(batch, source_length),  # (B, 2, S, H, K)
+                cross_attention_cache_update_index=0,
+                training=False,
+            )
+            self_caches.append(self_cache)
+            cross_caches.append(cross_cache)
+
+        def next_logits(prompt, caches, index):
+            position = index - 1  # the step feeds the token at `position` and predicts the next one
+            token = ops.slice(prompt, [0, position], [batch, 1])  # (B, 1)
+            hidden = self.target_embedding(token, start_index=position)  # (B, 1, D)
+            new_caches = []
+            for block, self_cache, cross_cache in zip(self.decoder_blocks, caches, cross_caches):
+                hidden, self_cache, _ = block(
+                    hidden,
+                    memory,
+                    encoder_padding_mask=source_mask,
+                    self_attention_cache=self_cache,
+                    self_attention_cache_update_index=position,
+                    cross_attention_cache=cross_cache,
+                    cross_attention_cache_update_index=None,
+                    training=False,
+                )
+                new_caches.append(self_cache)
+            logits = self.output_projection(hidden)[:, 0, :]  # (B, V)
+            return logits, hidden[:, 0, :], tuple(new_caches)
+
+        # prompt[:, 0] is <s> (kept: mask True); the sampler writes columns 1 .. L.
+        prompt = ops.pad(start, ((0, 0), (0, max_length)))  # (B, L + 1)
+        prompt_mask = ops.not_equal(prompt, PAD_ID)  # (B, L + 1): True at <s> only
+        sampler = keras_hub.samplers.GreedySampler()
+        prompt = sampler(
+            next=next_logits, prompt=prompt, cache=tuple(self_caches), index=1, mask=prompt_mask, stop_token_ids=None
+        )
+        return ops.cast(prompt[:, 1:], "int32")
+
+    def _zero_cache(self, batch, length):
+        return ops.zeros((batch, 2, length, self.num_heads, self.head_width), dtype=self.model.compute_dtype)
+
+    def generate_uncached(self, source_ids, max_length):
+        """The reference: the whole model on the whole prefix at every step, argmax of the last logits."""
+        tokens = np.full((len(source_ids), 1), START_ID, dtype="int32")
+        for _ in range(max_length):
+            with warnings.catch_warnings():  # Keras warns of the softmax over one key at the first step
+                warnings.filterwarnings("ignore", message="You are using a softmax over axis", category=UserWarning)
+                logits = self.model([source_ids, tokens], training=False)  # (B, t, V)
+            next_token = np.argmax(ops.convert_to_numpy(logits[:, -1, :]), axis=-1).astype("int32")
+            tokens = np.concatenate([tokens, next_token[:, None]], axis=1)
+        return tokens[:, 1:]
+
+
+def decoders(model, hub, max_length, jit):
+    """`{name: tf.function(source_ids) -> output_ids [B, L]}`, in the order of the table."""
+
+    def compiled(fn):
+        return tf.function(fn, jit_compile=jit)
+
+    return {
+        "greedy_uncached": compiled(lambda ids: greedy_decode(model, ids, max_length, use_cache=False, end_id=None)[0]),
+        "greedy_cached": compiled(lambda ids: greedy_decode(model, ids, max_length, use_cache=True, end_id=None)[0]),
+        "beam4_cached": compiled(
+            lambda ids: beam_search(model, ids, max_length, beam_size=BEAM_SIZE, alpha=LENGTH_PENALTY, end_id=None)[0]
+        ),
+        "keras_hub_greedy_cached": compiled(lambda ids: hub.generate(ids, max_length)),
+    }
+
+
+LABELS = {
+    "greedy_uncached": "greedy, uncached (tutorial)",
+    "greedy_cached": "greedy, cached",
+    "beam4_cached": f"beam {BEAM_SIZE}, cached",
+    "keras_hub_greedy_cached": "keras-hub greedy, cached",
+}
+
+
+def timed_call(fn, source_ids):
+    """Seconds of one call, the outputs copied to NumPy (so all work is done), and the outputs."""
+    start = time.perf_counter()
+    outputs = fn(source_ids).numpy()
+    return time.perf_counter() - start, outputs
+
+
+def measure_decoders(fns, source_ids, repeats, expected_shape):
+    first_call, outputs, times = {}, {}, {name: [] for name in fns}
+    for name, fn in fns.items():
+        first_call[name], outputs[name] = timed_call(fn, source_ids)
+        if outputs[name].shape != expected_shape:
+            raise AssertionError(f"{name} returned shape {outputs[name].shape}, expected {expected_shape}")
+        print(f"  warmed up {LABELS[name]}: {first_call[name]:.2f} s", flush=True)
+    names = list(fns)
+    for r in range(repeats):
+        order = names[r % len(names) :] + names[: r % len(names)]
+        for name in order:
+            seconds, _ = timed_call(fns[name], source_ids)
+            times[name].append(seconds)
+        print(f"  round {r + 1}/{repeats}: " + ", ".join(f"{n} {times[n][-1]:.3f} s" for n in names), flush=True)
+    return first_call, times, outputs
+
+
+def measure_latency(model, model_config, source_ids, requests):
+    """p50/p95 ms of single-sentence requests to the loaded ids-only exports, greedy and beam 4.
+
+    Both exports are loaded and warmed up first; then request i goes to both, in an order that
+    alternates with i, so that load from other processes falls on both alike.
+    """
+    sentences = [tf.constant(source_ids[i : i + 1]) for i in range(len(source_ids))]  # int32 (1, S) each
+    serving, results = {}, {}
+    with tempfile.TemporaryDirectory() as tmp:
+        config_path = Path(tmp) / "model_config.json"
+        model_config.save(config_path)
+        for beam_size in (1, BEAM_SIZE):
+            translator = IdsTranslator(
+                model, model_config, config_path, vocab_paths=(), beam_size=beam_size, length_penalty=LENGTH_PENALTY
+            )
+            start = time.perf_counter()
+            version_dir = export_translator(translator, Path(tmp) / f"beam{beam_size}", "bench")
+            export_seconds = time.perf_counter() - start
+            serve = tf.saved_model.load(str(version_dir)).signatures["serving_default"]
+            for i in range(LATENCY_WARMUPS):
+                serve(source_ids=sentences[i % len(sentences)])
+            serving[beam_size] = serve
+            results[f"beam{beam_size}"] = {"beam_size": beam_size, "export_seconds": export_seconds}
+        milliseconds = {beam_size: [] for beam_size in serving}
+        lengths = {beam_size: [] for beam_size in serving}
+        for i in range(requests):
+            for beam_size in sorted(serving, reverse=i % 2 == 1):
+                start = time.perf_counter()
+                output_ids = serving[beam_size](source_ids=sentences[i % len(sentences)])["output_ids"].numpy()
+                milliseconds[beam_size].append(1000 * (time.perf_counter() - start))
+                lengths[beam_size].append(int(np.count_nonzero(output_ids)))  # output_ids: (1, L)
+    for beam_size in serving:
+        results[f"beam{beam_size}"].update(
+            {
+                "p50_ms": float(np.percentile(milliseconds[beam_size], 50)),
+                "p95_ms": float(np.percentile(milliseconds[beam_size], 95)),
+                "mean_output_tokens": float(np.mean(lengths[beam_size])),
+                "max_output_tokens": model_config.max_target_len,
+                "raw_ms": milliseconds[beam_size],
+            }
+        )
+    return results
+
+
+def print_report(args, params, first_call, medians, ratios, latency, checks):
+    tokens = args.output_tokens
+    print()
+    print(
+        f"preset {args.preset}, V={args.vocab}, batch {args.batch}, source {args.source_len} ids, "
+        f"{tokens} output tokens, jit {'on' if args.jit else 'off'}, {args.repeats} repeats, {os.cpu_count()} CPUs"
+    )
+    print(f"parameters: ours {params['ours']:,}, keras-hub {params['keras_hub']:,}")
+    header = f"{'decoder':<30}{'first call s':>13}{'median s/batch':>16}{'sentences/s':>13}{'tokens/s':>11}"
+    print(header)
+    print("-" * len(header))
+    for name, label in LABELS.items():
+        median = medians[name]
+        print(
+            f"{label:<30}{first_call[name]:>13.2f}{median:>16.3f}{args.batch / median:>13.1f}"
+            f"{args.batch * tokens / median:>11.0f}"
+        )
+    print(f"cached / uncached speed-up:                 {ratios['cached_over_uncached_speedup']:.2f}x")
+    print(f"ours cached / keras-hub cached (sent./s):   {ratios['ours_cached_over_keras_hub_sentences_per_s']:.2f}x")
+    print(f"beam {BEAM_SIZE} / cached greedy (time per batch):  {ratios['beam4_over_greedy_cached_time']:.2f}x")
+    print(
+        f"checks: output shapes [B, {tokens}]; ours cached == uncached on "
+        f"{checks['ours_cached_equals_uncached_token_fraction']:.1%} of tokens; keras-hub cached == its uncached "
+        f"argmax decode on {checks['keras_hub_checked_sentences']} sentences"
+    )
+    if latency:
+        print(f"single-sentence latency, loaded SavedModel (no XLA), {args.latency_requests} requests:")
+        for result in latency.values():
+            print(
+                f"  beam {result['beam_size']}: p50 {result['p50_ms']:.1f} ms, p95 {result['p95_ms']:.1f} ms, "
+                f"mean output {result['mean_output_tokens']:.1f} of {result['max_output_tokens']} tokens"
+            )
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    keras.utils.set_random_seed(args.seed)
+    tokens = args.output_tokens
+    model_config = preset(
+        args.preset,
+        source_vocab_size=args.vocab,
+        target_vocab_size=args.vocab,
+        max_source_len=args.source_len,
+        max_target_len=tokens,
+    )
+    model = build_transformer(model_config)
+    hub = KerasHubTransformer(model_config)
+    params = {"ours": int(model.count_params()), "keras_hub": int(hub.model.count_params())}
+    print(f"parameters: ours {params['ours']:,}, keras-hub {params['keras_hub']:,}", flush=True)
+    rng = np.random.default_rng(args.seed)
+    source_ids = rng.integers(FIRST_REGULAR_ID, args.vocab, size=(args.batch, args.source_len), dtype="int32")
+
+    fns = decoders(model, hub, tokens, args.jit)
+    first_call, times, outputs = measure_decoders(fns, tf.constant(source_ids), args.repeats, (args.batch, tokens))
+
+    # The peer is honest: its cached generation equals its own uncached argmax decode.
+    checked = source_ids[:KERAS_HUB_CHECK_SENTENCES]
+    np.testing.assert_array_equal(
+        outputs["keras_hub_greedy_cached"][:KERAS_HUB_CHECK_SENTENCES],
+        hub.generate_uncached(checked, tokens),
+        err_msg="keras-hub cached generation differs from its uncached argmax decode",
+    )
+    checks = {
+        "output_shape": [args.batch, tokens],
+        "ours_cached_equals_uncached_token_fraction": float(
+            np.mean(outputs["greedy_cached"] == outputs["greedy_uncached"])
+        ),
+        "keras_hub_checked_sentences": len(checked),
+    }
+
+    medians = {name: float(np.median(seconds)) for name, seconds in times.items()}
+    ratios = {
+        "cached_over_uncached_speedup": medians["greedy_uncached"] / medians["greedy_cached"],
+        "ours_cached_over_keras_hub_sentences_per_s": medians["keras_hub_greedy_cached"] / medians["greedy_cached"],
+        "beam4_over_greedy_cached_time": medians["beam4_cached"] / medians["greedy_cached"],
+    }
+    latency = measure_latency(model, model_config, source_ids, args.latency_requests) if args.latency_requests else {}
+    print_report(args, params, first_call, medians, ratios, latency, checks)
+
+    results = {
+        "config": {
+            "preset": args.preset,
+            "model": model_config.to_dict(),
+            "vocab": args.vocab,
+            "batch": args.batch,
+            "source_len": args.source_len,
+            "output_tokens": tokens,
+            "jit": args.jit,
+            "repeats": args.repeats,
+            "latency_requests": args.latency_requests,
+            "seed": args.seed,
+            "parameters": params,
+            "versions": {
+                "python": platform.python_version(),
+                "tensorflow": tf.__version__,
+                "keras": keras.__version__,
+                "keras_hub": keras_hub.__version__,
+            },
+            "cpu_count": os.cpu_count(),
+            "command": " ".join([Path(sys.argv[0]).as_posix(), *(sys.argv[1:] if argv is None else argv)]),
+        },
+        "decoders": {
+            name: {
+                "label": LABELS[name],
+                "first_call_seconds": first_call[name],
+                "median_seconds_per_batch": medians[name],
+                "sentences_per_second": args.batch / medians[name],
+                "output_tokens_per_second": args.batch * tokens / medians[name],
+                "raw_seconds": times[name],
+            }
+            for name in fns
+        },
+        "ratios": ratios,
+        "checks": checks,
+        "latency": latency,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
