@@ -34,15 +34,17 @@ def _add_config_flags(parser, config_class, title, only=None):
             continue
         flag = "--" + field.name.replace("_", "-")
         aliases = [flag] if "_" not in field.name else [flag, "--" + field.name]
-        kind = {int: int, float: float, bool: _boolean, str: str}[type(field.default)]
+        pair = isinstance(field.default, tuple)  # SOURCE TARGET file paths
+        kind = str if pair else {int: int, float: float, bool: _boolean, str: str}[type(field.default)]
         group.add_argument(
             *aliases,
             dest=field.name,
             type=kind,
+            nargs=2 if pair else None,
             choices=field.metadata.get("choices"),
             default=argparse.SUPPRESS,  # only explicit flags reach the namespace
-            metavar=None if field.metadata.get("choices") else field.name.upper(),
-            help=f"{field.metadata['help']} (default: {field.default})",
+            metavar=("SOURCE", "TARGET") if pair else None if field.metadata.get("choices") else field.name.upper(),
+            help=field.metadata["help"] if pair else f"{field.metadata['help']} (default: {field.default!r})",
         )
 
 
@@ -108,6 +110,7 @@ def _split_by_config(values):
 
 
 def _load_config_file(path):
+    from keras_transformer.corpora import CorpusError
     from keras_transformer.runs import RunError
 
     if not path.is_file():
@@ -131,6 +134,11 @@ def _train(args):
     train_flags, model_flags = _split_by_config(vars(args))
     model_overrides = {**model_values, **model_flags}
     explicit = {**train_values, **train_flags}
+    # --train-files ... or --tfds-name imply the corpus, unless it is given.
+    if "corpus" not in explicit and any(name in explicit for name in ("train_files", "validation_files", "test_files")):
+        explicit["corpus"] = "files"
+    elif "corpus" not in explicit and explicit.get("tfds_name"):
+        explicit["corpus"] = "tfds"
     # On --resume the saved settings are the base, so only explicit flags count as changes.
     saved = Path(explicit.get("run_dir", TrainConfig.run_dir)) / runs.TRAIN_CONFIG_FILE
     base = TrainConfig.load(saved).to_dict() if args.resume and saved.is_file() else {}
@@ -200,11 +208,12 @@ _COMMANDS = {"train": _train, "evaluate": _evaluate, "export": _export, "transla
 def main(argv=None):
     """Run the CLI on `argv` (default `sys.argv[1:]`); return the exit status."""
     args = _build_parser().parse_args(argv)
+    from keras_transformer.corpora import CorpusError
     from keras_transformer.runs import RunError
 
     try:
         return _COMMANDS[args.command](args)
-    except (RunError, FileNotFoundError) as error:
+    except (RunError, CorpusError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

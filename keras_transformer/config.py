@@ -22,7 +22,10 @@ class _JsonConfig:
         return self
 
     def to_dict(self):
-        return dataclasses.asdict(self)
+        """The fields as JSON types (tuples become lists)."""
+        return {
+            key: list(value) if isinstance(value, tuple) else value for key, value in dataclasses.asdict(self).items()
+        }
 
     @classmethod
     def from_dict(cls, values):
@@ -114,6 +117,8 @@ class ModelConfig(_JsonConfig):
         return self
 
 
+_FILE_PAIRS = ("train_files", "validation_files", "test_files")
+
 # Named model sizes. "small" is the default of `python train.py` on the built-in corpus.
 PRESETS = {
     "tiny": dict(d_model=32, num_heads=2, num_blocks=1, d_ff=64, dropout_rate=0.0),
@@ -135,8 +140,21 @@ class TrainConfig(_JsonConfig):
     """How to train: data, schedule, budget and where outputs go."""
 
     preset: str = _field("small", "Model size preset; explicit model flags override it.", choices=tuple(PRESETS))
-    corpus: str = _field("builtin", "Training corpus. 'builtin' is the generated dates corpus.", choices=("builtin",))
-    train_size: int = _field(20000, "Number of built-in training pairs.")
+    corpus: str = _field(
+        "builtin",
+        "Where the sentence pairs come from: builtin (generated dates), files (--train-files, --validation-files, "
+        "--test-files) or tfds (--tfds-name). Implied by those flags.",
+        choices=("builtin", "files", "tfds"),
+    )
+    train_files: tuple = _field((), "SOURCE TARGET: line-aligned training files, UTF-8, plain or gzip.")
+    validation_files: tuple = _field((), "SOURCE TARGET: line-aligned validation files.")
+    test_files: tuple = _field((), "SOURCE TARGET: line-aligned test files (scored at the end).")
+    tfds_name: str = _field("", "TFDS translation dataset, e.g. ted_hrlr_translate/pt_to_en or wmt14_translate/de-en.")
+    tfds_data_dir: str = _field("", "TFDS data directory (empty: TFDS's default).")
+    train_size: int = _field(
+        0, "Training pairs to use: the first N of the files or dataset, or N generated; 0 = all (built-in: 20000)."
+    )
+    joint_vocab: bool = _field(False, "Learn one vocabulary from both sides (size --source-vocab-size) and share it.")
     source_vocab_size: int = _field(
         400, "Requested source WordPiece vocabulary size; the learned one may be smaller (the model config records it)."
     )
@@ -145,7 +163,10 @@ class TrainConfig(_JsonConfig):
     )
     epochs: int = _field(12, "Training epochs.")
     steps_per_epoch: int = _field(200, "Optimizer steps per epoch (the training data repeats).")
-    batch_size: int = _field(64, "Sentence pairs per batch.")
+    batch_size: int = _field(64, "Sentence pairs per batch (when --batch-tokens is 0).")
+    batch_tokens: int = _field(
+        0, "Batch by token budget instead: about this many tokens (padded, longer side) per batch; 0 = off."
+    )
     warmup_steps: int = _field(400, "Noam schedule warm-up steps: the learning rate peaks there.")
     learning_rate_scale: float = _field(1.0, "Multiplier of the Noam learning rate.")
     label_smoothing: float = _field(0.1, "Label smoothing epsilon of the loss.")
@@ -153,13 +174,15 @@ class TrainConfig(_JsonConfig):
     run_dir: str = _field("runs/builtin", "Where checkpoints, vocabularies, logs and the summary go.")
     export_dir: str = _field("saved_models", "Export root: the model goes to EXPORT_DIR/MODEL_NAME/VERSION.")
     model_name: str = _field("transformer", "Model name in the export path and in TF Serving.")
+    validation_bleu_sentences: int = _field(
+        0, "After every epoch, translate this many validation sentences (greedy) and log their BLEU; 0 = off."
+    )
     beam_size: int = _field(4, "Beam size of evaluation and of the exported translator; 1 is greedy decoding.")
     length_penalty: float = _field(0.6, "Beam search's GNMT length-penalty alpha (0 ranks by log-probability).")
 
     def validate(self):
         _check_positive(
             self,
-            "train_size",
             "source_vocab_size",
             "target_vocab_size",
             "epochs",
@@ -171,8 +194,31 @@ class TrainConfig(_JsonConfig):
         _check_rate(self, "label_smoothing")
         if not self.length_penalty >= 0:
             raise ValueError(f"`length_penalty` must be >= 0. Received: {self.length_penalty}")
+        for name in ("train_size", "batch_tokens", "validation_bleu_sentences"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
+                raise ValueError(f"`{name}` must be an int >= 0. Received: {getattr(self, name)!r}")
         if self.preset not in PRESETS:
             raise ValueError(f"Unknown preset {self.preset!r}; expected one of {sorted(PRESETS)}")
         if not self.learning_rate_scale > 0:
             raise ValueError(f"`learning_rate_scale` must be positive. Received: {self.learning_rate_scale}")
+        self._validate_corpus()
         return self
+
+    def __post_init__(self):
+        # JSON gives lists; the run's saved config must compare equal to the flags' tuples.
+        for name in _FILE_PAIRS:
+            setattr(self, name, tuple(getattr(self, name)))
+
+    def _validate_corpus(self):
+        given_files = [name for name in _FILE_PAIRS if getattr(self, name)]
+        for name in given_files:
+            if len(getattr(self, name)) != 2:
+                raise ValueError(f"`{name}` takes two paths, SOURCE TARGET. Received: {getattr(self, name)!r}")
+        if self.corpus == "files":
+            missing = [name for name in _FILE_PAIRS if not getattr(self, name)]
+            if missing:
+                raise ValueError(f"corpus 'files' needs {', '.join('--' + m.replace('_', '-') for m in missing)}")
+        elif given_files:
+            raise ValueError(f"{', '.join(given_files)} given but corpus is {self.corpus!r}; use --corpus files")
+        if (self.corpus == "tfds") != bool(self.tfds_name):
+            raise ValueError("corpus 'tfds' and --tfds-name go together")

@@ -88,7 +88,7 @@ def _to_model_inputs(source, target):
     return (source, tf.concat([start, target], 0)), tf.concat([target, end], 0)
 
 
-def make_dataset(pairs, batch_size, shuffle=False, repeat=False, seed=0, bucket_width=8):
+def make_dataset(pairs, batch_size, shuffle=False, repeat=False, seed=0, bucket_width=8, batch_tokens=0):
     """Batches for `model.fit` / `model.evaluate`.
 
     Pairs are grouped into buckets of similar length (`bucket_width` tokens apart, by the
@@ -96,7 +96,10 @@ def make_dataset(pairs, batch_size, shuffle=False, repeat=False, seed=0, bucket_
 
     Args:
         pairs: `EncodedPairs`.
-        batch_size: sentence pairs per batch.
+        batch_size: sentence pairs per batch (when `batch_tokens` is 0).
+        batch_tokens: if > 0, batch by token budget instead: a bucket of pairs up to `L` tokens
+            long gets `max(1, batch_tokens // L)` pairs per batch, so a batch holds at most about
+            `batch_tokens` tokens, padding included (the longer side counted).
         shuffle: shuffle the pairs (reshuffled every pass).
         repeat: repeat forever (use with `steps_per_epoch`; avoids the iterator restart that
             stalls the first step of every epoch).
@@ -119,6 +122,8 @@ def make_dataset(pairs, batch_size, shuffle=False, repeat=False, seed=0, bucket_
     dataset = dataset.bucket_by_sequence_length(
         element_length_func=lambda inputs, labels: tf.maximum(tf.shape(inputs[0])[0], tf.shape(labels)[0]),
         bucket_boundaries=boundaries,
-        bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
+        bucket_batch_sizes=[max(1, batch_tokens // length) for length in boundaries + [longest]]
+        if batch_tokens
+        else [batch_size] * (len(boundaries) + 1),
     )
     return dataset.prefetch(tf.data.AUTOTUNE)

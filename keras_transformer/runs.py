@@ -18,8 +18,8 @@ import numpy as np
 import sacrebleu
 import tensorflow as tf
 
-from keras_transformer import datasets
 from keras_transformer.config import ModelConfig, TrainConfig, preset
+from keras_transformer.corpora import load_corpus
 from keras_transformer.export import IDS_SIGNATURE_KEY, SIGNATURE_KEY, Translator, export_translator
 from keras_transformer.model import build_transformer
 from keras_transformer.pipeline import encode_pairs, make_dataset
@@ -40,17 +40,23 @@ class RunError(Exception):
     """A user-facing problem with a run directory (printed as one line by the CLI)."""
 
 
-def load_corpus(train_config, split):
-    """`(sources, targets)` of a split of the configured corpus."""
-    size = train_config.train_size if split == "train" else None
-    return datasets.builtin_corpus(split, size=size, seed=train_config.seed)
-
-
-def _tokenizer(run_dir, side, texts, vocab_size):
-    path = Path(run_dir) / f"{side}_vocab.txt"
-    if not path.is_file():
-        write_vocabulary(learn_vocabulary(texts, vocab_size), path)
-    return SubwordTokenizer(str(path), name=f"{side}_tokenizer")
+def _tokenizers(run_dir, train_config, train_text):
+    """The run's source and target `SubwordTokenizer`s, learned from the training split once
+    (then read from `RUN_DIR/{source,target}_vocab.txt`); with `joint_vocab`, one vocabulary
+    learned from both sides is written to both files."""
+    paths = {side: Path(run_dir) / f"{side}_vocab.txt" for side in ("source", "target")}
+    if not all(path.is_file() for path in paths.values()):
+        if train_config.joint_vocab:
+            joint = learn_vocabulary(train_text.sources + train_text.targets, train_config.source_vocab_size)
+            vocabularies = {"source": joint, "target": joint}
+        else:
+            vocabularies = {
+                "source": learn_vocabulary(train_text.sources, train_config.source_vocab_size),
+                "target": learn_vocabulary(train_text.targets, train_config.target_vocab_size),
+            }
+        for side, path in paths.items():
+            write_vocabulary(vocabularies[side], path)
+    return tuple(SubwordTokenizer(str(paths[side]), name=f"{side}_tokenizer") for side in ("source", "target"))
 
 
 def prepare_run(train_config, model_overrides=None, resume=False, log=print):
@@ -72,10 +78,11 @@ def prepare_run(train_config, model_overrides=None, resume=False, log=print):
         if not saved_train.is_file():
             raise RunError(f"Nothing to resume: no {TRAIN_CONFIG_FILE} in {run_dir}")
         saved = TrainConfig.load(saved_train)
+        saved_values = saved.to_dict()
         changed = sorted(
             name
             for name, value in train_config.to_dict().items()
-            if value != getattr(saved, name) and name not in RESUMABLE_CHANGES
+            if value != saved_values[name] and name not in RESUMABLE_CHANGES
         )
         if model_overrides:
             changed += sorted(model_overrides)
@@ -117,15 +124,16 @@ def translate_texts(translator, texts, batch_size=256):
 
 
 def score_translations(hypotheses, references):
-    """Exact match and sacreBLEU of detokenized output against references."""
-    bleu = sacrebleu.metrics.BLEU()
-    score = bleu.corpus_score(hypotheses, [references])
+    """Exact match, sacreBLEU and chrF of detokenized output against references."""
+    bleu, chrf = sacrebleu.metrics.BLEU(), sacrebleu.metrics.CHRF()
     exact = np.mean([h == " ".join(r.split()) for h, r in zip(hypotheses, references)]) if references else 0.0
     return {
         "sentences": len(references),
         "exact_match": float(exact),
-        "bleu": round(score.score, 2),
+        "bleu": round(bleu.corpus_score(hypotheses, [references]).score, 2),
         "bleu_signature": str(bleu.get_signature()),
+        "chrf": round(chrf.corpus_score(hypotheses, [references]).score, 2),
+        "chrf_signature": str(chrf.get_signature()),
     }
 
 
@@ -148,18 +156,16 @@ def train(train_config, model_overrides=None, resume=False, log=print, extra_cal
     run_dir = Path(train_config.run_dir)
     keras.utils.set_random_seed(train_config.seed)
 
-    train_sources, train_targets = load_corpus(train_config, "train")
-    source_tokenizer = _tokenizer(run_dir, "source", train_sources, train_config.source_vocab_size)
-    target_tokenizer = _tokenizer(run_dir, "target", train_targets, train_config.target_vocab_size)
+    texts = {split: load_corpus(train_config, split) for split in ("train", "validation")}
+    source_tokenizer, target_tokenizer = _tokenizers(run_dir, train_config, texts["train"])
     model_config.source_vocab_size = source_tokenizer.vocab_size
     model_config.target_vocab_size = target_tokenizer.vocab_size
     model_config.validate().save(run_dir / MODEL_CONFIG_FILE)
 
     def encoded(split):
-        sources, targets = (train_sources, train_targets) if split == "train" else load_corpus(train_config, split)
         return encode_pairs(
-            sources,
-            targets,
+            texts[split].sources,
+            texts[split].targets,
             source_tokenizer,
             target_tokenizer,
             model_config.max_source_len,
@@ -167,13 +173,16 @@ def train(train_config, model_overrides=None, resume=False, log=print, extra_cal
         )
 
     train_pairs, validation_pairs = encoded("train"), encoded("validation")
+    skipped = texts["train"].skipped
     log(
         f"Corpus {train_config.corpus}: {len(train_pairs)} training pairs ({train_pairs.num_dropped} dropped as "
-        f"too long), {len(validation_pairs)} validation pairs; vocabularies {source_tokenizer.vocab_size} / "
+        f"too long or empty{', skipped while reading: ' + str(skipped) if skipped else ''}), "
+        f"{len(validation_pairs)} validation pairs; vocabularies {source_tokenizer.vocab_size} / "
         f"{target_tokenizer.vocab_size} pieces"
     )
-    train_data = make_dataset(train_pairs, train_config.batch_size, shuffle=True, repeat=True, seed=train_config.seed)
-    validation_data = make_dataset(validation_pairs, train_config.batch_size)
+    batching = dict(batch_size=train_config.batch_size, batch_tokens=train_config.batch_tokens)
+    train_data = make_dataset(train_pairs, shuffle=True, repeat=True, seed=train_config.seed, **batching)
+    validation_data = make_dataset(validation_pairs, **batching)
 
     model = compile_transformer(build_transformer(model_config), model_config, train_config)
     log(f"Model: {model.count_params():,} parameters ({train_config.preset} preset)")
@@ -184,6 +193,17 @@ def train(train_config, model_overrides=None, resume=False, log=print, extra_cal
         timer,
         *extra_callbacks,
     ]
+    if train_config.validation_bleu_sentences:
+        size = train_config.validation_bleu_sentences
+        callbacks.insert(
+            1,  # before TensorBoard, which then logs the score with the epoch's other metrics
+            ValidationBleu(
+                lambda: make_translator(
+                    model, model_config, source_tokenizer, target_tokenizer, run_dir, train_config, beam_size=1
+                ),
+                texts["validation"].head(size),
+            ),
+        )
     history = model.fit(
         train_data,
         epochs=train_config.epochs,
@@ -203,15 +223,16 @@ def train(train_config, model_overrides=None, resume=False, log=print, extra_cal
         "parameters": int(model.count_params()),
         "train_pairs": len(train_pairs),
         "dropped_pairs": train_pairs.num_dropped,
+        "skipped_while_reading": skipped,
         "epochs_this_session": len(timer.seconds),
         "train_seconds_this_session": round(train_seconds, 1),
         "final_metrics": {k: round(float(v[-1]), 4) for k, v in history.history.items()} if history.history else {},
     }
     if timer.seconds:
-        # Tokens seen per epoch, in expectation: sampled pairs times their mean target length.
-        tokens_per_epoch = train_config.steps_per_epoch * train_config.batch_size * train_pairs.mean_target_tokens()
-        summary["target_tokens_per_second"] = round(tokens_per_epoch * len(timer.seconds) / train_seconds)
-        summary["target_tokens_per_second_median_epoch"] = round(tokens_per_epoch / float(np.median(timer.seconds)))
+        # Real target tokens per epoch, counted by the `target_tokens` metric.
+        tokens = np.array(history.history["target_tokens"][-len(timer.seconds) :])
+        summary["target_tokens_per_second"] = round(float(tokens.sum()) / train_seconds)
+        summary["target_tokens_per_second_median_epoch"] = round(float(np.median(tokens / np.array(timer.seconds))))
 
     translator = make_translator(model, model_config, source_tokenizer, target_tokenizer, run_dir, train_config)
     summary["test"] = evaluate_translator(translator, train_config, log)
@@ -230,7 +251,8 @@ def train(train_config, model_overrides=None, resume=False, log=print, extra_cal
 
 def evaluate_translator(translator, train_config, log=print, examples=5):
     """Translate the test split; log a few examples and the scores; return the scores."""
-    sources, references = load_corpus(train_config, "test")
+    test = load_corpus(train_config, "test")
+    sources, references = test.sources, test.targets
     hypotheses = translate_texts(translator, sources)
     for source, hypothesis, reference in list(zip(sources, hypotheses, references))[:examples]:
         mark = "ok" if hypothesis == reference else "WRONG"
@@ -238,7 +260,7 @@ def evaluate_translator(translator, train_config, log=print, examples=5):
     scores = score_translations(hypotheses, references)
     log(
         f"Test: exact match {scores['exact_match']:.2%} of {scores['sentences']} sentences, "
-        f"BLEU {scores['bleu']} ({scores['bleu_signature']})"
+        f"BLEU {scores['bleu']} ({scores['bleu_signature']}), chrF {scores['chrf']} ({scores['chrf_signature']})"
     )
     return scores
 
@@ -258,17 +280,42 @@ def load_run(run_dir):
     return train_config, model_config, model, translator
 
 
-def make_translator(model, model_config, source_tokenizer, target_tokenizer, run_dir, train_config):
-    """The run's `Translator`, decoding with the run's `beam_size` and `length_penalty`."""
+def make_translator(model, model_config, source_tokenizer, target_tokenizer, run_dir, train_config, beam_size=None):
+    """The run's `Translator`, decoding with the run's `beam_size` (unless given) and
+    `length_penalty`."""
     return Translator(
         model,
         model_config,
         source_tokenizer,
         target_tokenizer,
         Path(run_dir) / MODEL_CONFIG_FILE,
-        beam_size=train_config.beam_size,
+        beam_size=beam_size or train_config.beam_size,
         length_penalty=train_config.length_penalty,
     )
+
+
+class ValidationBleu(keras.callbacks.Callback):
+    """After every epoch, translate some validation sentences and put their BLEU in the epoch's
+    logs as `val_bleu` (so `History` and TensorBoard record it), as the tutorial reported BLEU
+    per epoch.
+
+    Args:
+        make_translator: function returning a `Translator` of the model being trained (called
+            once, at the first epoch's end).
+        text: `ParallelText` to translate and score.
+    """
+
+    def __init__(self, make_translator, text):
+        super().__init__()
+        self._make_translator = make_translator
+        self._translator = None
+        self.text = text
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._translator = self._translator or self._make_translator()
+        hypotheses = translate_texts(self._translator, self.text.sources)
+        if logs is not None:
+            logs["val_bleu"] = score_translations(hypotheses, self.text.targets)["bleu"]
 
 
 def export_run(translator, train_config, export_dir=None, ids_only=False):
@@ -278,7 +325,7 @@ def export_run(translator, train_config, export_dir=None, ids_only=False):
     Returns:
         `Path` of the new version folder.
     """
-    sources, _ = load_corpus(train_config, "validation")
+    sources = load_corpus(train_config, "validation").sources
     texts = tf.constant(sources[:WARMUP_SENTENCES] + [""])
     warmup = {IDS_SIGNATURE_KEY: {"source_ids": translator.source_tokenizer.tokenize(texts).to_tensor().numpy()}}
     model_name = train_config.model_name

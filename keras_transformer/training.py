@@ -78,6 +78,25 @@ class MaskedAccuracy(keras.metrics.Metric):
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
+class TargetTokens(keras.metrics.Metric):
+    """Number of real target tokens (label != 0) seen since the metric was reset: an epoch's
+    token count, for throughput, exact whether batches are by sentences or by tokens."""
+
+    def __init__(self, name="target_tokens", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.count = self.add_variable(shape=(), initializer="zeros", name="count")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        self.count.assign_add(ops.sum(ops.cast(ops.not_equal(ops.cast(y_true, "int32"), PAD_ID), "float32")))
+
+    def result(self):
+        return self.count
+
+    def reset_state(self):
+        self.count.assign(0.0)
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
 class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
     """The paper's learning rate (section 5.3), with an overall scale:
 
@@ -108,12 +127,12 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
 def compile_transformer(model, model_config, train_config):
     """`model.compile` with the paper's optimizer: Adam(0.9, 0.98, 1e-9) on the Noam schedule,
-    the masked label-smoothed loss and masked token accuracy."""
+    the masked label-smoothed loss, masked token accuracy and the target token count."""
     schedule = NoamSchedule(model_config.d_model, train_config.warmup_steps, train_config.learning_rate_scale)
     optimizer = keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
     model.compile(
         optimizer=optimizer,
         loss=MaskedLabelSmoothedLoss(train_config.label_smoothing),
-        metrics=[MaskedAccuracy()],
+        metrics=[MaskedAccuracy(), TargetTokens()],
     )
     return model
