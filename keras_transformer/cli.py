@@ -110,7 +110,6 @@ def _split_by_config(values):
 
 
 def _load_config_file(path):
-    from keras_transformer.corpora import CorpusError
     from keras_transformer.runs import RunError
 
     if not path.is_file():
@@ -134,6 +133,10 @@ def _train(args):
     train_flags, model_flags = _split_by_config(vars(args))
     model_overrides = {**model_values, **model_flags}
     explicit = {**train_values, **train_flags}
+    # File paths are kept absolute, so `evaluate` and `--resume` find them from any directory.
+    for name in ("train_files", "validation_files", "test_files"):
+        if name in explicit:
+            explicit[name] = [os.path.abspath(path) for path in explicit[name]]
     # --train-files ... or --tfds-name imply the corpus, unless it is given.
     if "corpus" not in explicit and any(name in explicit for name in ("train_files", "validation_files", "test_files")):
         explicit["corpus"] = "files"
