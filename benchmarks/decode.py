@@ -15,7 +15,7 @@ ids (`--batch` sentences of `--source-len` ids in `[4, V)`):
                        and `TransformerDecoder` layers at our preset's width, heads, feed-forward
                        width, depth and vocabulary, generating with `keras_hub.samplers.GreedySampler`
                        and the decoder's self- and cross-attention key/value caches, written the
-                       way keras-hub's BART `generate_step` does it (see `KerasHubTransformer`)
+                       way keras-hub's BART `generate_step` does it (see `KerasHubTransformer` in peers.py)
   Every decoder runs with no end token (`end_id=None`), so every sentence gets exactly
   `--output-tokens` tokens and "tokens/s" is exact: sentences/s x output tokens.
 - the single-sentence latency of the ids-only SavedModel export (`IdsTranslator` ->
@@ -44,20 +44,18 @@ import platform
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
 import keras
 import keras_hub
 import numpy as np
 import tensorflow as tf
-from keras import ops
+from peers import KerasHubTransformer
 
 from keras_transformer.config import PRESETS, preset
 from keras_transformer.decoding import beam_search, greedy_decode
 from keras_transformer.export import IdsTranslator, export_translator
 from keras_transformer.model import build_transformer
-from keras_transformer.tokenizers import PAD_ID, START_ID
 
 FIRST_REGULAR_ID = 4  # ids 0-3 are <pad>, <unk>, <s>, </s>
 BEAM_SIZE = 4
@@ -100,128 +98,6 @@ def parse_args(argv=None):
     if args.latency_requests < 0:
         parser.error(f"--latency-requests must be >= 0. Received: {args.latency_requests}")
     return args
-
-
-class KerasHubTransformer:
-    """The peer: an encoder-decoder Transformer of keras-hub layers, with cached greedy generation.
-
-    Source: `TokenAndPositionEmbedding` -> `TransformerEncoder` x N. Target:
-    `TokenAndPositionEmbedding` -> `TransformerDecoder` x N (causal self-attention, attention
-    over the encoder output, feed-forward) -> `Dense(V)`. Same D, H, F, N and V as `config`;
-    keras-hub's positions are learned (ours are sinusoids), its LayerNorm comes after each residual
-    as ours does.
-
-    `generate` follows keras-hub's BART (`BartSeq2SeqLM.generate_step` and `_build_cache`): the
-    encoder runs once; one pass of the decoder blocks over `<s>` with
-    `cross_attention_cache_update_index=0` projects the encoder output into every block's
-    cross-attention keys and values once; then `GreedySampler` feeds one token per step, with each
-    block's self-attention cache updated at the step's index and the cross-attention caches read
-    as they are (`cross_attention_cache_update_index=None`). Unlike BART, the per-block caches
-    stay separate tuples (BART stacks them into one tensor at every step) and the read-only
-    tensors are captured by the loop instead of riding in its state.
-    """
-
-    def __init__(self, config):
-        width, heads = config.d_model, config.num_heads
-        block_args = dict(intermediate_dim=config.d_ff, num_heads=heads, dropout=config.dropout_rate)
-        self.num_heads, self.head_width = heads, width // heads
-        self.source_embedding = keras_hub.layers.TokenAndPositionEmbedding(
-            config.source_vocab_size, config.max_source_len, width, name="hub_source_embedding"
-        )
-        self.target_embedding = keras_hub.layers.TokenAndPositionEmbedding(
-            config.target_vocab_size, config.max_target_len, width, name="hub_target_embedding"
-        )
-        self.encoder_blocks = [
-            keras_hub.layers.TransformerEncoder(**block_args, name=f"hub_encoder_{i}") for i in range(config.num_blocks)
-        ]
-        self.decoder_blocks = [
-            keras_hub.layers.TransformerDecoder(**block_args, name=f"hub_decoder_{i}") for i in range(config.num_blocks)
-        ]
-        self.output_projection = keras.layers.Dense(config.target_vocab_size, name="hub_logits")
-        source_ids = keras.Input(shape=(None,), dtype="int32", name="source_ids")
-        target_in_ids = keras.Input(shape=(None,), dtype="int32", name="target_in_ids")
-        memory, source_mask = self.encode(source_ids)
-        hidden = self.target_embedding(target_in_ids)
-        for block in self.decoder_blocks:
-            hidden = block(hidden, memory, encoder_padding_mask=source_mask)
-        # The whole model as one functional `keras.Model`: parameter count and the uncached check.
-        self.model = keras.Model([source_ids, target_in_ids], self.output_projection(hidden), name="keras_hub_peer")
-
-    def encode(self, source_ids):
-        """int `[B, S]` -> encoder output `[B, S, D]` and padding mask `[B, S]` (True = real)."""
-        source_mask = ops.not_equal(source_ids, PAD_ID)
-        hidden = self.source_embedding(source_ids)
-        for block in self.encoder_blocks:
-            hidden = block(hidden, padding_mask=source_mask, training=False)
-        return hidden, source_mask
-
-    def generate(self, source_ids, max_length):
-        """Greedy generation of exactly `max_length` tokens (no end token) -> int32 `[B, max_length]`."""
-        source_ids = ops.cast(source_ids, "int32")
-        batch, source_length = ops.shape(source_ids)[0], ops.shape(source_ids)[1]
-        memory, source_mask = self.encode(source_ids)  # (B, S, D), (B, S)
-
-        # Seed: the blocks on <s> at position 0 fill every cross-attention cache (update index 0).
-        # No logits: only the caches are kept (the sampler's first step redoes position 0).
-        start = ops.full((batch, 1), START_ID, dtype="int32")
-        hidden = self.target_embedding(start, start_index=0)  # (B, 1, D)
-        self_caches, cross_caches = [], []
-        for block in self.decoder_blocks:
-            hidden, self_cache, cross_cache = block(
-                hidden,
-                memory,
-                encoder_padding_mask=source_mask,
-                self_attention_cache=self._zero_cache(batch, max_length),  # (B, 2, L, H, K)
-                self_attention_cache_update_index=0,
-                cross_attention_cache=self._zero_cache(batch, source_length),  # (B, 2, S, H, K)
-                cross_attention_cache_update_index=0,
-                training=False,
-            )
-            self_caches.append(self_cache)
-            cross_caches.append(cross_cache)
-
-        def next_logits(prompt, caches, index):
-            position = index - 1  # the step feeds the token at `position` and predicts the next one
-            token = ops.slice(prompt, [0, position], [batch, 1])  # (B, 1)
-            hidden = self.target_embedding(token, start_index=position)  # (B, 1, D)
-            new_caches = []
-            for block, self_cache, cross_cache in zip(self.decoder_blocks, caches, cross_caches):
-                hidden, self_cache, _ = block(
-                    hidden,
-                    memory,
-                    encoder_padding_mask=source_mask,
-                    self_attention_cache=self_cache,
-                    self_attention_cache_update_index=position,
-                    cross_attention_cache=cross_cache,
-                    cross_attention_cache_update_index=None,
-                    training=False,
-                )
-                new_caches.append(self_cache)
-            logits = self.output_projection(hidden)[:, 0, :]  # (B, V)
-            return logits, hidden[:, 0, :], tuple(new_caches)
-
-        # prompt[:, 0] is <s> (kept: mask True); the sampler writes columns 1 .. L.
-        prompt = ops.pad(start, ((0, 0), (0, max_length)))  # (B, L + 1)
-        prompt_mask = ops.not_equal(prompt, PAD_ID)  # (B, L + 1): True at <s> only
-        sampler = keras_hub.samplers.GreedySampler()
-        prompt = sampler(
-            next=next_logits, prompt=prompt, cache=tuple(self_caches), index=1, mask=prompt_mask, stop_token_ids=None
-        )
-        return ops.cast(prompt[:, 1:], "int32")
-
-    def _zero_cache(self, batch, length):
-        return ops.zeros((batch, 2, length, self.num_heads, self.head_width), dtype=self.model.compute_dtype)
-
-    def generate_uncached(self, source_ids, max_length):
-        """The reference: the whole model on the whole prefix at every step, argmax of the last logits."""
-        tokens = np.full((len(source_ids), 1), START_ID, dtype="int32")
-        for _ in range(max_length):
-            with warnings.catch_warnings():  # Keras warns of the softmax over one key at the first step
-                warnings.filterwarnings("ignore", message="You are using a softmax over axis", category=UserWarning)
-                logits = self.model([source_ids, tokens], training=False)  # (B, t, V)
-            next_token = np.argmax(ops.convert_to_numpy(logits[:, -1, :]), axis=-1).astype("int32")
-            tokens = np.concatenate([tokens, next_token[:, None]], axis=1)
-        return tokens[:, 1:]
 
 
 def decoders(model, hub, max_length, jit):

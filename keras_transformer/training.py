@@ -90,7 +90,9 @@ class TargetTokens(keras.metrics.Metric):
         self.count.assign_add(ops.sum(ops.cast(ops.not_equal(ops.cast(y_true, "int32"), PAD_ID), "float32")))
 
     def result(self):
-        return self.count
+        # A new tensor, not the variable itself: Keras keeps the training result while the
+        # validation pass resets and refills this metric.
+        return self.count * 1.0
 
     def reset_state(self):
         self.count.assign(0.0)

@@ -283,3 +283,21 @@ def test_fit_overfits_a_fixed_tiny_batch_without_nan():
     assert after["accuracy"] > before["accuracy"]
     # The first epoch's loss is the loss before any update.
     assert losses[0] == pytest.approx(before["loss"], rel=1e-5)
+
+
+def test_target_tokens_counts_each_epochs_training_and_validation_tokens_apart():
+    """32 training pairs and 8 validation pairs of 4 real target tokens (then padding): an epoch
+    reports 128 training and 32 validation tokens, each its own count."""
+    keras.utils.set_random_seed(0)
+    config = tiny_config()
+    model = compile_transformer(build_transformer(config), config, TrainConfig(warmup_steps=10))
+
+    def pairs(n):
+        source = np.full((n, S), 5, "int32")
+        target = np.zeros((n, T + 2), "int32")
+        target[:, :4] = 6
+        return (source, target), target
+
+    history = model.fit(*pairs(32), batch_size=8, validation_data=pairs(8), epochs=2, verbose=0)
+    assert history.history["target_tokens"] == [128.0, 128.0]
+    assert history.history["val_target_tokens"] == [32.0, 32.0]

@@ -1,0 +1,739 @@
+"""Multi30k German->English in a fixed training-time budget: our Transformer against keras-hub's.
+
+    python benchmarks/multi30k.py --data ../shared/data/multi30k --minutes 30
+    python benchmarks/multi30k.py --data ../shared/data/multi30k --minutes 0.5 --preset tiny --vocab 2000 \\
+        --train-size 3000 --test-size 100 --curve-points 2 --curve-sentences 50        # a quick check
+
+One run, three steps:
+
+1. The parent process reads `train.{de,en}.gz` of `--data` and learns one WordPiece vocabulary
+   per side (`--vocab` pieces) from the training split only. They are cached in `--work-dir`,
+   keyed by size and `--train-size`, and learned outside every budget.
+2. Each model of `--models` is trained and scored in its own subprocess (`--worker NAME`, the
+   same flags), one after the other, so each gets every core and its own peak memory:
+     ours        `build_transformer(preset(--preset, ...))`
+     keras-hub   `KerasHubTransformer` (benchmarks/peers.py): keras-hub's `TokenAndPositionEmbedding`,
+                 `TransformerEncoder` and `TransformerDecoder` at the same width, heads, feed-forward
+                 width, depth, dropout and vocabularies
+   Both are compiled by `keras_transformer.training.compile_transformer` (masked label-smoothed
+   loss, Adam(0.9, 0.98, 1e-9) on the Noam schedule) and trained by `model.fit` on the same
+   batches, in the same order: `pipeline.make_dataset` of the pairs that fit in `--max-len`
+   tokens per side, shuffled with `--seed`, bucketed by length. The first batches are
+   fingerprinted in each worker and the parent checks that the fingerprints agree.
+   The budget is `--minutes` of training wall clock: the clock starts when `fit` starts (graph
+   tracing is training time), pauses while the model is scored for the curve, and `fit` stops
+   after the step that reaches the budget. The curve: greedy sacreBLEU of the first
+   `--curve-sentences` sentences of test_2016_flickr at `--curve-points` evenly spaced moments of
+   the budget, the last at its end. Then the whole test_2016_flickr (1000 sentences) is
+   translated with each model's final decoding and scored with sacreBLEU and chrF:
+     ours        beam search (`--beam-size`, `--length-penalty`) through the same `Translator` graph
+                 that `--export-dir` saves; its greedy score is reported as well, so the table shows
+                 how much of a difference comes from the decoding
+     keras-hub   greedy, `keras_hub.samplers.GreedySampler` with key/value caches, stopping once
+                 every sentence has produced `</s>`
+3. The parent prints both models side by side, writes the results as JSON (`--out`) and plots
+   BLEU against training minutes (`--plot`).
+
+How to read it. "target tokens/s" counts real target tokens (labels that are not padding, the
+`target_tokens` metric) per second of training clock, the median over the complete chunks of
+`--chunk-steps` steps (the first chunk includes graph tracing; the last, cut by the budget,
+is left out). "epochs" is target tokens trained on / target tokens in the training pairs.
+"peak MiB" is the worker's maximum resident set size (`ru_maxrss`), training and scoring
+included. Minutes on a shared machine are noisy: the two models run one after the other, so
+load from other processes can fall on one more than the other; the JSON keeps per-chunk times.
+
+Precision: both models train under `mixed_bfloat16` by default, because this kind of CPU
+(AVX512-BF16, AMX) runs bfloat16 matmuls faster (DESIGN.md measured 1.34x the float32 tokens/s
+for the keras-hub model); `--precision float32` is the reference setting.
+
+Warm-up: the Noam schedule peaks after `--warmup` steps. The default scales with the budget,
+`round(1000 * minutes / 30)` (at least 1): about a third of the roughly 100 steps a minute that
+the medium preset takes with 64-sentence batches in float32 on 2 CPU cores (DESIGN.md), so the
+learning rate peaks a third of the way in and decays for the rest, whatever the budget. A
+4000-step warm-up, the paper's, would never peak in 30 minutes here.
+"""
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import keras
+import keras_hub
+import numpy as np
+import sacrebleu
+import tensorflow as tf
+import tensorflow_text
+from peers import KerasHubTransformer
+
+from keras_transformer.config import PRESETS, TrainConfig, preset
+from keras_transformer.corpora import read_parallel_files
+from keras_transformer.model import build_transformer
+from keras_transformer.pipeline import encode_pairs, make_dataset
+from keras_transformer.runs import MODEL_CONFIG_FILE, export_run, make_translator, score_translations, translate_texts
+from keras_transformer.tokenizers import END_ID, PAD_ID, SubwordTokenizer, learn_vocabulary, write_vocabulary
+from keras_transformer.training import compile_transformer
+
+MODELS = ("ours", "keras-hub")
+SOURCE_LANGUAGE, TARGET_LANGUAGE = "de", "en"
+SPLIT_FILES = {"train": "train", "validation": "val", "test": "test_2016_flickr"}
+PRECISIONS = ("float32", "mixed_bfloat16")
+WARMUP_STEPS_PER_MINUTE = 1000 / 30  # see "Warm-up" in the module docstring
+FINGERPRINT_BATCHES = 20  # batches hashed to check that both models train on the same ones
+MAX_CHUNKS = 1_000_000  # `fit` epochs; the budget stops training long before
+WORKER_RESULT_FILE = "result.json"
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows defaults, except `None` (those flags say in words what happens without them)."""
+
+    def _get_help_string(self, action):
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=_HelpFormatter)
+    parser.add_argument(
+        "--data", required=True, help="Folder with Multi30k's {train,val,test_2016_flickr}.{de,en}.gz (read only)."
+    )
+    parser.add_argument("--minutes", type=float, required=True, help="Training wall-clock budget of each model.")
+    parser.add_argument("--preset", default="medium", choices=sorted(PRESETS), help="Model size of both models.")
+    parser.add_argument("--vocab", type=int, default=8000, help="WordPiece vocabulary size per side (at most).")
+    parser.add_argument(
+        "--max-len",
+        type=int,
+        default=40,
+        help="Most tokens per side (the target's </s> included); longer training pairs are dropped and counted, "
+        "longer test sources are cut, and translations are at most this long.",
+    )
+    parser.add_argument(
+        "--batch-size", type=int, default=64, help="Sentence pairs per batch (when --batch-tokens is 0)."
+    )
+    parser.add_argument(
+        "--batch-tokens", type=int, default=0, help="Batch by about this many tokens (padded, longer side); 0 = off."
+    )
+    parser.add_argument(
+        "--warmup", type=int, default=None, help="Noam warm-up steps (default: round(1000 * minutes / 30), at least 1)."
+    )
+    parser.add_argument("--lr-scale", type=float, default=1.0, help="Multiplier of the Noam learning rate.")
+    parser.add_argument("--label-smoothing", type=float, default=0.1, help="Label smoothing epsilon of the loss.")
+    parser.add_argument(
+        "--precision",
+        default="mixed_bfloat16",
+        choices=PRECISIONS,
+        help="Keras dtype policy of both models (mixed_bfloat16: bfloat16 compute, float32 weights, logits and loss).",
+    )
+    parser.add_argument("--jit", action="store_true", help="Train both models with XLA (model.jit_compile).")
+    parser.add_argument(
+        "--beam-size", type=int, default=4, help="Beam size of our model's test translation (1: greedy)."
+    )
+    parser.add_argument(
+        "--length-penalty", type=float, default=0.6, help="Our beam search's GNMT length-penalty alpha."
+    )
+    parser.add_argument("--seed", type=int, default=0, help="Seed of the weights, dropout and batch order.")
+    parser.add_argument(
+        "--models", default=",".join(MODELS), help=f"Comma-separated models to train, from {', '.join(MODELS)}."
+    )
+    parser.add_argument(
+        "--chunk-steps", type=int, default=200, help="Steps per `fit` epoch: the unit of the tokens/s median."
+    )
+    parser.add_argument(
+        "--curve-points", type=int, default=6, help="Curve points, evenly spaced over the budget, the last at its end."
+    )
+    parser.add_argument(
+        "--curve-sentences", type=int, default=300, help="First test_2016 sentences scored (greedy) at curve points."
+    )
+    parser.add_argument("--train-size", type=int, default=0, help="First N training pairs only; 0 = all 29,000.")
+    parser.add_argument("--test-size", type=int, default=0, help="First N test_2016 sentences only; 0 = all 1,000.")
+    parser.add_argument(
+        "--export-dir",
+        default=None,
+        help="Export our trained model as train.py does: EXPORT_DIR/transformer/VERSION, text in (default: none).",
+    )
+    parser.add_argument("--out", default="benchmarks/results/multi30k.json", help="Results JSON (dirs are created).")
+    parser.add_argument("--plot", default=None, help="BLEU-versus-minutes PNG (default: --out with .png).")
+    parser.add_argument(
+        "--work-dir",
+        default="benchmarks/results/multi30k_work",
+        help="Cached vocabularies and each worker's files (configs, result JSON).",
+    )
+    parser.add_argument("--worker", choices=MODELS, default=None, help=argparse.SUPPRESS)  # set by the parent
+    args = parser.parse_args(argv)
+    if not args.minutes > 0:
+        parser.error(f"--minutes must be > 0. Received: {args.minutes}")
+    for name in ("vocab", "max_len", "batch_size", "beam_size", "chunk_steps", "curve_points", "curve_sentences"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1. Received: {getattr(args, name)}")
+    for name in ("batch_tokens", "train_size", "test_size"):
+        if getattr(args, name) < 0:
+            parser.error(f"--{name.replace('_', '-')} must be >= 0. Received: {getattr(args, name)}")
+    if args.warmup is None:
+        args.warmup = max(1, round(WARMUP_STEPS_PER_MINUTE * args.minutes))
+    elif args.warmup < 1:
+        parser.error(f"--warmup must be >= 1. Received: {args.warmup}")
+    models = [name.strip() for name in args.models.split(",") if name.strip()]
+    unknown = sorted(set(models) - set(MODELS))
+    if unknown or not models:
+        parser.error(f"--models takes names from {', '.join(MODELS)}. Received: {args.models!r}")
+    args.models = [name for name in MODELS if name in models]
+    if args.export_dir and "ours" not in args.models:
+        parser.error("--export-dir exports our model: add ours to --models")
+    args.plot = args.plot or str(Path(args.out).with_suffix(".png"))
+    for split in SPLIT_FILES:
+        for path in split_paths(args.data, split):
+            if not path.is_file():
+                parser.error(f"--data {args.data} has no {path.name}")
+    return args
+
+
+def split_paths(data_dir, split):
+    """`(German file, English file)` of a Multi30k split."""
+    return tuple(
+        Path(data_dir) / f"{SPLIT_FILES[split]}.{language}.gz" for language in (SOURCE_LANGUAGE, TARGET_LANGUAGE)
+    )
+
+
+def read_split(data_dir, split, size=0):
+    """`ParallelText` of a split, cut to its first `size` pairs (0: all)."""
+    return read_parallel_files(*split_paths(data_dir, split)).head(size)
+
+
+# ---------------------------------------------------------------- parent: vocabularies, workers, report
+
+
+def vocabulary_paths(args):
+    """`{"source": path, "target": path}` of the cached vocabularies for `--vocab`, `--train-size`."""
+    folder = Path(args.work_dir) / f"vocab{args.vocab}_train{args.train_size or 'all'}"
+    return {side: folder / f"{side}_vocab.txt" for side in ("source", "target")}
+
+
+def prepare_vocabularies(args):
+    """Learn the vocabularies from the training split, unless cached for the same files and sizes.
+
+    Returns:
+        `{"source_size", "target_size", "seconds" (0 when cached), "cached", "folder"}`.
+    """
+    paths = vocabulary_paths(args)
+    folder = paths["source"].parent
+    train_paths = split_paths(args.data, "train")
+    # What the vocabularies were learned from: a different corpus in the same work dir relearns.
+    origin = {
+        "files": [str(path.resolve()) for path in train_paths],
+        "file_bytes": [path.stat().st_size for path in train_paths],
+        "train_size": args.train_size,
+        "vocab": args.vocab,
+    }
+    origin_path = folder / "origin.json"
+    cached = all(path.is_file() for path in paths.values()) and (
+        origin_path.is_file() and json.loads(origin_path.read_text()) == origin
+    )
+    seconds = 0.0
+    if not cached:
+        print(f"Learning {args.vocab}-piece vocabularies from the training split into {folder} ...", flush=True)
+        start = time.perf_counter()
+        train = read_split(args.data, "train", args.train_size)
+        folder.mkdir(parents=True, exist_ok=True)
+        write_vocabulary(learn_vocabulary(train.sources, args.vocab), paths["source"])
+        write_vocabulary(learn_vocabulary(train.targets, args.vocab), paths["target"])
+        origin_path.write_text(json.dumps(origin, indent=2) + "\n")
+        seconds = time.perf_counter() - start
+    sizes = {side: sum(1 for _ in path.open(encoding="utf-8")) for side, path in paths.items()}
+    print(
+        f"Vocabularies: {sizes['source']} {SOURCE_LANGUAGE} / {sizes['target']} {TARGET_LANGUAGE} pieces "
+        f"({'cached' if cached else f'learned in {seconds:.0f} s'}, {folder})",
+        flush=True,
+    )
+    return {
+        "source_size": sizes["source"],
+        "target_size": sizes["target"],
+        "seconds": round(seconds, 1),
+        "cached": cached,
+        "folder": str(folder),
+    }
+
+
+def worker_dir(args, name):
+    return Path(args.work_dir) / name
+
+
+def run_workers(args, argv):
+    """Run every model's worker, one after the other; `{name: result dict}`."""
+    results = {}
+    for name in args.models:
+        result_path = worker_dir(args, name) / WORKER_RESULT_FILE
+        result_path.unlink(missing_ok=True)
+        print(f"\n=== {name}: training for {args.minutes:g} minutes ===", flush=True)
+        start = time.perf_counter()
+        completed = subprocess.run([sys.executable, str(Path(__file__).resolve()), *argv, "--worker", name])
+        if completed.returncode != 0 or not result_path.is_file():
+            raise RuntimeError(f"The {name} worker failed (exit status {completed.returncode}); see its output above")
+        results[name] = json.loads(result_path.read_text())
+        results[name]["process_wall_seconds"] = round(time.perf_counter() - start, 1)
+    return results
+
+
+def _get(result, path):
+    """`result[path[0]][path[1]]...`"""
+    for key in path:
+        result = result[key]
+    return result
+
+
+def _ratio(results, *path):
+    """ours / keras-hub of the value at `path` in each model's result."""
+    return _get(results["ours"], path) / _get(results["keras-hub"], path)
+
+
+def print_report(args, results):
+    names = list(results)
+    both = len(names) == 2
+    first = results[names[0]]
+    print()
+    print(
+        f"Multi30k {SOURCE_LANGUAGE}->{TARGET_LANGUAGE}, {args.minutes:g} training minutes per model, preset "
+        f"{args.preset}, vocab {first['vocab_sizes'][0]}/{first['vocab_sizes'][1]}, {first['train_pairs']:,} "
+        f"training pairs ({first['dropped_pairs']} dropped, > {args.max_len} tokens), batch "
+        f"{f'{args.batch_tokens} tokens' if args.batch_tokens else f'{args.batch_size} sentences'}, warm-up "
+        f"{args.warmup}, lr scale {args.lr_scale:g}, {args.precision}, jit {'on' if args.jit else 'off'}, "
+        f"{os.cpu_count()} CPUs"
+    )
+    header = f"{'':<34}" + "".join(f"{name:>18}" for name in names) + (f"{'ours / keras-hub':>18}" if both else "")
+    print(header)
+    print("-" * len(header))
+
+    def row(label, path, style, compare=None):
+        """One line: each model's value at `path`, formatted by `style`; `compare` is "ratio",
+        "difference" or None."""
+        values = [_get(results[name], path) for name in names]
+        line = f"{label:<34}" + "".join(f"{style(value):>18}" for value in values)
+        if both and compare == "ratio":
+            line += f"{values[0] / values[1]:>17.2f}x"
+        elif both and compare == "difference":
+            line += f"{values[0] - values[1]:>+13.2f} BLEU"
+        print(line)
+
+    row("parameters", ["parameters"], "{:,}".format, "ratio")
+    row("training minutes (clock)", ["train", "minutes"], "{:.2f}".format)
+    row("steps", ["train", "steps"], "{:,}".format, "ratio")
+    row("epochs", ["train", "epochs"], "{:.2f}".format, "ratio")
+    row("target tokens/s (median chunk)", ["train", "target_tokens_per_second_median"], "{:,}".format, "ratio")
+    row("peak memory MiB", ["peak_rss_mib"], "{:,.0f}".format, "ratio")
+    row(f"curve BLEU at end (greedy, {args.curve_sentences})", ["curve", -1, "bleu"], "{:.2f}".format, "difference")
+    row(f"test_2016 BLEU ({first['test']['sentences']} sent.)", ["test", "bleu"], "{:.2f}".format, "difference")
+    row("  decoding", ["decoding"], str)
+    row("test_2016 BLEU, greedy", ["test_greedy", "bleu"], "{:.2f}".format, "difference")
+    row("test_2016 chrF", ["test", "chrf"], "{:.2f}".format)
+    row("scoring pauses s (curve + test)", ["wall_seconds", "scoring"], "{:.0f}".format)
+    print(f"sacreBLEU: {first['test']['bleu_signature']}")
+    if both:
+        same = results["ours"]["batch_fingerprint"] == results["keras-hub"]["batch_fingerprint"]
+        print(f"same batches (first {FINGERPRINT_BATCHES} fingerprinted): {'yes' if same else 'NO'}")
+
+
+def plot_curves(args, results, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    for name, result in results.items():
+        points = result["curve"]
+        line = axes.plot(
+            [p["minutes"] for p in points],
+            [p["bleu"] for p in points],
+            marker="o",
+            label=f"{name}: greedy, first {args.curve_sentences} test sentences",
+        )[0]
+        axes.plot(
+            [points[-1]["minutes"]],
+            [result["test"]["bleu"]],
+            marker="*",
+            markersize=14,
+            linestyle="none",
+            color=line.get_color(),
+            label=f"{name}: all {result['test']['sentences']} test sentences, {result['decoding']}",
+        )
+    axes.set_xlabel("training minutes (clock paused while scoring)")
+    axes.set_ylabel("sacreBLEU, test_2016_flickr")
+    axes.set_title(f"Multi30k de->en, preset {args.preset}, {args.precision}, {os.cpu_count()} CPUs")
+    axes.set_xlim(left=0)
+    axes.set_ylim(bottom=0)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8, loc="lower right")
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def versions():
+    return {
+        "python": platform.python_version(),
+        "tensorflow": tf.__version__,
+        "tensorflow_text": tensorflow_text.__version__,
+        "keras": keras.__version__,
+        "keras_hub": keras_hub.__version__,
+        "sacrebleu": sacrebleu.__version__,
+        "numpy": np.__version__,
+    }
+
+
+def run_parent(args, argv):
+    started = time.perf_counter()
+    vocabularies = prepare_vocabularies(args)
+    results = run_workers(args, argv)
+    print_report(args, results)
+    report = {
+        "config": {key: value for key, value in vars(args).items() if key != "worker"},
+        "command": " ".join([Path(sys.argv[0]).as_posix(), *argv]),
+        "versions": versions(),
+        "cpu_count": os.cpu_count(),
+        "usable_cpus": len(os.sched_getaffinity(0)),
+        "vocabularies": vocabularies,
+        "models": results,
+        "wall_seconds": {"total": round(time.perf_counter() - started, 1), "vocabularies": vocabularies["seconds"]},
+    }
+    if len(results) == 2:
+        report["comparison"] = {
+            "test_bleu_ours_minus_keras_hub": round(
+                results["ours"]["test"]["bleu"] - results["keras-hub"]["test"]["bleu"], 2
+            ),
+            "target_tokens_per_second_ours_over_keras_hub": round(
+                _ratio(results, "train", "target_tokens_per_second_median"), 3
+            ),
+            "steps_ours_over_keras_hub": round(_ratio(results, "train", "steps"), 3),
+            "peak_rss_ours_over_keras_hub": round(_ratio(results, "peak_rss_mib"), 3),
+            "same_batches": results["ours"]["batch_fingerprint"] == results["keras-hub"]["batch_fingerprint"],
+        }
+    out, plot = Path(args.out), Path(args.plot)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    plot_curves(args, results, plot)
+    print(f"wrote {out} and {plot}")
+    if report.get("comparison", {}).get("same_batches") is False:
+        print("error: the two models did not train on the same batches", file=sys.stderr)
+        return 1
+    return 0
+
+
+# ---------------------------------------------------------------- worker: train one model, score it
+
+
+class TrainingClock(keras.callbacks.Callback):
+    """Training wall clock, paused while the model is scored; stops `fit` at the budget.
+
+    The clock runs from the start of `fit` (the first step's tracing included) to its end, except
+    inside `with clock.paused():`. After every step it checks the budget and sets
+    `model.stop_training`, so training ends after the step that reaches it. It also records
+    the clock seconds and steps of every `fit` epoch (chunk).
+    """
+
+    def __init__(self, budget_seconds):
+        super().__init__()
+        self.budget_seconds = budget_seconds
+        self.steps = 0
+        self.chunk_seconds, self.chunk_steps = [], []
+        self._elapsed, self._running_since = 0.0, None
+
+    def seconds(self):
+        running = time.perf_counter() - self._running_since if self._running_since is not None else 0.0
+        return self._elapsed + running
+
+    @contextlib.contextmanager
+    def paused(self):
+        running = self._running_since is not None
+        self._elapsed, self._running_since = self.seconds(), None
+        try:
+            yield
+        finally:
+            if running:
+                self._running_since = time.perf_counter()
+
+    def on_train_begin(self, logs=None):
+        self._running_since = time.perf_counter()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._chunk_start, self._chunk_start_steps = self.seconds(), self.steps
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.steps += 1
+        if self.seconds() >= self.budget_seconds:
+            self.model.stop_training = True
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.chunk_seconds.append(self.seconds() - self._chunk_start)
+        self.chunk_steps.append(self.steps - self._chunk_start_steps)
+
+    def on_train_end(self, logs=None):
+        self._elapsed, self._running_since = self.seconds(), None
+
+
+class BleuCurve(keras.callbacks.Callback):
+    """Greedy BLEU of a fixed set of sentences at given moments of the training clock.
+
+    Args:
+        clock: the run's `TrainingClock` (paused while scoring).
+        translator: object with `translate(string[B]) -> {"translation": string[B]}`.
+        text: `ParallelText` to translate and score.
+        moments: clock seconds at which to score during training; call `score()` for more points
+            (the run adds one at the end of the budget).
+    """
+
+    def __init__(self, clock, translator, text, moments):
+        super().__init__()
+        self.clock, self.translator, self.text = clock, translator, text
+        self.moments = sorted(moments)
+        self.points = []
+        self.scoring_seconds = 0.0
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.moments and self.clock.seconds() >= self.moments[0]:
+            while self.moments and self.clock.seconds() >= self.moments[0]:
+                self.moments.pop(0)
+            self.score()
+
+    def score(self):
+        with self.clock.paused():
+            start = time.perf_counter()
+            hypotheses = translate_texts(self.translator, self.text.sources)
+            bleu = sacrebleu.metrics.BLEU().corpus_score(hypotheses, [self.text.targets]).score
+            seconds = time.perf_counter() - start
+            self.scoring_seconds += seconds
+            point = {"minutes": round(self.clock.seconds() / 60, 3), "steps": self.clock.steps, "bleu": round(bleu, 2)}
+            self.points.append({**point, "scoring_seconds": round(seconds, 1)})
+            print(f"  curve: {point['minutes']:.2f} min, step {point['steps']}, greedy BLEU {bleu:.2f}", flush=True)
+
+
+class KerasHubTranslator:
+    """Text to text with the keras-hub peer: our tokenizers around its cached greedy generation.
+
+    `translate` has the interface of our `Translator`'s (`string[B]` -> `{"translation":
+    string[B]}`), traced once for any batch size. Sources longer than `max_source_len` pieces
+    are cut (the peer's position table has that many rows); generation stops once every
+    sentence has produced `</s>`, or after `max_target_len` tokens.
+    """
+
+    def __init__(self, hub, source_tokenizer, target_tokenizer, max_source_len, max_target_len):
+        self.hub = hub
+        self.source_tokenizer, self.target_tokenizer = source_tokenizer, target_tokenizer
+        self.max_source_len, self.max_target_len = max_source_len, max_target_len
+        self.translate = tf.function(self._translate, input_signature=[tf.TensorSpec([None], tf.string)])
+
+    def _translate(self, text):
+        pieces = self.source_tokenizer.tokenize(text)  # (B, (S))
+        source_ids = pieces[:, : self.max_source_len].to_tensor(default_value=PAD_ID)  # (B, S)
+        output_ids = self.hub.generate(source_ids, self.max_target_len, end_id=END_ID)  # (B, L)
+        return {"translation": self.target_tokenizer.detokenize(output_ids)}
+
+
+def batch_fingerprint(dataset, batches):
+    """SHA-256 of the ids and shapes of a dataset's first batches."""
+    digest = hashlib.sha256()
+    for (source_ids, target_in_ids), target_out_ids in dataset.take(batches):
+        for tensor in (source_ids, target_in_ids, target_out_ids):
+            array = tensor.numpy()
+            digest.update(str(array.shape).encode())
+            digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def peak_rss_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def worker_train_config(args, name):
+    """The `TrainConfig` of a worker: the loss, optimizer and schedule settings for
+    `compile_transformer`, and the corpus files and decoding settings for the export."""
+    return TrainConfig(
+        preset=args.preset,
+        corpus="files",
+        train_files=tuple(map(str, split_paths(args.data, "train"))),
+        validation_files=tuple(map(str, split_paths(args.data, "validation"))),
+        test_files=tuple(map(str, split_paths(args.data, "test"))),
+        train_size=args.train_size,
+        source_vocab_size=args.vocab,
+        target_vocab_size=args.vocab,
+        steps_per_epoch=args.chunk_steps,
+        batch_size=args.batch_size,
+        batch_tokens=args.batch_tokens,
+        warmup_steps=args.warmup,
+        learning_rate_scale=args.lr_scale,
+        label_smoothing=args.label_smoothing,
+        seed=args.seed,
+        run_dir=str(worker_dir(args, name)),
+        export_dir=args.export_dir or "saved_models",
+        beam_size=args.beam_size,
+        length_penalty=args.length_penalty,
+    ).validate()
+
+
+def run_worker(args):
+    name = args.worker
+    started = time.perf_counter()
+    keras.mixed_precision.set_global_policy(args.precision)
+    keras.utils.set_random_seed(args.seed)
+    run_dir = worker_dir(args, name)
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+    paths = vocabulary_paths(args)
+    if not all(path.is_file() for path in paths.values()):
+        raise FileNotFoundError(f"No vocabularies in {paths['source'].parent}: run without --worker first")
+    source_tokenizer = SubwordTokenizer(str(paths["source"]), name="source_tokenizer")
+    target_tokenizer = SubwordTokenizer(str(paths["target"]), name="target_tokenizer")
+    train_text = read_split(args.data, "train", args.train_size)
+    test_text = read_split(args.data, "test", args.test_size)
+    pairs = encode_pairs(
+        train_text.sources, train_text.targets, source_tokenizer, target_tokenizer, args.max_len, args.max_len
+    )
+    pair_target_tokens = len(pairs) * pairs.mean_target_tokens()  # </s> included, as in the labels
+
+    model_config = preset(
+        args.preset,
+        source_vocab_size=source_tokenizer.vocab_size,
+        target_vocab_size=target_tokenizer.vocab_size,
+        max_source_len=args.max_len,
+        max_target_len=args.max_len,
+    )
+    model_config.save(run_dir / MODEL_CONFIG_FILE)
+    train_config = worker_train_config(args, name)
+    train_config.save(run_dir / "train_config.json")
+    if name == "ours":
+        model = build_transformer(model_config)
+
+        def translator(beam_size):
+            return make_translator(
+                model, model_config, source_tokenizer, target_tokenizer, run_dir, train_config, beam_size=beam_size
+            )
+
+    else:
+        hub = KerasHubTransformer(model_config)
+        model = hub.model
+
+        def translator(beam_size):
+            assert beam_size == 1, "the keras-hub peer decodes greedily"
+            return KerasHubTranslator(hub, source_tokenizer, target_tokenizer, args.max_len, args.max_len)
+
+    compile_transformer(model, model_config, train_config)
+    model.jit_compile = args.jit
+    print(
+        f"{name}: {model.count_params():,} parameters, {len(pairs):,} training pairs ({pairs.num_dropped} dropped), "
+        f"{args.precision}, warm-up {args.warmup} steps",
+        flush=True,
+    )
+
+    batching = dict(batch_size=args.batch_size, batch_tokens=args.batch_tokens, shuffle=True, repeat=True)
+    fingerprint = batch_fingerprint(make_dataset(pairs, seed=args.seed, **batching), FINGERPRINT_BATCHES)
+    train_data = make_dataset(pairs, seed=args.seed, **batching)
+
+    budget = args.minutes * 60
+    clock = TrainingClock(budget)
+    greedy = translator(1)
+    curve = BleuCurve(
+        clock,
+        greedy,
+        test_text.head(args.curve_sentences),
+        [budget * i / args.curve_points for i in range(1, args.curve_points)],
+    )
+    fit_start = time.perf_counter()
+    history = model.fit(
+        train_data,
+        epochs=MAX_CHUNKS,
+        steps_per_epoch=args.chunk_steps,
+        shuffle=False,  # the dataset shuffles itself
+        callbacks=[clock, curve],
+        verbose=2,
+    )
+    fit_seconds = time.perf_counter() - fit_start  # training and the curve's scoring pauses
+    curve.score()  # the last point, at the end of the budget
+    peak_after_training = peak_rss_mib()
+
+    tokens = np.array(history.history["target_tokens"])  # per chunk
+    seconds = np.array(clock.chunk_seconds)
+    per_second = tokens / seconds
+    # The median leaves out the last chunk, cut short by the budget (unless no chunk is complete).
+    complete = np.array(clock.chunk_steps) == args.chunk_steps
+    median_chunks = per_second[complete] if complete.any() else per_second
+    train = {
+        "minutes": round(clock.seconds() / 60, 3),
+        "steps": clock.steps,
+        "epochs": round(float(tokens.sum()) / pair_target_tokens, 3),
+        "target_tokens": int(tokens.sum()),
+        "target_tokens_per_second_median": round(float(np.median(median_chunks))),
+        "target_tokens_per_second_mean": round(float(tokens.sum()) / clock.seconds()),
+        "chunk_seconds": [round(s, 2) for s in seconds.tolist()],
+        "chunk_steps": clock.chunk_steps,
+        "chunk_target_tokens": [int(t) for t in tokens],
+        "final_loss": round(float(history.history["loss"][-1]), 4),
+        "final_accuracy": round(float(history.history["accuracy"][-1]), 4),
+    }
+    print(
+        f"{name}: trained {train['minutes']:.2f} min, {train['steps']} steps, {train['epochs']:.2f} epochs, "
+        f"{train['target_tokens_per_second_median']:,} target tokens/s (median chunk)",
+        flush=True,
+    )
+
+    score_start = time.perf_counter()
+    references = test_text.targets
+    result = {"model": name, "decoding": "greedy"}
+    final = greedy
+    if name == "ours" and args.beam_size > 1:
+        final = translator(args.beam_size)
+        result["decoding"] = f"beam {args.beam_size}, alpha {args.length_penalty:g}"
+    hypotheses = translate_texts(final, test_text.sources)
+    result["test"] = score_translations(hypotheses, references)
+    greedy_hypotheses = hypotheses if final is greedy else translate_texts(greedy, test_text.sources)
+    result["test_greedy"] = score_translations(greedy_hypotheses, references)
+    test_seconds = time.perf_counter() - score_start
+    print(
+        f"{name}: test_2016 BLEU {result['test']['bleu']:.2f} ({result['decoding']}), chrF {result['test']['chrf']:.2f}"
+        + (f"; greedy BLEU {result['test_greedy']['bleu']:.2f}" if final is not greedy else ""),
+        flush=True,
+    )
+    if name == "ours" and args.export_dir:
+        result["export_path"] = str(export_run(final, train_config))
+        print(f"{name}: exported to {result['export_path']}", flush=True)
+
+    result.update(
+        parameters=int(model.count_params()),
+        vocab_sizes=[source_tokenizer.vocab_size, target_tokenizer.vocab_size],
+        train_pairs=len(pairs),
+        dropped_pairs=pairs.num_dropped,
+        skipped_while_reading=train_text.skipped,
+        model_config=model_config.to_dict(),
+        batch_fingerprint=fingerprint,
+        train=train,
+        curve=curve.points,
+        examples=[
+            {"source": s, "reference": r, "translation": h}
+            for s, r, h in list(zip(test_text.sources, references, hypotheses))[:5]
+        ],
+        peak_rss_mib=round(peak_rss_mib(), 1),
+        peak_rss_mib_after_training=round(peak_after_training, 1),
+        wall_seconds={
+            "fit": round(fit_seconds, 1),
+            "scoring": round(curve.scoring_seconds + test_seconds, 1),
+            "worker": round(time.perf_counter() - started, 1),
+        },
+    )
+    (run_dir / WORKER_RESULT_FILE).write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse_args(argv)
+    if args.worker:
+        return run_worker(args)
+    return run_parent(args, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
