@@ -46,6 +46,7 @@ import numbers
 import os
 import re
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -298,6 +299,24 @@ def read_vocabulary(path) -> list[str]:
     return lines
 
 
+class _UniqueTextFileInitializer(tf.lookup.TextFileInitializer):
+    """`TextFileInitializer` whose table has a shared name of its own.
+
+    TensorFlow names the table after the file argument; for a `tf.saved_model.Asset` that is the
+    object's repr, i.e. its memory address, so a new tokenizer could silently reuse the still-alive
+    table of an old one at the same address, old vocabulary and all. A random suffix prevents it
+    (anonymous tables would too, but TF1-style loaders such as TF Serving's cannot restore them).
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._unique_suffix = uuid.uuid4().hex
+
+    @property
+    def _shared_name(self):
+        return f"hash_table_{self._unique_suffix}_{self._key_index}_{self._value_index}"
+
+
 class SubwordTokenizer(tf.Module):
     """In-graph WordPiece tokenizer over a vocabulary file; safe to save in a SavedModel.
 
@@ -319,7 +338,7 @@ class SubwordTokenizer(tf.Module):
         self._vocab_asset = tf.saved_model.Asset(vocab_path)
         # Line number -> id. The default (UNK_ID) applies to unknown-character pieces.
         self._token_to_id = tf.lookup.StaticHashTable(
-            tf.lookup.TextFileInitializer(
+            _UniqueTextFileInitializer(
                 self._vocab_asset,
                 key_dtype=tf.string,
                 key_index=tf.lookup.TextFileIndex.WHOLE_LINE,
@@ -329,7 +348,7 @@ class SubwordTokenizer(tf.Module):
             default_value=UNK_ID,
         )
         self._id_to_token = tf.lookup.StaticHashTable(
-            tf.lookup.TextFileInitializer(
+            _UniqueTextFileInitializer(
                 self._vocab_asset,
                 key_dtype=tf.int64,
                 key_index=tf.lookup.TextFileIndex.LINE_NUMBER,
