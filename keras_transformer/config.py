@@ -118,6 +118,8 @@ class ModelConfig(_JsonConfig):
 
 
 _FILE_PAIRS = ("train_files", "validation_files", "test_files")
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 
 # Named model sizes. "small" is the default of `python train.py` on the built-in corpus.
 PRESETS = {
@@ -177,6 +179,19 @@ class TrainConfig(_JsonConfig):
     validation_bleu_sentences: int = _field(
         0, "After every epoch, translate this many validation sentences (greedy) and log their BLEU; 0 = off."
     )
+    precision: str = _field(
+        "float32",
+        "Keras dtype policy of training: float32, or mixed_bfloat16 / mixed_float16 (half-precision compute, "
+        "float32 weights, attention softmax, logits and loss).",
+        choices=PRECISIONS,
+    )
+    jit_compile: bool = _field(False, "Compile the training step with XLA (one compile per batch shape).")
+    strategy: str = _field(
+        "default",
+        "tf.distribute strategy: default (one device), mirrored (all local GPUs), multi_worker (TF_CONFIG "
+        "cluster), tpu (wired, untested).",
+        choices=STRATEGIES,
+    )
     beam_size: int = _field(4, "Beam size of evaluation and of the exported translator; 1 is greedy decoding.")
     length_penalty: float = _field(0.6, "Beam search's GNMT length-penalty alpha (0 ranks by log-probability).")
 
@@ -197,6 +212,9 @@ class TrainConfig(_JsonConfig):
         for name in ("train_size", "batch_tokens", "validation_bleu_sentences"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ValueError(f"`{name}` must be an int >= 0. Received: {getattr(self, name)!r}")
+        for name, allowed in (("precision", PRECISIONS), ("strategy", STRATEGIES)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"`{name}` must be one of {allowed}. Received: {getattr(self, name)!r}")
         if self.preset not in PRESETS:
             raise ValueError(f"Unknown preset {self.preset!r}; expected one of {sorted(PRESETS)}")
         if not self.learning_rate_scale > 0:

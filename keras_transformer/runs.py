@@ -24,7 +24,7 @@ from keras_transformer.export import IDS_SIGNATURE_KEY, SIGNATURE_KEY, Translato
 from keras_transformer.model import build_transformer
 from keras_transformer.pipeline import encode_pairs, make_dataset
 from keras_transformer.tokenizers import SubwordTokenizer, learn_vocabulary, write_vocabulary
-from keras_transformer.training import compile_transformer
+from keras_transformer.training import compile_transformer, dtype_policy
 
 TRAIN_CONFIG_FILE = "train_config.json"
 MODEL_CONFIG_FILE = "model_config.json"
@@ -184,8 +184,12 @@ def train(train_config, model_overrides=None, resume=False, log=print, extra_cal
     train_data = make_dataset(train_pairs, shuffle=True, repeat=True, seed=train_config.seed, **batching)
     validation_data = make_dataset(validation_pairs, **batching)
 
-    model = compile_transformer(build_transformer(model_config), model_config, train_config)
-    log(f"Model: {model.count_params():,} parameters ({train_config.preset} preset)")
+    with dtype_policy(train_config.precision):
+        model = compile_transformer(build_transformer(model_config), model_config, train_config)
+    log(
+        f"Model: {model.count_params():,} parameters ({train_config.preset} preset, {train_config.precision}"
+        f"{', XLA' if train_config.jit_compile else ''})"
+    )
     timer = _EpochTimer()
     callbacks = [
         keras.callbacks.BackupAndRestore(str(run_dir / "backup"), double_checkpoint=True),

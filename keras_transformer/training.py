@@ -1,6 +1,8 @@
 """Training pieces for `model.compile` / `model.fit`: the tutorial's label-smoothed loss that
 ignores padding, masked token accuracy, and the paper's learning-rate schedule (section 5.3)."""
 
+import contextlib
+
 import keras
 from keras import ops
 
@@ -127,14 +129,29 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
         return {"d_model": self.d_model, "warmup_steps": self.warmup_steps, "scale": self.scale}
 
 
+@contextlib.contextmanager
+def dtype_policy(name):
+    """Layers created inside take the Keras dtype policy `name` (e.g. "mixed_bfloat16"); the
+    global policy is restored on exit, so one run's precision does not leak into the next."""
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy(name)
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+
+
 def compile_transformer(model, model_config, train_config):
     """`model.compile` with the paper's optimizer: Adam(0.9, 0.98, 1e-9) on the Noam schedule,
-    the masked label-smoothed loss, masked token accuracy and the target token count."""
+    the masked label-smoothed loss, masked token accuracy and the target token count; XLA when
+    `train_config.jit_compile`. Under `mixed_float16` Keras wraps the optimizer in a
+    `LossScaleOptimizer` (the model's policy decides)."""
     schedule = NoamSchedule(model_config.d_model, train_config.warmup_steps, train_config.learning_rate_scale)
     optimizer = keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
     model.compile(
         optimizer=optimizer,
         loss=MaskedLabelSmoothedLoss(train_config.label_smoothing),
         metrics=[MaskedAccuracy(), TargetTokens()],
+        jit_compile=train_config.jit_compile,
     )
     return model
