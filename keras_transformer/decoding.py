@@ -19,7 +19,7 @@ from keras import ops
 
 from keras_transformer.masks import padding_mask
 from keras_transformer.model import TransformerLayers, decode, encode
-from keras_transformer.tokenizers import END_ID, PAD_ID, START_ID
+from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID
 
 # The log-probability given to tokens a decoder may not choose (finite, so sums stay finite).
 IMPOSSIBLE = -1e9

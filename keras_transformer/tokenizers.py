@@ -54,6 +54,8 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as _learner
 
+from keras_transformer.special_tokens import END_ID, PAD_ID, RESERVED_TOKENS, START_ID, UNK_ID
+
 __all__ = [
     "RESERVED_TOKENS",
     "PAD_ID",
@@ -69,8 +71,6 @@ __all__ = [
     "SubwordTokenizer",
 ]
 
-RESERVED_TOKENS = ("<pad>", "<unk>", "<s>", "</s>")
-PAD_ID, UNK_ID, START_ID, END_ID = 0, 1, 2, 3
 
 SUFFIX_INDICATOR = "##"
 # Longer words are not split into pieces but become one <unk>. Bounds the greedy search per word.

@@ -6,7 +6,7 @@ import contextlib
 import keras
 from keras import ops
 
-from keras_transformer.tokenizers import PAD_ID
+from keras_transformer.special_tokens import PAD_ID
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
