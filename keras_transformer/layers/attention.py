@@ -199,9 +199,10 @@ class MultiheadAttention(keras.layers.Layer):
         scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))  # (B, H, T_q, T_k)
         scores = ops.cast(scores, "float32") / math.sqrt(self._head_width)
         scores = ops.where(allowed, scores, MASKED_SCORE)
-        weights = ops.softmax(scores, axis=-1)  # (B, H, T_q, T_k)
-        weights = weights * ops.cast(queries_mask[:, None, :, None], weights.dtype)
-        weights = ops.cast(weights, self.compute_dtype)
+        weights = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)  # (B, H, T_q, T_k)
+        # Query masking (the tutorial's `outputs *= query_masks`) is applied to the returned
+        # weights only: the rows of padding queries are zeroed at the end anyway, so the outputs
+        # and gradients are the same without a pass over [B, H, T_q, T_k].
 
         context = ops.matmul(self.attention_dropout(weights, training=training), value)  # (B, H, T_q, K)
         context = ops.transpose(context, (0, 2, 1, 3))  # (B, T_q, H, K)
@@ -212,7 +213,7 @@ class MultiheadAttention(keras.layers.Layer):
 
         outputs = zero_padding_rows(self.layer_norm(context + queries), queries_mask)  # (B, T_q, D)
         if return_attention_scores:
-            return outputs, weights
+            return outputs, weights * ops.cast(queries_mask[:, None, :, None], weights.dtype)
         return outputs
 
     def get_config(self):

@@ -49,16 +49,20 @@ class TokenEmbedding(keras.layers.Layer):
             name="embeddings",
             shape=(self.vocab_size, self.d_model),
             initializer=keras.initializers.RandomNormal(stddev=self.d_model**-0.5),
+            # Gather float32 rows, then cast them: under mixed precision an autocast variable
+            # would cast the whole [V, D] table at every step and densify its gradient.
+            autocast=False,
         )
 
     def call(self, token_ids):
         token_ids = ops.cast(token_ids, "int32")
         outputs = ops.cast(ops.take(self.embeddings, token_ids, axis=0), self.compute_dtype)  # (B, T, D)
-        # Padding embeds to exactly zero, and row 0 of the table gets no gradient.
-        outputs = outputs * ops.cast(ops.not_equal(token_ids, 0), self.compute_dtype)[..., None]
+        # Padding embeds to exactly zero, and row 0 of the table gets no gradient; one multiply
+        # applies the mask and the scale.
+        factor = ops.cast(ops.not_equal(token_ids, 0), self.compute_dtype)  # (B, T)
         if self.scale:
-            outputs = outputs * math.sqrt(self.d_model)
-        return outputs
+            factor = factor * math.sqrt(self.d_model)
+        return outputs * factor[..., None]
 
     def compute_mask(self, token_ids, mask=None):
         return ops.not_equal(token_ids, 0) if self.mask_zero else None
@@ -138,6 +142,7 @@ class PositionalEncoding(keras.layers.Layer):
                 name="position_embeddings",
                 shape=(self.max_length, input_shape[-1]),
                 initializer=keras.initializers.RandomNormal(stddev=0.02),
+                autocast=False,  # gather float32 rows, then cast (see TokenEmbedding)
             )
 
     def call(self, inputs, mask=None, start=0):

@@ -46,10 +46,9 @@ class LayerNorm(keras.layers.Layer):
         # Statistics in float32: under float16, epsilon=1e-8 would round to 0 and an all-zero
         # (padding) row would normalize to 0 / 0 = NaN.
         values = ops.cast(inputs, "float32")
-        mean = ops.mean(values, axis=-1, keepdims=True)
-        variance = ops.var(values, axis=-1, keepdims=True)
-        normalized = (values - mean) / ops.sqrt(variance + self.epsilon)
-        outputs = ops.cast(self.gamma, "float32") * normalized + ops.cast(self.beta, "float32")
+        mean, variance = ops.moments(values, axes=[-1], keepdims=True)  # (..., 1) each
+        scale = ops.cast(self.gamma, "float32") * ops.rsqrt(variance + self.epsilon)  # (..., C)
+        outputs = (values - mean) * scale + ops.cast(self.beta, "float32")
         return ops.cast(outputs, self.compute_dtype)
 
     def compute_output_shape(self, input_shape):

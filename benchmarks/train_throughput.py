@@ -1,0 +1,413 @@
+"""Training throughput: our Transformer against keras-hub's, alternating in one run.
+
+    python benchmarks/train_throughput.py                       # small preset, float32 and mixed_bfloat16
+    python benchmarks/train_throughput.py --jit --precision mixed_bfloat16
+    python benchmarks/train_throughput.py --rounds 2 --steps 3 --bleu-epochs 0 --preset tiny   # a quick check
+
+What runs:
+
+- Two worker processes (this script with `--worker NAME`), one per model, each building its model
+  once under the `--precision` dtype policy, compiling it with
+  `keras_transformer.training.compile_transformer` (the same masked label-smoothed loss, metrics,
+  Adam and Noam schedule for both) and waiting for orders on stdin:
+    ours        `build_transformer(preset(--preset, ...))`
+    keras-hub   `KerasHubTransformer` (benchmarks/peers.py): keras-hub's `TokenAndPositionEmbedding`,
+                `TransformerEncoder` and `TransformerDecoder` at the same D, H, F, depth, dropout
+                and vocabulary
+- The parent tells them, in turn, to train one round: `model.fit` for `--steps` steps on the same
+  `--batches` synthetic batches (seeded token ids, `--batch-size` pairs padded to `--length`,
+  each sentence `--length // 2 .. --length` real tokens), in the same order. The order of the two
+  alternates every round (ABBA), so slow drift of the machine falls on both alike. Only one
+  worker runs at a time; the other waits, idle. The first `--warmup-rounds` rounds (graph
+  tracing, XLA compiles, caches) are not counted.
+- Throughput is real target tokens (labels that are not padding) per second of a round; the
+  report gives the median over the rounds and the ratio of the medians, ours / keras-hub. Peak
+  memory is each worker's maximum resident set size.
+- Model-FLOPs utilisation (MFU) = model FLOPs per second / the machine's measured fp32 matmul
+  peak (the median rate of `--peak-size`^3 matmuls, measured first, by the parent, alone). Model
+  FLOPs per training step, on the padded batch [B, S] -> [B, T], are 3x the forward FLOPs
+  (the backward pass is twice the forward):
+      forward = B * ( N * [ S * (8 D^2 + 4 D F) + 4 S^2 D ]                          encoder
+                    + N * [ T * (12 D^2 + 4 D F) + 4 S D^2 + 4 T^2 D + 4 T S D ]     decoder
+                    + T * 2 D V )                                                      logits
+  counting 2 FLOPs per multiply-add of the matmuls only (projections, attention scores and
+  weighted sums, feed-forward, logits); embeddings, softmax, LayerNorm and the loss are not
+  counted. Both models do the same model FLOPs, so their MFU ratio equals their speed ratio.
+  The bf16 matmul peak is printed too, as the ceiling of a mixed_bfloat16 run.
+- `--bleu-epochs N` (TensorFlow backend only) then trains our model on the built-in corpus
+  (`runs.train`, small preset, N epochs) once in each precision and prints the test BLEU of
+  each, to show that the faster precision does not cost translation quality.
+
+The script runs under any Keras backend: `benchmarks/gpu.sh` runs it with JAX on a GPU. Under
+TensorFlow the batches go through `tf.data` (cached, prefetched); under other backends through a
+Python generator. Results go to `--out` as JSON.
+"""
+
+import argparse
+import itertools
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_transformer.config import PRECISIONS, PRESETS, TrainConfig, preset
+from keras_transformer.special_tokens import END_ID, START_ID
+from keras_transformer.training import compile_transformer, dtype_policy
+
+MODELS = ("ours", "keras-hub")
+FIRST_REGULAR_ID = END_ID + 1
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--preset", default="small", choices=sorted(PRESETS), help="Model size of both models.")
+    parser.add_argument("--vocab", type=int, default=8000, help="Source and target vocabulary size V.")
+    parser.add_argument("--batch-size", type=int, default=64, help="Sentence pairs per batch B.")
+    parser.add_argument("--length", type=int, default=24, help="Padded source and target length S = T of a batch.")
+    parser.add_argument(
+        "--precision",
+        nargs="+",
+        default=["float32", "mixed_bfloat16"],
+        choices=PRECISIONS,
+        help="Dtype policies to compare in, one pair of workers each.",
+    )
+    parser.add_argument("--jit", action="store_true", help="Compile both models' training steps with XLA.")
+    parser.add_argument("--steps", type=int, default=20, help="Training steps per round.")
+    parser.add_argument("--rounds", type=int, default=7, help="Counted rounds per model.")
+    parser.add_argument("--warmup-rounds", type=int, default=1, help="Rounds run first and not counted.")
+    parser.add_argument("--batches", type=int, default=16, help="Distinct synthetic batches, cycled.")
+    parser.add_argument("--models", default=",".join(MODELS), help="Comma-separated subset of: ours,keras-hub.")
+    parser.add_argument("--peak-size", type=int, default=2048, help="Matrix size of the matmul peak measurement.")
+    parser.add_argument(
+        "--bleu-epochs",
+        type=int,
+        default=4,
+        help="Epochs of the built-in-corpus BLEU run per precision (TensorFlow backend); 0 skips it.",
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="benchmarks/results/train_throughput.json", help="JSON results file.")
+    parser.add_argument("--worker", choices=MODELS, help=argparse.SUPPRESS)
+    parser.add_argument("--worker-precision", choices=PRECISIONS, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    args.models = [name.strip() for name in args.models.split(",") if name.strip()]
+    unknown = sorted(set(args.models) - set(MODELS))
+    if unknown or not args.models:
+        parser.error(f"--models takes names from {','.join(MODELS)}; received {unknown or 'nothing'}")
+    for name in ("vocab", "batch_size", "length", "steps", "rounds", "batches", "peak_size"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.length < 2:
+        parser.error("--length must be at least 2")
+    return args
+
+
+def model_config(args):
+    return preset(
+        args.preset,
+        source_vocab_size=args.vocab,
+        target_vocab_size=args.vocab,
+        max_source_len=args.length,
+        max_target_len=args.length,
+    )
+
+
+def train_step_flops(config, batch, source_length, target_length):
+    """Model FLOPs of one training step on a padded batch: 3x the forward matmul FLOPs (see the
+    module docstring for the formula)."""
+    d, f, n, v = config.d_model, config.d_ff, config.num_blocks, config.target_vocab_size
+    s, t = source_length, target_length
+    encoder = n * (s * (8 * d * d + 4 * d * f) + 4 * s * s * d)
+    decoder = n * (t * (12 * d * d + 4 * d * f) + 4 * s * d * d + 4 * t * t * d + 4 * t * s * d)
+    logits = t * 2 * d * v
+    return 3 * batch * (encoder + decoder + logits)
+
+
+def synthetic_batches(args):
+    """`--batches` batches `((source_ids, target_in_ids), target_out_ids)`, int32 `[B, L]` each,
+    the same for every worker (seeded). Each sentence has `L // 2 .. L` real tokens; the target
+    input starts with `<s>` and the output ends with `</s>`, as the pipeline makes them."""
+    rng = np.random.default_rng(args.seed)
+    batch, length = args.batch_size, args.length
+    positions = np.arange(length)[None, :]
+    batches = []
+    for _ in range(args.batches):
+        source = rng.integers(FIRST_REGULAR_ID, args.vocab, size=(batch, length), dtype="int32")
+        source *= positions < rng.integers(length // 2, length + 1, size=(batch, 1))
+        words = rng.integers(FIRST_REGULAR_ID, args.vocab, size=(batch, length), dtype="int32")
+        target_length = rng.integers(length // 2, length + 1, size=(batch, 1))  # </s> included
+        target_out = np.where(positions < target_length - 1, words, 0)
+        target_out = np.where(positions == target_length - 1, END_ID, target_out).astype("int32")
+        target_in = np.where(positions < target_length, np.roll(words, 1, axis=1), 0)
+        target_in[:, 0] = START_ID
+        batches.append(((source, target_in.astype("int32")), target_out))
+    return batches
+
+
+def training_data(batches):
+    """A function giving each round's data: an endless stream of `batches` from the first, in
+    order. Under TensorFlow one cached, prefetching `tf.data` pipeline (each `fit` starts a new
+    iterator over it); under other backends a new generator."""
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        stacked = (
+            (np.stack([b[0][0] for b in batches]), np.stack([b[0][1] for b in batches])),
+            np.stack([b[1] for b in batches]),
+        )
+        dataset = tf.data.Dataset.from_tensor_slices(stacked).cache().repeat().prefetch(tf.data.AUTOTUNE)
+        return lambda: dataset
+    return lambda: itertools.cycle(batches)
+
+
+def peak_rss_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def build_model(name, config):
+    if name == "ours":
+        from keras_transformer.model import build_transformer
+
+        return build_transformer(config)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from peers import KerasHubTransformer
+
+    return KerasHubTransformer(config).model
+
+
+class _RoundClock(keras.callbacks.Callback):
+    """Wall-clock seconds of the training steps of one `fit` call (from its first batch's start
+    to its last batch's end)."""
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if batch == 0:
+            self.started = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.ended = time.perf_counter()
+
+
+def run_worker(args):
+    """Build, compile, then train one round per `round` line on stdin, answering with a JSON line."""
+    name, precision = args.worker, args.worker_precision
+    keras.utils.set_random_seed(args.seed)
+    config = model_config(args)
+    train_config = TrainConfig(warmup_steps=400, jit_compile=args.jit)
+    with dtype_policy(precision):
+        model = compile_transformer(build_model(name, config), config, train_config)
+    batches = synthetic_batches(args)
+    round_data = training_data(batches)
+    tokens = sum(int(np.count_nonzero(batches[i % len(batches)][1])) for i in range(args.steps))
+    clock = _RoundClock()
+    print(json.dumps({"ready": True, "parameters": int(model.count_params())}), flush=True)
+    for line in sys.stdin:
+        if line.strip() != "round":
+            break
+        history = model.fit(round_data(), epochs=1, steps_per_epoch=args.steps, callbacks=[clock], shuffle=False, verbose=0)
+        assert int(history.history["target_tokens"][-1]) == tokens, "the round did not train on its batches"
+        report = {
+            "seconds": clock.ended - clock.started,
+            "target_tokens": tokens,
+            "loss": float(history.history["loss"][-1]),
+            "peak_rss_mib": peak_rss_mib(),
+        }
+        print(json.dumps(report), flush=True)
+    return 0
+
+
+def matmul_peak(size, dtype, repeats=5, chain=4):
+    """Median FLOP/s of `size`^3 matmuls in `dtype` (after one warm-up), through `keras.ops`."""
+    rng = np.random.default_rng(0)
+    a = ops.cast(ops.convert_to_tensor(rng.standard_normal((size, size), dtype="float32")), dtype)
+    b = ops.cast(ops.convert_to_tensor(rng.standard_normal((size, size), dtype="float32") / size**0.5), dtype)
+
+    def run():
+        c = a
+        for _ in range(chain):
+            c = ops.matmul(c, b)
+        return float(ops.convert_to_numpy(ops.cast(c[0, 0], "float32")))  # waits for the result
+
+    run()
+    rates = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        rates.append(chain * 2 * size**3 / (time.perf_counter() - start))
+    return float(np.median(rates))
+
+
+class Worker:
+    """A `--worker` subprocess: one model, trained a round at a time on request."""
+
+    def __init__(self, args, name, precision):
+        command = [sys.executable, __file__, *sys.argv[1:], "--worker", name, "--worker-precision", precision]
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+        self.name = name
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        self.parameters = self._answer()["parameters"]
+
+    def _answer(self):
+        for line in self.process.stdout:
+            if line.startswith("{"):
+                return json.loads(line)
+        raise RuntimeError(f"worker {self.name} exited with status {self.process.wait()} before answering")
+
+    def round(self):
+        self.process.stdin.write("round\n")
+        self.process.stdin.flush()
+        return self._answer()
+
+    def close(self):
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            self.process.wait(timeout=60)
+
+
+def compare(args, precision, flops_per_step, peak):
+    """Alternate the workers of one precision; return their results."""
+    workers = [Worker(args, name, precision) for name in args.models]
+    rounds = {worker.name: [] for worker in workers}
+    try:
+        for index in range(args.warmup_rounds + args.rounds):
+            order = workers if index % 2 == 0 else workers[::-1]
+            for worker in order:
+                report = worker.round()
+                if index >= args.warmup_rounds:
+                    rounds[worker.name].append(report)
+                print(
+                    f"  {precision} round {index + 1}{' (warm-up)' if index < args.warmup_rounds else ''} "
+                    f"{worker.name:<9} {report['target_tokens'] / report['seconds']:>8,.0f} target tokens/s, "
+                    f"loss {report['loss']:.3f}",
+                    flush=True,
+                )
+    finally:
+        for worker in workers:
+            worker.close()
+    results = {}
+    for worker in workers:
+        reports = rounds[worker.name]
+        per_second = np.array([r["target_tokens"] / r["seconds"] for r in reports])
+        step_seconds = np.median([r["seconds"] / args.steps for r in reports])
+        results[worker.name] = {
+            "parameters": worker.parameters,
+            "target_tokens_per_second_median": float(np.median(per_second)),
+            "target_tokens_per_second_rounds": per_second.round(1).tolist(),
+            "step_ms_median": float(1000 * step_seconds),
+            "model_tflops_per_second": flops_per_step / step_seconds / 1e12,
+            "mfu_fp32_peak": flops_per_step / step_seconds / peak["float32"],
+            "peak_rss_mib": max(r["peak_rss_mib"] for r in reports),
+            "final_loss": reports[-1]["loss"],
+        }
+    if len(workers) == 2:
+        ours, hub = (results[name]["target_tokens_per_second_median"] for name in MODELS)
+        results["ours_over_keras_hub"] = ours / hub
+    return results
+
+
+def bleu_by_precision(args):
+    """Our model on the built-in corpus, `--bleu-epochs` epochs, once per precision: test BLEU."""
+    from keras_transformer import runs
+
+    scores = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for precision in args.precision:
+            config = TrainConfig(
+                epochs=args.bleu_epochs,
+                precision=precision,
+                jit_compile=args.jit,
+                run_dir=f"{folder}/{precision}",
+                export_dir=f"{folder}/exports",
+                seed=args.seed,
+            )
+            summary = runs.train(config, log=lambda message: None, verbose=0)
+            scores[precision] = {
+                "bleu": summary["test"]["bleu"],
+                "exact_match": summary["test"]["exact_match"],
+                "target_tokens_per_second": summary.get("target_tokens_per_second"),
+                "train_seconds": summary["train_seconds_this_session"],
+            }
+            score = scores[precision]
+            print(
+                f"  built-in corpus, {args.bleu_epochs} epochs, {precision}: test BLEU {score['bleu']:.2f}, "
+                f"exact match {score['exact_match']:.1%}, {score['train_seconds']:.0f} s",
+                flush=True,
+            )
+    return scores
+
+
+def print_report(args, peak, flops_per_step, comparisons):
+    config = model_config(args)
+    print()
+    print(
+        f"preset {args.preset} (D {config.d_model}, H {config.num_heads}, F {config.d_ff}, {config.num_blocks}+"
+        f"{config.num_blocks} blocks), V {args.vocab}, batch {args.batch_size} x {args.length}, "
+        f"jit {'on' if args.jit else 'off'}, {args.rounds} rounds of {args.steps} steps, backend "
+        f"{keras.backend.backend()}, {os.cpu_count()} CPUs"
+    )
+    print(
+        f"matmul peak ({args.peak_size}^3): float32 {peak['float32'] / 1e9:,.0f} GFLOP/s, bfloat16 "
+        f"{peak['bfloat16'] / 1e9:,.0f} GFLOP/s; model FLOPs per step {flops_per_step / 1e9:.2f} GFLOP"
+    )
+    header = f"{'precision':<16}{'model':<11}{'tokens/s':>10}{'step ms':>9}{'MFU':>7}{'peak MiB':>10}"
+    print(header)
+    print("-" * len(header))
+    for precision, results in comparisons.items():
+        for name in args.models:
+            r = results[name]
+            print(
+                f"{precision:<16}{name:<11}{r['target_tokens_per_second_median']:>10,.0f}{r['step_ms_median']:>9.1f}"
+                f"{r['mfu_fp32_peak']:>7.1%}{r['peak_rss_mib']:>10,.0f}"
+            )
+        if "ours_over_keras_hub" in results:
+            print(f"{precision:<16}ours / keras-hub: {results['ours_over_keras_hub']:.2f}x")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.worker:
+        return run_worker(args)
+    config = model_config(args)
+    flops_per_step = train_step_flops(config, args.batch_size, args.length, args.length)
+    peak = {dtype: matmul_peak(args.peak_size, dtype) for dtype in ("float32", "bfloat16")}
+    print(
+        f"matmul peak: float32 {peak['float32'] / 1e9:,.0f} GFLOP/s, bfloat16 {peak['bfloat16'] / 1e9:,.0f} GFLOP/s",
+        flush=True,
+    )
+    comparisons = {precision: compare(args, precision, flops_per_step, peak) for precision in args.precision}
+    bleu = {}
+    if args.bleu_epochs and keras.backend.backend() == "tensorflow":
+        bleu = bleu_by_precision(args)
+    print_report(args, peak, flops_per_step, comparisons)
+
+    versions = {"python": platform.python_version(), "keras": keras.__version__, "numpy": np.__version__}
+    for module in ("tensorflow", "keras_hub", "jax"):
+        if module in sys.modules:
+            versions[module] = getattr(sys.modules[module], "__version__", "?")
+    results = {
+        "command": " ".join([Path(sys.argv[0]).as_posix(), *(sys.argv[1:] if argv is None else argv)]),
+        "config": {**{k: v for k, v in vars(args).items() if not k.startswith("worker")}, "model": config.to_dict()},
+        "backend": keras.backend.backend(),
+        "versions": versions,
+        "cpu_count": os.cpu_count(),
+        "matmul_peak_flops": peak,
+        "model_flops_per_step": flops_per_step,
+        "precisions": comparisons,
+        "bleu_by_precision": bleu,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
