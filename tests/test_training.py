@@ -14,7 +14,13 @@ from conftest import V_S, V_T, D, S, T, tiny_config
 
 from keras_transformer.config import TrainConfig
 from keras_transformer.model import build_transformer
-from keras_transformer.training import MaskedAccuracy, MaskedLabelSmoothedLoss, NoamSchedule, compile_transformer
+from keras_transformer.training import (
+    MaskedAccuracy,
+    MaskedLabelSmoothedLoss,
+    NoamSchedule,
+    compile_transformer,
+    dtype_policy,
+)
 
 ATOL = 1e-5
 
@@ -301,3 +307,41 @@ def test_target_tokens_counts_each_epochs_training_and_validation_tokens_apart()
     history = model.fit(*pairs(32), batch_size=8, validation_data=pairs(8), epochs=2, verbose=0)
     assert history.history["target_tokens"] == [128.0, 128.0]
     assert history.history["val_target_tokens"] == [32.0, 32.0]
+
+
+# ---------------------------------------------------------------------------
+# Precision and XLA
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
+def test_mixed_precision_fit_keeps_float32_weights_logits_and_loss(precision):
+    keras.utils.set_random_seed(0)
+    model_config = tiny_config()
+    train_config = TrainConfig(warmup_steps=30, precision=precision)
+    with dtype_policy(precision):
+        model = compile_transformer(build_transformer(model_config), model_config, train_config)
+    assert keras.mixed_precision.global_policy().name == "float32"  # restored on exit
+    x, y = toy_batch()
+    history = model.fit(x, y, batch_size=len(y), epochs=30, shuffle=False, verbose=0)
+
+    half = precision.removeprefix("mixed_")
+    assert model.get_layer("encoder_block_0").compute_dtype == half
+    assert all(w.dtype == "float32" for w in model.weights)
+    assert model(x).dtype == "float32"  # logits
+    if precision == "mixed_float16":  # Keras adds loss scaling for float16 (its range is small)
+        assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+    losses = history.history["loss"]
+    assert np.all(np.isfinite(losses)) and losses[-1] < 0.7 * losses[0]
+
+
+@pytest.mark.slow
+def test_xla_training_step_gives_the_same_loss_as_the_plain_one():
+    x, y = toy_batch()
+    losses = {}
+    for jit_compile in (False, True):
+        keras.utils.set_random_seed(0)
+        model_config = tiny_config()
+        train_config = TrainConfig(warmup_steps=30, jit_compile=jit_compile)
+        model = compile_transformer(build_transformer(model_config), model_config, train_config)
+        assert model.jit_compile is jit_compile
+        losses[jit_compile] = model.fit(x, y, batch_size=len(y), epochs=3, shuffle=False, verbose=0).history["loss"]
+    np.testing.assert_allclose(losses[True], losses[False], rtol=1e-4)
