@@ -44,6 +44,8 @@ Python generator. Results go to `--out` as JSON.
 """
 
 import argparse
+import contextlib
+import importlib.metadata
 import itertools
 import json
 import os
@@ -165,7 +167,7 @@ def training_data(batches):
         )
         dataset = tf.data.Dataset.from_tensor_slices(stacked).cache().repeat().prefetch(tf.data.AUTOTUNE)
         return lambda: dataset
-    return lambda: itertools.cycle(batches)
+    return lambda: (batch for batch in itertools.cycle(batches))  # Keras takes generators, not iterators
 
 
 def peak_rss_mib():
@@ -211,7 +213,9 @@ def run_worker(args):
     for line in sys.stdin:
         if line.strip() != "round":
             break
-        history = model.fit(round_data(), epochs=1, steps_per_epoch=args.steps, callbacks=[clock], shuffle=False, verbose=0)
+        history = model.fit(
+            round_data(), epochs=1, steps_per_epoch=args.steps, callbacks=[clock], shuffle=False, verbose=0
+        )
         assert int(history.history["target_tokens"][-1]) == tokens, "the round did not train on its batches"
         report = {
             "seconds": clock.ended - clock.started,
@@ -388,9 +392,9 @@ def main(argv=None):
     print_report(args, peak, flops_per_step, comparisons)
 
     versions = {"python": platform.python_version(), "keras": keras.__version__, "numpy": np.__version__}
-    for module in ("tensorflow", "keras_hub", "jax"):
-        if module in sys.modules:
-            versions[module] = getattr(sys.modules[module], "__version__", "?")
+    for package in ("tensorflow", "keras-hub", "jax"):
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            versions[package] = importlib.metadata.version(package)
     results = {
         "command": " ".join([Path(sys.argv[0]).as_posix(), *(sys.argv[1:] if argv is None else argv)]),
         "config": {**{k: v for k, v in vars(args).items() if not k.startswith("worker")}, "model": config.to_dict()},
