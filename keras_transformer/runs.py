@@ -7,8 +7,12 @@ export, with everything kept in one run directory so a run can be resumed or re-
     RUN_DIR/model.keras                            the trained model
     RUN_DIR/logs/                                  TensorBoard
     RUN_DIR/summary.json                           metrics, throughput, paths
+
+Under `--strategy multi_worker` every worker runs `train`; only the chief writes RUN_DIR and the
+export, the others write the same files into throwaway directories (see `distribute`).
 """
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -20,6 +24,14 @@ import tensorflow as tf
 
 from keras_transformer.config import ModelConfig, TrainConfig, preset
 from keras_transformer.corpora import load_corpus
+from keras_transformer.distribute import (
+    adapt_keras_fit,
+    describe,
+    is_chief,
+    make_strategy,
+    split_batches,
+    worker_directory,
+)
 from keras_transformer.export import IDS_SIGNATURE_KEY, SIGNATURE_KEY, Translator, export_translator
 from keras_transformer.model import build_transformer
 from keras_transformer.pipeline import encode_pairs, make_dataset
@@ -30,10 +42,17 @@ TRAIN_CONFIG_FILE = "train_config.json"
 MODEL_CONFIG_FILE = "model_config.json"
 MODEL_FILE = "model.keras"
 SUMMARY_FILE = "summary.json"
+BACKUP_DIR = "backup"
+# What a resumed run reads back from RUN_DIR: copied for workers other than the chief, so that
+# every worker restores the chief's state.
+RUN_STATE = (TRAIN_CONFIG_FILE, MODEL_CONFIG_FILE, "source_vocab.txt", "target_vocab.txt", BACKUP_DIR)
 WARMUP_SENTENCES = 3  # validation sentences replayed by TF Serving before it serves a version
 # Settings that may change when a run is resumed; any other change would make the resumed
 # run a different experiment.
-RESUMABLE_CHANGES = frozenset({"epochs", "run_dir", "export_dir", "model_name", "beam_size", "length_penalty"})
+# (The strategy may change: batches are global, so a run started on one machine can go on on several.)
+RESUMABLE_CHANGES = frozenset(
+    {"epochs", "run_dir", "export_dir", "model_name", "beam_size", "length_penalty", "strategy"}
+)
 
 
 class RunError(Exception):
@@ -140,6 +159,12 @@ def score_translations(hypotheses, references):
 def train(train_config, model_overrides=None, resume=False, log=print, extra_callbacks=(), verbose="auto"):
     """Train, evaluate on the test split, export, and write `summary.json`.
 
+    The model is built and trained under the `tf.distribute` strategy `train_config.strategy`.
+    `batch_size` (or `batch_tokens`) is the global batch of one step, split across all replicas.
+    Every worker of a multi-worker cluster calls `train` and does the same work; only the chief
+    (see `distribute.is_chief`) writes `RUN_DIR` and the export, the others write into throwaway
+    directories (holding a copy of the chief's saved state when resuming).
+
     Args:
         train_config: `TrainConfig`.
         model_overrides: dict of `ModelConfig` fields overriding the preset.
@@ -149,9 +174,32 @@ def train(train_config, model_overrides=None, resume=False, log=print, extra_cal
         verbose: `model.fit` verbosity ("auto": a progress bar).
 
     Returns:
-        The summary dict (also written to `RUN_DIR/summary.json`).
+        The summary dict (also written to `RUN_DIR/summary.json`; on a worker other than the
+        chief, its paths point into the removed throwaway directories).
     """
     started = time.perf_counter()
+    try:
+        # First: MultiWorkerMirroredStrategy must exist before any other TensorFlow work.
+        strategy = make_strategy(train_config.strategy)
+        chief = train_config.strategy != "multi_worker" or is_chief()
+    except ValueError as error:
+        raise RunError(str(error)) from None
+    if resume and not chief and not (Path(train_config.run_dir) / TRAIN_CONFIG_FILE).is_file():
+        raise RunError(
+            f"Nothing to resume: no {TRAIN_CONFIG_FILE} in {train_config.run_dir}. Every worker resumes from the "
+            "chief's run directory: put it on storage that every worker can read"
+        )
+    with (
+        worker_directory(train_config.run_dir, chief, copy=RUN_STATE if resume else ()) as run_dir,
+        worker_directory(train_config.export_dir, chief) as export_dir,
+    ):
+        train_config = dataclasses.replace(train_config, run_dir=str(run_dir), export_dir=str(export_dir))
+        return _train(train_config, strategy, model_overrides, resume, log, extra_callbacks, verbose, started)
+
+
+def _train(train_config, strategy, model_overrides, resume, log, extra_callbacks, verbose, started):
+    replicas = strategy.num_replicas_in_sync
+    _check_global_batch(train_config, model_overrides, resume, replicas)  # before the run directory is made
     train_config, model_config = prepare_run(train_config, model_overrides, resume, log)
     run_dir = Path(train_config.run_dir)
     keras.utils.set_random_seed(train_config.seed)
@@ -181,18 +229,26 @@ def train(train_config, model_overrides=None, resume=False, log=print, extra_cal
         f"{target_tokenizer.vocab_size} pieces"
     )
     batching = dict(batch_size=train_config.batch_size, batch_tokens=train_config.batch_tokens)
+    # Batches are global: under a strategy each replica takes its slice of every batch.
     train_data = make_dataset(train_pairs, shuffle=True, repeat=True, seed=train_config.seed, **batching)
-    validation_data = make_dataset(validation_pairs, **batching)
+    train_data = split_batches(train_data, replicas)
+    validation_data = split_batches(make_dataset(validation_pairs, **batching), replicas)
+    validation_steps = sum(1 for _ in validation_data)  # a finite pass, counted once
+    # A known cardinality makes Keras start every validation pass from a fresh iterator (under a
+    # strategy, Keras 3.15 otherwise reads the exhausted one of the last pass and stops).
+    validation_data = validation_data.apply(tf.data.experimental.assert_cardinality(validation_steps))
 
-    with dtype_policy(train_config.precision):
+    with strategy.scope(), dtype_policy(train_config.precision):
         model = compile_transformer(build_transformer(model_config), model_config, train_config)
+        adapt_keras_fit(model)
+    log(f"Strategy: {describe(strategy)}")
     log(
         f"Model: {model.count_params():,} parameters ({train_config.preset} preset, {train_config.precision}"
         f"{', XLA' if train_config.jit_compile else ''})"
     )
     timer = _EpochTimer()
     callbacks = [
-        keras.callbacks.BackupAndRestore(str(run_dir / "backup"), double_checkpoint=True),
+        keras.callbacks.BackupAndRestore(str(run_dir / BACKUP_DIR), double_checkpoint=True),
         keras.callbacks.TensorBoard(str(run_dir / "logs")),
         timer,
         *extra_callbacks,
@@ -213,7 +269,7 @@ def train(train_config, model_overrides=None, resume=False, log=print, extra_cal
         epochs=train_config.epochs,
         steps_per_epoch=train_config.steps_per_epoch,
         validation_data=validation_data,
-        validation_steps=sum(1 for _ in validation_data),  # a finite pass, counted once
+        validation_steps=validation_steps,
         shuffle=False,  # the dataset shuffles itself
         callbacks=callbacks,
         verbose=verbose,
@@ -225,6 +281,7 @@ def train(train_config, model_overrides=None, resume=False, log=print, extra_cal
         "model_config": model_config.to_dict(),
         "train_config": train_config.to_dict(),
         "parameters": int(model.count_params()),
+        "replicas": replicas,
         "train_pairs": len(train_pairs),
         "dropped_pairs": train_pairs.num_dropped,
         "skipped_while_reading": skipped,
@@ -233,7 +290,7 @@ def train(train_config, model_overrides=None, resume=False, log=print, extra_cal
         "final_metrics": {k: round(float(v[-1]), 4) for k, v in history.history.items()} if history.history else {},
     }
     if timer.seconds:
-        # Real target tokens per epoch, counted by the `target_tokens` metric.
+        # Real target tokens per epoch, counted by the `target_tokens` metric (over all replicas).
         tokens = np.array(history.history["target_tokens"][-len(timer.seconds) :])
         summary["target_tokens_per_second"] = round(float(tokens.sum()) / train_seconds)
         summary["target_tokens_per_second_median_epoch"] = round(float(np.median(tokens / np.array(timer.seconds))))
@@ -251,6 +308,27 @@ def train(train_config, model_overrides=None, resume=False, log=print, extra_cal
     (run_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
     log(f"Summary written to {run_dir / SUMMARY_FILE}")
     return summary
+
+
+def _check_global_batch(train_config, model_overrides, resume, replicas):
+    """A global batch must give every replica at least one pair (see `distribute.split_batches`)."""
+    if train_config.batch_tokens:
+        saved = Path(train_config.run_dir) / MODEL_CONFIG_FILE
+        if resume and saved.is_file():
+            model_config = ModelConfig.load(saved)
+        else:
+            model_config = preset(train_config.preset, **(model_overrides or {}))
+        longest = max(model_config.max_source_len, model_config.max_target_len)
+        if train_config.batch_tokens // longest < replicas:
+            raise RunError(
+                f"--batch-tokens {train_config.batch_tokens} is too small for {replicas} replicas: batches of "
+                f"{longest}-token pairs must hold a pair per replica; use at least {longest * replicas}"
+            )
+    elif train_config.batch_size < replicas:
+        raise RunError(
+            f"--batch-size {train_config.batch_size} is too small for {replicas} replicas: it is the global "
+            "batch, split across the replicas; use at least one pair per replica"
+        )
 
 
 def evaluate_translator(translator, train_config, log=print, examples=5):
