@@ -165,9 +165,9 @@ class TrainConfig(_JsonConfig):
     )
     epochs: int = _field(12, "Training epochs.")
     steps_per_epoch: int = _field(200, "Optimizer steps per epoch (the training data repeats).")
-    batch_size: int = _field(64, "Sentence pairs per batch (when --batch-tokens is 0).")
+    batch_size: int = _field(64, "Sentence pairs per batch (when --batch-tokens is 0); global, split across replicas.")
     batch_tokens: int = _field(
-        0, "Batch by token budget instead: about this many tokens (padded, longer side) per batch; 0 = off."
+        0, "Batch by token budget instead: about this many tokens (padded, longer side) per global batch; 0 = off."
     )
     warmup_steps: int = _field(400, "Noam schedule warm-up steps: the learning rate peaks there.")
     learning_rate_scale: float = _field(1.0, "Multiplier of the Noam learning rate.")
