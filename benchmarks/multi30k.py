@@ -132,6 +132,12 @@ def parse_args(argv=None):
     )
     parser.add_argument("--jit", action="store_true", help="Train both models with XLA (model.jit_compile).")
     parser.add_argument(
+        "--attention-initialization",
+        default="glorot",
+        choices=("glorot", "per_head"),
+        help="Our model's attention projection initialization (ModelConfig.attention_initialization).",
+    )
+    parser.add_argument(
         "--beam-size", type=int, default=4, help="Beam size of our model's test translation (1: greedy)."
     )
     parser.add_argument(
@@ -601,6 +607,7 @@ def run_worker(args):
         target_vocab_size=target_tokenizer.vocab_size,
         max_source_len=args.max_len,
         max_target_len=args.max_len,
+        attention_initialization=args.attention_initialization,
     )
     model_config.save(run_dir / MODEL_CONFIG_FILE)
     train_config = worker_train_config(args, name)

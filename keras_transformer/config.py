@@ -91,6 +91,12 @@ class ModelConfig(_JsonConfig):
     projection_activation: str = _field(
         "linear", "Activation of the Q/K/V projections: linear (paper) or relu (tutorial).", choices=("linear", "relu")
     )
+    attention_initialization: str = _field(
+        "glorot",
+        "Initialization of the attention projections: glorot (tutorial) or per_head (Glorot with the fans of the "
+        "[D, H, K] per-head kernel views: smaller, a faster start).",
+        choices=("glorot", "per_head"),
+    )
 
     def validate(self):
         _check_positive(
@@ -109,6 +115,11 @@ class ModelConfig(_JsonConfig):
             raise ValueError(
                 f"`d_model` must be divisible by `num_heads`. Received: d_model={self.d_model}, "
                 f"num_heads={self.num_heads}"
+            )
+        if self.attention_initialization not in ("glorot", "per_head"):
+            raise ValueError(
+                "`attention_initialization` must be 'glorot' or 'per_head'. "
+                f"Received: {self.attention_initialization!r}"
             )
         if self.projection_activation not in ("linear", "relu"):
             raise ValueError(

@@ -49,6 +49,7 @@ class TransformerLayers:
             dropout_rate=config.dropout_rate,
             use_output_projection=config.use_output_projection,
             projection_activation=config.projection_activation,
+            attention_initialization=config.attention_initialization,
         )
         return cls(
             source_embedding=TokenEmbedding(config.source_vocab_size, config.d_model, name="source_embedding"),

@@ -14,6 +14,7 @@ import keras
 import numpy as np
 import pytest
 import reference
+from keras.src.initializers.random_initializers import compute_fans
 
 from keras_transformer.layers import (
     DecoderBlock,
@@ -146,6 +147,10 @@ def attention_inputs(rng, kind):
 LAYERS = {
     "layer_norm": (lambda: LayerNorm(), lambda rng: [padded(rng, [2, T], T)]),
     "attention": (lambda: MultiheadAttention(H), lambda rng: [padded(rng, [2, T], T)] * 2),
+    "attention_per_head": (
+        lambda: MultiheadAttention(H, initialization="per_head"),
+        lambda rng: [padded(rng, [2, T], T)] * 2,
+    ),
     "attention_tutorial": (
         lambda: MultiheadAttention(H, causality=True, use_output_projection=False, projection_activation="relu"),
         lambda rng: [padded(rng, [2, T], T)] * 2,
@@ -618,6 +623,44 @@ def test_learned_positional_encoding_has_max_length_by_d_weight_added_at_real_po
     real = real_positions(x)
     expected = x + table[None, :T] * real[:, :, None]
     np.testing.assert_allclose(to_numpy(layer(x)), expected, atol=ATOL)
+
+
+@pytest.mark.parametrize("num_heads", [2, 4])
+def test_per_head_initialization_uses_the_fans_of_the_per_head_kernel_views(num_heads):
+    """`initialization="per_head"` draws W^Q, W^K, W^V, W^O from Glorot uniform with the fans of
+    their per-head views [D, H, K] and [H, K, D]; "glorot" (the tutorial's) from Glorot uniform
+    on the [D, D] kernels."""
+    width, heads = 64, num_heads
+    head_width = width // heads
+    x = np.zeros((1, 3, width), "float32")
+    limits = {
+        "glorot": (math.sqrt(6 / (2 * width)),) * 2,
+        "per_head": (math.sqrt(6 / (width * heads + width * head_width)), math.sqrt(6 / (width + width * heads))),
+    }
+    for initialization, (projection_limit, output_limit) in limits.items():
+        keras.utils.set_random_seed(0)
+        layer = MultiheadAttention(num_heads=heads, initialization=initialization)
+        layer(x, x)
+        for dense, limit in [
+            (layer.query_dense, projection_limit),
+            (layer.key_dense, projection_limit),
+            (layer.value_dense, projection_limit),
+            (layer.output_dense, output_limit),
+        ]:
+            kernel = np.abs(to_numpy(dense.kernel))
+            assert 0.95 * limit < kernel.max() <= limit, (initialization, dense.name)
+    # The per-head fans are those of Glorot on the [D, H, K] and [H, K, D] views of the kernels.
+    for shape, limit in [
+        ((width, heads, head_width), limits["per_head"][0]),
+        ((heads, head_width, width), limits["per_head"][1]),
+    ]:
+        fan_in, fan_out = compute_fans(shape)
+        assert math.sqrt(6 / (fan_in + fan_out)) == pytest.approx(limit)
+
+
+def test_unknown_initialization_raises_value_error():
+    with pytest.raises(ValueError, match="initialization"):
+        MultiheadAttention(num_heads=2, initialization="orthogonal")
 
 
 # ---------------------------------------------------------------------------

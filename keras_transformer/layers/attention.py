@@ -8,6 +8,8 @@ from keras import ops
 from keras_transformer.layers.normalization import LayerNorm
 from keras_transformer.masks import MASKED_SCORE, causal_mask, sign_mask, zero_padding_rows
 
+INITIALIZATIONS = ("glorot", "per_head")
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class MultiheadAttention(keras.layers.Layer):
@@ -50,6 +52,12 @@ class MultiheadAttention(keras.layers.Layer):
         use_output_projection: bool, apply the output projection `W^O`.
         projection_activation: activation of the Q/K/V projections (None is linear).
         epsilon: LayerNorm epsilon.
+        initialization: `"glorot"` (the tutorial's `tf.layers.dense` default: Glorot uniform on
+            each `[D, H*K]` kernel) or `"per_head"`: Glorot uniform with the fans of the per-head
+            views `[D, H, K]` of W^Q, W^K, W^V (fans `D*H`, `D*K`) and `[H, K, D]` of W^O (as
+            Keras computes fans for such kernels, the first axis being the receptive field):
+            `(H + K) / 2` and `(1 + H) / 2` times less variance. Attention starts nearer uniform,
+            and the model learns faster early on (measured on Multi30k; see the README).
 
     Call arguments:
         queries: float tensor `[B, T_q, D]`.
@@ -81,9 +89,14 @@ class MultiheadAttention(keras.layers.Layer):
         use_output_projection=True,
         projection_activation=None,
         epsilon=1e-8,
+        initialization="glorot",
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if initialization not in INITIALIZATIONS:
+            raise ValueError(
+                f"`initialization` must be one of {INITIALIZATIONS}. Received: initialization={initialization!r}"
+            )
         if not isinstance(num_heads, int) or num_heads < 1:
             raise ValueError(f"`num_heads` must be a positive int. Received: num_heads={num_heads}")
         if num_units is not None and num_units % num_heads != 0:
@@ -99,7 +112,14 @@ class MultiheadAttention(keras.layers.Layer):
         self.use_output_projection = use_output_projection
         self.projection_activation = keras.activations.get(projection_activation)
         self.epsilon = epsilon
+        self.initialization = initialization
         self.supports_masking = True
+
+    def _initializer(self, per_head_scale):
+        if self.initialization == "glorot":
+            return "glorot_uniform"
+        # Glorot uniform is VarianceScaling(1, "fan_avg", "uniform") on the Dense kernel's fans.
+        return keras.initializers.VarianceScaling(per_head_scale, mode="fan_avg", distribution="uniform")
 
     def build(self, queries_shape, keys_shape, values_shape=None):
         model_width = queries_shape[-1]
@@ -117,9 +137,15 @@ class MultiheadAttention(keras.layers.Layer):
         self._head_width = num_units // self.num_heads
         values_shape = keys_shape if values_shape is None else values_shape
 
+        heads, width = self.num_heads, self._head_width
+
         def projection(name):
             return keras.layers.Dense(
-                num_units, activation=self.projection_activation, dtype=self.dtype_policy, name=name
+                num_units,
+                activation=self.projection_activation,
+                kernel_initializer=self._initializer(2.0 / (heads + width)),
+                dtype=self.dtype_policy,
+                name=name,
             )
 
         self.query_dense = projection("query_dense")
@@ -129,7 +155,12 @@ class MultiheadAttention(keras.layers.Layer):
         self.value_dense = projection("value_dense")
         self.value_dense.build(values_shape)
         if self.use_output_projection:
-            self.output_dense = keras.layers.Dense(model_width, dtype=self.dtype_policy, name="output_dense")
+            self.output_dense = keras.layers.Dense(
+                model_width,
+                kernel_initializer=self._initializer(2.0 / (1 + heads)),
+                dtype=self.dtype_policy,
+                name="output_dense",
+            )
             self.output_dense.build(tuple(queries_shape[:-1]) + (num_units,))
         self.attention_dropout = keras.layers.Dropout(
             self.dropout_rate, dtype=self.dtype_policy, name="attention_dropout"
@@ -227,6 +258,7 @@ class MultiheadAttention(keras.layers.Layer):
                 "use_output_projection": self.use_output_projection,
                 "projection_activation": keras.activations.serialize(self.projection_activation),
                 "epsilon": self.epsilon,
+                "initialization": self.initialization,
             }
         )
         return config

@@ -21,6 +21,7 @@ class _Block(keras.layers.Layer):
         use_output_projection=True,
         projection_activation=None,
         epsilon=1e-8,
+        attention_initialization="glorot",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -32,6 +33,7 @@ class _Block(keras.layers.Layer):
         self.use_output_projection = use_output_projection
         self.projection_activation = projection_activation
         self.epsilon = epsilon
+        self.attention_initialization = attention_initialization
         self.supports_masking = True
         # Attention sublayers are made here, so bad arguments fail at construction.
         self.self_attention = self._attention("self_attention", causality=self.causal_self_attention)
@@ -44,6 +46,7 @@ class _Block(keras.layers.Layer):
             use_output_projection=self.use_output_projection,
             projection_activation=self.projection_activation,
             epsilon=self.epsilon,
+            initialization=self.attention_initialization,
             dtype=self.dtype_policy,
             name=name,
         )
@@ -67,6 +70,7 @@ class _Block(keras.layers.Layer):
                 "use_output_projection": self.use_output_projection,
                 "projection_activation": self.projection_activation,
                 "epsilon": self.epsilon,
+                "attention_initialization": self.attention_initialization,
             }
         )
         return config
@@ -84,6 +88,7 @@ class EncoderBlock(_Block):
         d_ff: int F, inner width of the feed-forward sublayer.
         dropout_rate: float, attention-weight and residual dropout.
         use_output_projection, projection_activation, epsilon: see `MultiheadAttention`.
+        attention_initialization: `MultiheadAttention`'s `initialization`.
 
     Call arguments:
         inputs: float tensor `[B, S, D]`.
