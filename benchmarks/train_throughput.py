@@ -100,6 +100,7 @@ def parse_args(argv=None):
     parser.add_argument("--worker", choices=MODELS, help=argparse.SUPPRESS)
     parser.add_argument("--worker-precision", choices=PRECISIONS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # workers get the same flags
     args.models = [name.strip() for name in args.models.split(",") if name.strip()]
     unknown = sorted(set(args.models) - set(MODELS))
     if unknown or not args.models:
@@ -252,7 +253,7 @@ class Worker:
     """A `--worker` subprocess: one model, trained a round at a time on request."""
 
     def __init__(self, args, name, precision):
-        command = [sys.executable, __file__, *sys.argv[1:], "--worker", name, "--worker-precision", precision]
+        command = [sys.executable, __file__, *args.argv, "--worker", name, "--worker-precision", precision]
         env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
         self.name = name
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
@@ -277,9 +278,11 @@ class Worker:
 
 def compare(args, precision, flops_per_step, peak):
     """Alternate the workers of one precision; return their results."""
-    workers = [Worker(args, name, precision) for name in args.models]
-    rounds = {worker.name: [] for worker in workers}
+    workers = []
     try:
+        for name in args.models:
+            workers.append(Worker(args, name, precision))
+        rounds = {worker.name: [] for worker in workers}
         for index in range(args.warmup_rounds + args.rounds):
             order = workers if index % 2 == 0 else workers[::-1]
             for worker in order:
@@ -396,8 +399,11 @@ def main(argv=None):
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             versions[package] = importlib.metadata.version(package)
     results = {
-        "command": " ".join([Path(sys.argv[0]).as_posix(), *(sys.argv[1:] if argv is None else argv)]),
-        "config": {**{k: v for k, v in vars(args).items() if not k.startswith("worker")}, "model": config.to_dict()},
+        "command": " ".join([Path(sys.argv[0]).as_posix(), *args.argv]),
+        "config": {
+            **{k: v for k, v in vars(args).items() if not k.startswith("worker") and k != "argv"},
+            "model": config.to_dict(),
+        },
         "backend": keras.backend.backend(),
         "versions": versions,
         "cpu_count": os.cpu_count(),

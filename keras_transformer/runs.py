@@ -78,7 +78,7 @@ def _tokenizers(run_dir, train_config, train_text):
     return tuple(SubwordTokenizer(str(paths[side]), name=f"{side}_tokenizer") for side in ("source", "target"))
 
 
-def prepare_run(train_config, model_overrides=None, resume=False, log=print):
+def prepare_run(train_config, model_overrides=None, resume=False, log=print, replicas=1):
     """Create or reopen the run directory and settle the configs.
 
     Args:
@@ -86,6 +86,8 @@ def prepare_run(train_config, model_overrides=None, resume=False, log=print):
             saved one, and the saved one is used otherwise).
         model_overrides: dict of `ModelConfig` fields that override the preset (new runs only).
         resume: continue the run saved in `train_config.run_dir`.
+        replicas: replicas in sync; the global batch must give each at least one pair (checked
+            before a new run directory is made).
 
     Returns:
         `(train_config, model_config)`, the latter without vocabulary sizes until the
@@ -111,11 +113,13 @@ def prepare_run(train_config, model_overrides=None, resume=False, log=print):
             {**saved.to_dict(), **{name: getattr(train_config, name) for name in RESUMABLE_CHANGES}}
         )
         model_config = ModelConfig.load(run_dir / MODEL_CONFIG_FILE)
+        _check_global_batch(train_config, model_config, replicas)
         log(f"Resuming the run in {run_dir}")
         return train_config, model_config
     if saved_train.is_file():
         raise RunError(f"{run_dir} already holds a run; pass --resume to continue it, or choose another --run-dir")
     model_config = preset(train_config.preset, **(model_overrides or {}))
+    _check_global_batch(train_config, model_config, replicas)
     run_dir.mkdir(parents=True, exist_ok=True)
     train_config.save(saved_train)
     return train_config, model_config
@@ -199,8 +203,7 @@ def train(train_config, model_overrides=None, resume=False, log=print, extra_cal
 
 def _train(train_config, strategy, model_overrides, resume, log, extra_callbacks, verbose, started):
     replicas = strategy.num_replicas_in_sync
-    _check_global_batch(train_config, model_overrides, resume, replicas)  # before the run directory is made
-    train_config, model_config = prepare_run(train_config, model_overrides, resume, log)
+    train_config, model_config = prepare_run(train_config, model_overrides, resume, log, replicas)
     run_dir = Path(train_config.run_dir)
     keras.utils.set_random_seed(train_config.seed)
 
@@ -310,14 +313,9 @@ def _train(train_config, strategy, model_overrides, resume, log, extra_callbacks
     return summary
 
 
-def _check_global_batch(train_config, model_overrides, resume, replicas):
+def _check_global_batch(train_config, model_config, replicas):
     """A global batch must give every replica at least one pair (see `distribute.split_batches`)."""
     if train_config.batch_tokens:
-        saved = Path(train_config.run_dir) / MODEL_CONFIG_FILE
-        if resume and saved.is_file():
-            model_config = ModelConfig.load(saved)
-        else:
-            model_config = preset(train_config.preset, **(model_overrides or {}))
         longest = max(model_config.max_source_len, model_config.max_target_len)
         if train_config.batch_tokens // longest < replicas:
             raise RunError(

@@ -147,10 +147,12 @@ def test_split_batches_shards_by_data_and_drops_batches_too_small_to_split():
 )
 def test_a_global_batch_smaller_than_the_replicas_is_a_run_error(tmp_path, flags, message):
     model = dict(max_source_len=24, max_target_len=14)
-    runs._check_global_batch(tiny_train_config(tmp_path, batch_size=2), model, False, 2)
-    runs._check_global_batch(tiny_train_config(tmp_path, batch_tokens=48), model, False, 2)
+    for index, fits in enumerate([dict(batch_size=2), dict(batch_tokens=48)]):
+        runs.prepare_run(tiny_train_config(tmp_path / str(index), **fits), model, replicas=2, log=lambda line: None)
+    bad = tiny_train_config(tmp_path / "bad", **flags)
     with pytest.raises(runs.RunError, match=message):
-        runs._check_global_batch(tiny_train_config(tmp_path, **flags), model, False, 2)
+        runs.prepare_run(bad, model, replicas=2, log=lambda line: None)
+    assert not Path(bad.run_dir).exists()  # refused before the run directory is made
 
 
 def test_worker_directory_is_the_real_one_for_the_chief_and_a_removed_copy_for_the_others(tmp_path):
