@@ -79,7 +79,7 @@ from keras_transformer.model import build_transformer
 from keras_transformer.pipeline import encode_pairs, make_dataset
 from keras_transformer.runs import MODEL_CONFIG_FILE, export_run, make_translator, score_translations, translate_texts
 from keras_transformer.tokenizers import END_ID, PAD_ID, SubwordTokenizer, learn_vocabulary, write_vocabulary
-from keras_transformer.training import compile_transformer
+from keras_transformer.training import averaged_weights, compile_transformer
 
 MODELS = ("ours", "keras-hub")
 SOURCE_LANGUAGE, TARGET_LANGUAGE = "de", "en"
@@ -138,6 +138,13 @@ def parse_args(argv=None):
         help="Our model's attention projection initialization (ModelConfig.attention_initialization).",
     )
     parser.add_argument(
+        "--ema-momentum",
+        type=float,
+        default=0.0,
+        help="Our model's weight averaging (TrainConfig.ema_momentum): it ends training with, and is scored with, "
+        "the moving average of its weights; 0 = off.",
+    )
+    parser.add_argument(
         "--beam-size", type=int, default=4, help="Beam size of our model's test translation (1: greedy)."
     )
     parser.add_argument(
@@ -180,6 +187,8 @@ def parse_args(argv=None):
     for name in ("batch_tokens", "train_size", "test_size"):
         if getattr(args, name) < 0:
             parser.error(f"--{name.replace('_', '-')} must be >= 0. Received: {getattr(args, name)}")
+    if not 0 <= args.ema_momentum < 1:
+        parser.error(f"--ema-momentum must be in [0, 1). Received: {args.ema_momentum}")
     if args.warmup is None:
         args.warmup = max(1, round(WARMUP_STEPS_PER_MINUTE * args.minutes))
     elif args.warmup < 1:
@@ -308,7 +317,8 @@ def print_report(args, results):
         f"training pairs ({first['dropped_pairs']} dropped, > {args.max_len} tokens), batch "
         f"{f'{args.batch_tokens} tokens' if args.batch_tokens else f'{args.batch_size} sentences'}, warm-up "
         f"{args.warmup}, lr scale {args.lr_scale:g}, {args.precision}, jit {'on' if args.jit else 'off'}, "
-        f"{os.cpu_count()} CPUs"
+        f"{os.cpu_count()} CPUs; ours: {args.attention_initialization} attention initialization, "
+        f"{f'weight averaging {args.ema_momentum:g}' if args.ema_momentum else 'no weight averaging'}"
     )
     header = f"{'':<34}" + "".join(f"{name:>18}" for name in names) + (f"{'ours / keras-hub':>18}" if both else "")
     print(header)
@@ -489,8 +499,12 @@ class BleuCurve(keras.callbacks.Callback):
         clock: the run's `TrainingClock` (paused while scoring).
         translator: object with `translate(string[B]) -> {"translation": string[B]}`.
         text: `ParallelText` to translate and score.
-        moments: clock seconds at which to score during training; call `score()` for more points
-            (the run adds one at the end of the budget).
+        moments: clock seconds at which to score during training. One more point is scored at
+            the step that ends the budget (`clock` stops training there); call `score()` for
+            any other.
+
+    With weight averaging on (`--ema-momentum`), a point scores the averaged weights, those
+    training would end with there, and, as `bleu_trained_weights`, the weights training reached.
     """
 
     def __init__(self, clock, translator, text, moments):
@@ -499,23 +513,37 @@ class BleuCurve(keras.callbacks.Callback):
         self.moments = sorted(moments)
         self.points = []
         self.scoring_seconds = 0.0
+        self.scored_budget_end = False
 
     def on_train_batch_end(self, batch, logs=None):
-        if self.moments and self.clock.seconds() >= self.moments[0]:
+        if self.model.stop_training and not self.scored_budget_end:  # the clock ended training
+            self.scored_budget_end = True
+            self.score()
+        elif self.moments and self.clock.seconds() >= self.moments[0]:
             while self.moments and self.clock.seconds() >= self.moments[0]:
                 self.moments.pop(0)
             self.score()
 
+    def _bleu(self):
+        hypotheses = translate_texts(self.translator, self.text.sources)
+        return round(sacrebleu.metrics.BLEU().corpus_score(hypotheses, [self.text.targets]).score, 2)
+
     def score(self):
         with self.clock.paused():
             start = time.perf_counter()
-            hypotheses = translate_texts(self.translator, self.text.sources)
-            bleu = sacrebleu.metrics.BLEU().corpus_score(hypotheses, [self.text.targets]).score
+            with averaged_weights(self.model) as averaged:
+                point = {"minutes": round(self.clock.seconds() / 60, 3), "steps": self.clock.steps}
+                point["bleu"] = self._bleu()
+            if averaged:
+                point["bleu_trained_weights"] = self._bleu()
             seconds = time.perf_counter() - start
             self.scoring_seconds += seconds
-            point = {"minutes": round(self.clock.seconds() / 60, 3), "steps": self.clock.steps, "bleu": round(bleu, 2)}
             self.points.append({**point, "scoring_seconds": round(seconds, 1)})
-            print(f"  curve: {point['minutes']:.2f} min, step {point['steps']}, greedy BLEU {bleu:.2f}", flush=True)
+            print(
+                f"  curve: {point['minutes']:.2f} min, step {point['steps']}, greedy BLEU {point['bleu']:.2f}"
+                + (f" (averaged weights; trained weights {point['bleu_trained_weights']:.2f})" if averaged else ""),
+                flush=True,
+            )
 
 
 class KerasHubTranslator:
@@ -573,6 +601,7 @@ def worker_train_config(args, name):
         warmup_steps=args.warmup,
         learning_rate_scale=args.lr_scale,
         label_smoothing=args.label_smoothing,
+        ema_momentum=args.ema_momentum if name == "ours" else 0.0,
         seed=args.seed,
         run_dir=str(worker_dir(args, name)),
         export_dir=args.export_dir or "saved_models",
@@ -659,7 +688,8 @@ def run_worker(args):
         verbose=2,
     )
     fit_seconds = time.perf_counter() - fit_start  # training and the curve's scoring pauses
-    curve.score()  # the last point, at the end of the budget
+    if not curve.scored_budget_end:  # fit ran out of chunks before the budget
+        curve.score()
     peak_after_training = peak_rss_mib()
 
     tokens = np.array(history.history["target_tokens"])  # per chunk

@@ -183,6 +183,11 @@ class TrainConfig(_JsonConfig):
     warmup_steps: int = _field(400, "Noam schedule warm-up steps: the learning rate peaks there.")
     learning_rate_scale: float = _field(1.0, "Multiplier of the Noam learning rate.")
     label_smoothing: float = _field(0.1, "Label smoothing epsilon of the loss.")
+    ema_momentum: float = _field(
+        0.0,
+        "Keep an exponential moving average of the weights with this momentum (e.g. 0.998) and end training "
+        "with the averaged weights, which are then evaluated and exported; 0 = off.",
+    )
     seed: int = _field(0, "Random seed for data generation, shuffling and initialization.")
     run_dir: str = _field("runs/builtin", "Where checkpoints, vocabularies, logs and the summary go.")
     export_dir: str = _field("saved_models", "Export root: the model goes to EXPORT_DIR/MODEL_NAME/VERSION.")
@@ -218,6 +223,7 @@ class TrainConfig(_JsonConfig):
             "beam_size",
         )
         _check_rate(self, "label_smoothing")
+        _check_rate(self, "ema_momentum")
         if not self.length_penalty >= 0:
             raise ValueError(f"`length_penalty` must be >= 0. Received: {self.length_penalty}")
         for name in ("train_size", "batch_tokens", "validation_bleu_sentences"):

@@ -36,7 +36,7 @@ from keras_transformer.export import IDS_SIGNATURE_KEY, SIGNATURE_KEY, Translato
 from keras_transformer.model import build_transformer
 from keras_transformer.pipeline import encode_pairs, make_dataset
 from keras_transformer.tokenizers import SubwordTokenizer, learn_vocabulary, write_vocabulary
-from keras_transformer.training import compile_transformer, dtype_policy
+from keras_transformer.training import averaged_weights, compile_transformer, dtype_policy
 
 TRAIN_CONFIG_FILE = "train_config.json"
 MODEL_CONFIG_FILE = "model_config.json"
@@ -377,7 +377,7 @@ def make_translator(model, model_config, source_tokenizer, target_tokenizer, run
 class ValidationBleu(keras.callbacks.Callback):
     """After every epoch, translate some validation sentences and put their BLEU in the epoch's
     logs as `val_bleu` (so `History` and TensorBoard record it), as the tutorial reported BLEU
-    per epoch.
+    per epoch. With weight averaging on, the averaged weights are scored: those training ends with.
 
     Args:
         make_translator: function returning a `Translator` of the model being trained (called
@@ -393,7 +393,8 @@ class ValidationBleu(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self._translator = self._translator or self._make_translator()
-        hypotheses = translate_texts(self._translator, self.text.sources)
+        with averaged_weights(self.model):
+            hypotheses = translate_texts(self._translator, self.text.sources)
         if logs is not None:
             logs["val_bleu"] = score_translations(hypotheses, self.text.targets)["bleu"]
 

@@ -148,13 +148,46 @@ def dtype_policy(name):
         keras.mixed_precision.set_global_policy(previous)
 
 
+def _base_optimizer(optimizer):
+    return getattr(optimizer, "inner_optimizer", optimizer)  # through a LossScaleOptimizer
+
+
+@contextlib.contextmanager
+def averaged_weights(model):
+    """Inside, the model's trainable weights are the optimizer's moving averages of them (when it
+    keeps them: `TrainConfig.ema_momentum > 0`); on exit the trained weights are put back. For
+    scoring during training the weights that training will end with: `model.fit` replaces the
+    weights with their averages when it returns (Keras's `finalize_variable_values`).
+
+    Yields True when averages were swapped in, False when the model has none (yet)."""
+    optimizer = _base_optimizer(model.optimizer)
+    if optimizer is None or not optimizer.use_ema or not optimizer.built:
+        yield False
+        return
+    trained = [ops.convert_to_numpy(variable) for variable in model.trainable_weights]
+    optimizer.finalize_variable_values(model.trainable_weights)
+    try:
+        yield True
+    finally:
+        for variable, value in zip(model.trainable_weights, trained):
+            variable.assign(value)
+
+
 def compile_transformer(model, model_config, train_config):
     """`model.compile` with the paper's optimizer: Adam(0.9, 0.98, 1e-9) on the Noam schedule,
     the masked label-smoothed loss, masked token accuracy and the target token count; XLA when
     `train_config.jit_compile`. Under `mixed_float16` Keras wraps the optimizer in a
-    `LossScaleOptimizer` (the model's policy decides)."""
+    `LossScaleOptimizer` (the model's policy decides).
+
+    With `train_config.ema_momentum > 0` the optimizer also keeps an exponential moving average
+    of every trainable weight, `average = momentum * average + (1 - momentum) * weight` after each
+    step, and `model.fit` ends by replacing the weights with their averages (Polyak averaging; the
+    paper averages its last checkpoints to the same end)."""
     schedule = NoamSchedule(model_config.d_model, train_config.warmup_steps, train_config.learning_rate_scale)
-    optimizer = keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+    ema = train_config.ema_momentum
+    optimizer = keras.optimizers.Adam(
+        schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9, use_ema=ema > 0, ema_momentum=ema or 0.99
+    )
     model.compile(
         optimizer=optimizer,
         loss=MaskedLabelSmoothedLoss(train_config.label_smoothing),

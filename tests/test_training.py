@@ -18,6 +18,7 @@ from keras_transformer.training import (
     MaskedAccuracy,
     MaskedLabelSmoothedLoss,
     NoamSchedule,
+    averaged_weights,
     compile_transformer,
     dtype_policy,
 )
@@ -307,6 +308,82 @@ def test_target_tokens_counts_each_epochs_training_and_validation_tokens_apart()
     history = model.fit(*pairs(32), batch_size=8, validation_data=pairs(8), epochs=2, verbose=0)
     assert history.history["target_tokens"] == [128.0, 128.0]
     assert history.history["val_target_tokens"] == [32.0, 32.0]
+
+
+# ---------------------------------------------------------------------------
+# Weight averaging (TrainConfig.ema_momentum)
+# ---------------------------------------------------------------------------
+class _RecordAverages(keras.callbacks.Callback):
+    """NumPy reference of the moving average of the trained weights, step by step; after step
+    `check_step` (counted from 1) it also reads the weights inside `averaged_weights` and after it."""
+
+    def __init__(self, momentum, check_step):
+        super().__init__()
+        self.momentum, self.check_step = momentum, check_step
+        self.average, self.inside, self.after, self.trained = None, None, None, None
+        self.steps = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.steps += 1
+        weights = [to_numpy(w) for w in self.model.trainable_weights]
+        if self.average is None:  # the first step's average is the weights themselves
+            self.average = weights
+        else:
+            self.average = [self.momentum * a + (1 - self.momentum) * w for a, w in zip(self.average, weights)]
+        if self.steps == self.check_step:
+            self.trained = weights
+            with averaged_weights(self.model) as swapped:
+                assert swapped
+                self.inside = [to_numpy(w) for w in self.model.trainable_weights]
+                self.inside_reference = [a.copy() for a in self.average]
+            self.after = [to_numpy(w) for w in self.model.trainable_weights]
+
+
+def test_weight_averaging_ends_training_with_the_moving_average_of_the_weights():
+    keras.utils.set_random_seed(0)
+    model_config = tiny_config()
+    train_config = TrainConfig(warmup_steps=5, ema_momentum=0.9)
+    model = compile_transformer(build_transformer(model_config), model_config, train_config)
+    x, y = toy_batch()
+    record = _RecordAverages(0.9, check_step=6)
+    model.fit(x, y, batch_size=4, epochs=12, steps_per_epoch=1, shuffle=False, verbose=0, callbacks=[record])
+
+    final = [to_numpy(w) for w in model.trainable_weights]
+    for got, want in zip(final, record.average):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+    # Mid-training, averaged_weights shows the averages so far and then puts the trained weights back.
+    for inside, reference, after, trained in zip(record.inside, record.inside_reference, record.after, record.trained):
+        np.testing.assert_allclose(inside, reference, rtol=1e-4, atol=1e-6)
+        np.testing.assert_array_equal(after, trained)
+    # The averages differ from the weights training reached (the test would not see a no-op).
+    assert max(np.abs(a - w).max() for a, w in zip(record.average, record.trained)) > 1e-3
+
+
+def test_without_weight_averaging_fit_ends_with_the_last_trained_weights():
+    keras.utils.set_random_seed(0)
+    model_config = tiny_config()
+    model = compile_transformer(build_transformer(model_config), model_config, TrainConfig(warmup_steps=5))
+    x, y = toy_batch()
+    last_step = _RecordAverages(0.9, check_step=2)
+    with pytest.raises(AssertionError):  # averaged_weights has nothing to swap in
+        model.fit(x, y, batch_size=4, epochs=3, steps_per_epoch=1, shuffle=False, verbose=0, callbacks=[last_step])
+    keras.utils.set_random_seed(0)
+    model = compile_transformer(build_transformer(model_config), model_config, TrainConfig(warmup_steps=5))
+    weights = []
+    record = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: weights.append([to_numpy(w) for w in model.trainable_weights])
+    )
+    model.fit(x, y, batch_size=4, epochs=3, steps_per_epoch=1, shuffle=False, verbose=0, callbacks=[record])
+    with averaged_weights(model) as swapped:
+        assert not swapped
+    for got, want in zip([to_numpy(w) for w in model.trainable_weights], weights[-1]):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("momentum", [-0.1, 1.0, 1.5])
+def test_ema_momentum_out_of_range_raises_value_error(momentum):
+    with pytest.raises(ValueError, match=r"`ema_momentum` must be in \[0, 1\)"):
+        TrainConfig(ema_momentum=momentum).validate()
 
 
 # ---------------------------------------------------------------------------
