@@ -20,6 +20,9 @@ One run, three steps:
    batches, in the same order: `pipeline.make_dataset` of the pairs that fit in `--max-len`
    tokens per side, shuffled with `--seed`, bucketed by length. The first batches are
    fingerprinted in each worker and the parent checks that the fingerprints agree.
+   `--ema-momentum M` gives our model weight averaging (`TrainConfig.ema_momentum`): it is
+   scored, along the curve and at the end, with the moving average of its weights, and the curve
+   also records the weights as trained (`bleu_trained_weights`, a dashed line in the PNG).
    The budget is `--minutes` of training wall clock: the clock starts when `fit` starts (graph
    tracing is training time), pauses while the model is scored for the curve, and `fit` stops
    after the step that reaches the budget. The curve: greedy sacreBLEU of the first
@@ -362,12 +365,23 @@ def plot_curves(args, results, path):
     figure, axes = plt.subplots(figsize=(7, 4.5))
     for name, result in results.items():
         points = result["curve"]
+        averaged = "bleu_trained_weights" in points[0]
         line = axes.plot(
             [p["minutes"] for p in points],
             [p["bleu"] for p in points],
             marker="o",
-            label=f"{name}: greedy, first {args.curve_sentences} test sentences",
+            label=f"{name}: greedy, first {args.curve_sentences} test sentences"
+            + (", averaged weights" if averaged else ""),
         )[0]
+        if averaged:
+            axes.plot(
+                [p["minutes"] for p in points],
+                [p["bleu_trained_weights"] for p in points],
+                marker=".",
+                linestyle="--",
+                color=line.get_color(),
+                label=f"{name}: the same, weights as trained (no averaging)",
+            )
         axes.plot(
             [points[-1]["minutes"]],
             [result["test"]["bleu"]],
