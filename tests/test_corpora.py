@@ -6,6 +6,7 @@ import gzip
 import json
 from pathlib import Path
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -18,6 +19,7 @@ from keras_transformer.config import TrainConfig
 from keras_transformer.corpora import MAX_LINE_BYTES, CorpusError, load_corpus, load_tfds, read_parallel_files
 from keras_transformer.datasets import builtin_corpus
 from keras_transformer.pipeline import EncodedPairs, make_dataset
+from keras_transformer.training import averaged_weights
 
 
 def write_lines(path, lines, compress=False, newline=b"\n"):
@@ -240,10 +242,17 @@ def test_scores_include_chrf_with_its_signature():
 
 
 @pytest.mark.slow
-def test_validation_bleu_is_logged_every_epoch(tmp_path):
-    config = tiny_train_config(tmp_path, validation_bleu_sentences=20, beam_size=1)
+def test_validation_bleu_is_logged_every_epoch_and_weight_averaging_ends_the_run(tmp_path):
+    config = tiny_train_config(tmp_path, validation_bleu_sentences=20, beam_size=1, ema_momentum=0.9)
     summary = runs.train(config, dict(TINY_MODEL), log=lambda line: None, verbose=0)
     assert "val_bleu" in summary["final_metrics"]
+    # The saved model holds the moving averages of the weights, not the last trained weights.
+    model = keras.saving.load_model(summary["model_path"])
+    saved = [keras.ops.convert_to_numpy(w) for w in model.trainable_weights]
+    with averaged_weights(model) as swapped:
+        assert swapped
+        for got, want in zip(model.trainable_weights, saved):
+            np.testing.assert_allclose(keras.ops.convert_to_numpy(got), want, rtol=1e-6)
     events = list((tmp_path / "run" / "logs" / "validation").glob("events.out.tfevents.*"))
     tags = {
         value.tag
