@@ -290,6 +290,8 @@ def test_fit_overfits_a_fixed_tiny_batch_without_nan():
     assert after["accuracy"] > before["accuracy"]
     # The first epoch's loss is the loss before any update.
     assert losses[0] == pytest.approx(before["loss"], rel=1e-5)
+    with averaged_weights(model) as swapped:  # no weight averaging by default: nothing to swap in
+        assert not swapped
 
 
 def test_target_tokens_counts_each_epochs_training_and_validation_tokens_apart():
@@ -357,27 +359,6 @@ def test_weight_averaging_ends_training_with_the_moving_average_of_the_weights()
         np.testing.assert_array_equal(after, trained)
     # The averages differ from the weights training reached (the test would not see a no-op).
     assert max(np.abs(a - w).max() for a, w in zip(record.average, record.trained)) > 1e-3
-
-
-def test_without_weight_averaging_fit_ends_with_the_last_trained_weights():
-    keras.utils.set_random_seed(0)
-    model_config = tiny_config()
-    model = compile_transformer(build_transformer(model_config), model_config, TrainConfig(warmup_steps=5))
-    x, y = toy_batch()
-    last_step = _RecordAverages(0.9, check_step=2)
-    with pytest.raises(AssertionError):  # averaged_weights has nothing to swap in
-        model.fit(x, y, batch_size=4, epochs=3, steps_per_epoch=1, shuffle=False, verbose=0, callbacks=[last_step])
-    keras.utils.set_random_seed(0)
-    model = compile_transformer(build_transformer(model_config), model_config, TrainConfig(warmup_steps=5))
-    weights = []
-    record = keras.callbacks.LambdaCallback(
-        on_train_batch_end=lambda batch, logs: weights.append([to_numpy(w) for w in model.trainable_weights])
-    )
-    model.fit(x, y, batch_size=4, epochs=3, steps_per_epoch=1, shuffle=False, verbose=0, callbacks=[record])
-    with averaged_weights(model) as swapped:
-        assert not swapped
-    for got, want in zip([to_numpy(w) for w in model.trainable_weights], weights[-1]):
-        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("momentum", [-0.1, 1.0, 1.5])
