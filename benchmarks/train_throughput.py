@@ -34,6 +34,10 @@ What runs:
   weighted sums, feed-forward, logits); embeddings, softmax, LayerNorm and the loss are not
   counted. Both models do the same model FLOPs, so their MFU ratio equals their speed ratio.
   The bf16 matmul peak is printed too, as the ceiling of a mixed_bfloat16 run.
+- `--models ours,keras-hub,shared` adds a third worker that trains only what both models' steps
+  share besides their blocks (both embedding tables, the logits projection, the loss and Adam
+  over those), and the report splits each step: the shared part's milliseconds, each model's
+  blocks (its step minus the shared part), and the block time ours would need for 1.2x.
 - `--bleu-epochs N` (TensorFlow backend only) then trains our model on the built-in corpus
   (`runs.train`, small preset, N epochs) once in each precision and prints the test BLEU of
   each, to show that the faster precision does not cost translation quality.
@@ -66,6 +70,7 @@ from keras_transformer.special_tokens import END_ID, START_ID
 from keras_transformer.training import compile_transformer, dtype_policy
 
 MODELS = ("ours", "keras-hub")
+SHARED = "shared"  # not a model: the part of a step that both models compute alike
 FIRST_REGULAR_ID = END_ID + 1
 
 
@@ -87,7 +92,12 @@ def parse_args(argv=None):
     parser.add_argument("--rounds", type=int, default=7, help="Counted rounds per model.")
     parser.add_argument("--warmup-rounds", type=int, default=1, help="Rounds run first and not counted.")
     parser.add_argument("--batches", type=int, default=16, help="Distinct synthetic batches, cycled.")
-    parser.add_argument("--models", default=",".join(MODELS), help="Comma-separated subset of: ours,keras-hub.")
+    parser.add_argument(
+        "--models",
+        default=",".join(MODELS),
+        help=f"Comma-separated subset of: ours,keras-hub,{SHARED}. '{SHARED}' times what both models' steps "
+        "share (embeddings, logits, loss, Adam; no blocks), which splits each step into blocks and the rest.",
+    )
     parser.add_argument("--peak-size", type=int, default=2048, help="Matrix size of the matmul peak measurement.")
     parser.add_argument(
         "--bleu-epochs",
@@ -97,14 +107,14 @@ def parse_args(argv=None):
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="benchmarks/results/train_throughput.json", help="JSON results file.")
-    parser.add_argument("--worker", choices=MODELS, help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=(*MODELS, SHARED), help=argparse.SUPPRESS)
     parser.add_argument("--worker-precision", choices=PRECISIONS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # workers get the same flags
     args.models = [name.strip() for name in args.models.split(",") if name.strip()]
-    unknown = sorted(set(args.models) - set(MODELS))
+    unknown = sorted(set(args.models) - {*MODELS, SHARED})
     if unknown or not args.models:
-        parser.error(f"--models takes names from {','.join(MODELS)}; received {unknown or 'nothing'}")
+        parser.error(f"--models takes names from {','.join(MODELS)},{SHARED}; received {unknown or 'nothing'}")
     for name in ("vocab", "batch_size", "length", "steps", "rounds", "batches", "peak_size"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
@@ -123,10 +133,10 @@ def model_config(args):
     )
 
 
-def train_step_flops(config, batch, source_length, target_length):
+def train_step_flops(config, batch, source_length, target_length, blocks=True):
     """Model FLOPs of one training step on a padded batch: 3x the forward matmul FLOPs (see the
-    module docstring for the formula)."""
-    d, f, n, v = config.d_model, config.d_ff, config.num_blocks, config.target_vocab_size
+    module docstring for the formula); with `blocks=False`, the logits' only (the shared part)."""
+    d, f, n, v = config.d_model, config.d_ff, config.num_blocks if blocks else 0, config.target_vocab_size
     s, t = source_length, target_length
     encoder = n * (s * (8 * d * d + 4 * d * f) + 4 * s * s * d)
     decoder = n * (t * (12 * d * d + 4 * d * f) + 4 * s * d * d + 4 * t * t * d + 4 * t * s * d)
@@ -175,7 +185,30 @@ def peak_rss_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
 
+def build_shared_part(config):
+    """What a step of either model computes besides its blocks: both embedding tables, the logits
+    projection, and (compiled) the loss and Adam over those weights. Our model's layers before
+    and after its blocks: source `[B, S]` ids -> `TokenEmbedding` -> `PositionalEncoding` ->
+    dropout, whose mean over time is added to every target position (so the table gets a
+    gradient); target `[B, T]` ids -> the same -> float32 `Dense(V)` logits `[B, T, V]`."""
+    from keras_transformer.layers import PositionalEncoding, TokenEmbedding
+
+    def embed(ids, vocab_size, side):
+        hidden = TokenEmbedding(vocab_size, config.d_model, name=f"{side}_embedding")(ids)  # (B, L, D)
+        hidden = PositionalEncoding(name=f"{side}_positions")(hidden)
+        return keras.layers.Dropout(config.dropout_rate, name=f"{side}_dropout")(hidden)
+
+    source_ids = keras.Input(shape=(None,), dtype="int32", name="source_ids")
+    target_in_ids = keras.Input(shape=(None,), dtype="int32", name="target_in_ids")
+    source = embed(source_ids, config.source_vocab_size, "source")
+    hidden = embed(target_in_ids, config.target_vocab_size, "target") + ops.mean(source, axis=1, keepdims=True)
+    logits = keras.layers.Dense(config.target_vocab_size, dtype="float32", name="logits")(hidden)  # (B, T, V)
+    return keras.Model([source_ids, target_in_ids], logits, name="shared_part")
+
+
 def build_model(name, config):
+    if name == SHARED:
+        return build_shared_part(config)
     if name == "ours":
         from keras_transformer.model import build_transformer
 
@@ -277,7 +310,8 @@ class Worker:
 
 
 def compare(args, precision, flops_per_step, peak):
-    """Alternate the workers of one precision; return their results."""
+    """Alternate the workers of one precision; return their results (and the step split, with
+    the shared part's worker)."""
     workers = []
     try:
         for name in args.models:
@@ -300,6 +334,8 @@ def compare(args, precision, flops_per_step, peak):
             worker.close()
     results = {}
     for worker in workers:
+        if worker.name == SHARED:
+            flops_per_step = train_step_flops(model_config(args), args.batch_size, args.length, args.length, False)
         reports = rounds[worker.name]
         per_second = np.array([r["target_tokens"] / r["seconds"] for r in reports])
         step_seconds = np.median([r["seconds"] / args.steps for r in reports])
@@ -313,10 +349,26 @@ def compare(args, precision, flops_per_step, peak):
             "peak_rss_mib": max(r["peak_rss_mib"] for r in reports),
             "final_loss": reports[-1]["loss"],
         }
-    if len(workers) == 2:
+    if all(name in results for name in MODELS):
         ours, hub = (results[name]["target_tokens_per_second_median"] for name in MODELS)
         results["ours_over_keras_hub"] = ours / hub
+        if SHARED in results:
+            results["split"] = step_split(results)
     return results
+
+
+def step_split(results, target=1.2):
+    """Milliseconds of a step in the shared part and in each model's blocks (its step minus the
+    shared part's), and the block time ours would need for `target` times keras-hub's speed."""
+    shared, ours, hub = (results[name]["step_ms_median"] for name in (SHARED, *MODELS))
+    return {
+        "shared_ms": shared,
+        "shared_fraction_of_keras_hub_step": shared / hub,
+        "ours_blocks_ms": ours - shared,
+        "keras_hub_blocks_ms": hub - shared,
+        "target_ratio": target,
+        "ours_blocks_ms_needed_for_target": hub / target - shared,
+    }
 
 
 def bleu_by_precision(args):
@@ -375,6 +427,14 @@ def print_report(args, peak, flops_per_step, comparisons):
             )
         if "ours_over_keras_hub" in results:
             print(f"{precision:<16}ours / keras-hub: {results['ours_over_keras_hub']:.2f}x")
+        if "split" in results:
+            split = results["split"]
+            print(
+                f"{precision:<16}step split: shared part {split['shared_ms']:.1f} ms "
+                f"({split['shared_fraction_of_keras_hub_step']:.0%} of keras-hub's step); blocks: ours "
+                f"{split['ours_blocks_ms']:.1f} ms, keras-hub {split['keras_hub_blocks_ms']:.1f} ms; "
+                f"{split['target_ratio']:g}x would need ours' blocks at {split['ours_blocks_ms_needed_for_target']:.1f} ms"
+            )
 
 
 def main(argv=None):

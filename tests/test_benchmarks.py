@@ -34,6 +34,27 @@ def test_flop_formula_counts_every_matmul_weight_of_the_model(name):
     assert train_throughput.train_step_flops(config, 3, 1, 1) == 3 * train_throughput.train_step_flops(config, 1, 1, 1)
 
 
+def test_shared_part_holds_every_weight_of_our_model_outside_its_blocks():
+    """The `shared` worker's step minus a model's step is that model's blocks only if the shared
+    part trains the same weights as the model outside its blocks: both embeddings and the logits."""
+    config = preset("tiny", source_vocab_size=50, target_vocab_size=40, max_source_len=8, max_target_len=8)
+    outside_blocks = {
+        (w.path, tuple(w.shape)) for w in build_transformer(config).weights if "_block_" not in w.path
+    }
+    shared = train_throughput.build_shared_part(config)
+    assert {(w.path, tuple(w.shape)) for w in shared.weights} == outside_blocks
+    logits_weights = config.d_model * config.target_vocab_size
+    assert train_throughput.train_step_flops(config, 1, 1, 1, blocks=False) == 6 * logits_weights
+
+
+def test_step_split_finds_the_block_time_a_target_ratio_needs():
+    results = {name: {"step_ms_median": ms} for name, ms in (("shared", 100.0), ("ours", 190.0), ("keras-hub", 200.0))}
+    split = train_throughput.step_split(results, target=1.25)
+    assert split["ours_blocks_ms"] == 90.0 and split["keras_hub_blocks_ms"] == 100.0
+    assert split["shared_fraction_of_keras_hub_step"] == 0.5
+    assert split["ours_blocks_ms_needed_for_target"] == 60.0  # 100 + 60 = 200 / 1.25
+
+
 def test_synthetic_batches_look_like_the_pipelines_and_are_the_same_for_every_worker():
     args = train_throughput.parse_args(["--batches", "3", "--batch-size", "5", "--length", "8", "--vocab", "30"])
     first, second = train_throughput.synthetic_batches(args), train_throughput.synthetic_batches(args)
