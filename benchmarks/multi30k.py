@@ -76,7 +76,7 @@ import tensorflow as tf
 import tensorflow_text
 from peers import KerasHubTransformer
 
-from keras_transformer.config import PRESETS, TrainConfig, preset
+from keras_transformer.config import ATTENTION_INITIALIZATIONS, PRESETS, TrainConfig, preset
 from keras_transformer.corpora import read_parallel_files
 from keras_transformer.model import build_transformer
 from keras_transformer.pipeline import encode_pairs, make_dataset
@@ -137,7 +137,7 @@ def parse_args(argv=None):
     parser.add_argument(
         "--attention-initialization",
         default="glorot",
-        choices=("glorot", "per_head"),
+        choices=ATTENTION_INITIALIZATIONS,
         help="Our model's attention projection initialization (ModelConfig.attention_initialization).",
     )
     parser.add_argument(

@@ -334,8 +334,9 @@ def compare(args, precision, flops_per_step, peak):
             worker.close()
     results = {}
     for worker in workers:
-        if worker.name == SHARED:
-            flops_per_step = train_step_flops(model_config(args), args.batch_size, args.length, args.length, False)
+        flops = flops_per_step
+        if worker.name == SHARED:  # the logits' FLOPs only
+            flops = train_step_flops(model_config(args), args.batch_size, args.length, args.length, blocks=False)
         reports = rounds[worker.name]
         per_second = np.array([r["target_tokens"] / r["seconds"] for r in reports])
         step_seconds = np.median([r["seconds"] / args.steps for r in reports])
@@ -344,8 +345,8 @@ def compare(args, precision, flops_per_step, peak):
             "target_tokens_per_second_median": float(np.median(per_second)),
             "target_tokens_per_second_rounds": per_second.round(1).tolist(),
             "step_ms_median": float(1000 * step_seconds),
-            "model_tflops_per_second": flops_per_step / step_seconds / 1e12,
-            "mfu_fp32_peak": flops_per_step / step_seconds / peak["float32"],
+            "model_tflops_per_second": flops / step_seconds / 1e12,
+            "mfu_fp32_peak": flops / step_seconds / peak["float32"],
             "peak_rss_mib": max(r["peak_rss_mib"] for r in reports),
             "final_loss": reports[-1]["loss"],
         }

@@ -71,6 +71,9 @@ def _check_rate(config, *names):
             raise ValueError(f"`{name}` must be in [0, 1). Received: {name}={value!r}")
 
 
+ATTENTION_INITIALIZATIONS = ("glorot", "per_head")  # MultiheadAttention's `initialization`
+
+
 @dataclasses.dataclass
 class ModelConfig(_JsonConfig):
     """Everything needed to rebuild the network. Defaults are the paper's base model."""
@@ -95,7 +98,7 @@ class ModelConfig(_JsonConfig):
         "glorot",
         "Initialization of the attention projections: glorot (tutorial) or per_head (Glorot with the fans of the "
         "[D, H, K] per-head kernel views: smaller, a faster start).",
-        choices=("glorot", "per_head"),
+        choices=ATTENTION_INITIALIZATIONS,
     )
 
     def validate(self):
@@ -116,9 +119,9 @@ class ModelConfig(_JsonConfig):
                 f"`d_model` must be divisible by `num_heads`. Received: d_model={self.d_model}, "
                 f"num_heads={self.num_heads}"
             )
-        if self.attention_initialization not in ("glorot", "per_head"):
+        if self.attention_initialization not in ATTENTION_INITIALIZATIONS:
             raise ValueError(
-                "`attention_initialization` must be 'glorot' or 'per_head'. "
+                f"`attention_initialization` must be one of {ATTENTION_INITIALIZATIONS}. "
                 f"Received: {self.attention_initialization!r}"
             )
         if self.projection_activation not in ("linear", "relu"):

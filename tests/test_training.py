@@ -53,6 +53,15 @@ def toy_batch(lengths=(2, 4, 3, 4), seed=0):
     return (source, target_in), target_out
 
 
+def compiled_tiny_model(**train_settings):
+    """A seeded tiny model built under the precision of `TrainConfig(**train_settings)` and
+    compiled by `compile_transformer` with it."""
+    keras.utils.set_random_seed(0)
+    model_config, train_config = tiny_config(), TrainConfig(**train_settings)
+    with dtype_policy(train_config.precision):
+        return compile_transformer(build_transformer(model_config), model_config, train_config)
+
+
 # ---------------------------------------------------------------------------
 # MaskedLabelSmoothedLoss
 # ---------------------------------------------------------------------------
@@ -228,9 +237,7 @@ def test_noam_schedule_rises_to_peak_at_warmup_then_decays(d_model, warmup_steps
 
 
 def test_compiled_optimizer_uses_noam_schedule_from_step_one():
-    keras.utils.set_random_seed(0)
-    model_config, train_config = tiny_config(), TrainConfig(warmup_steps=7, learning_rate_scale=2.0)
-    model = compile_transformer(build_transformer(model_config), model_config, train_config)
+    model = compiled_tiny_model(warmup_steps=7, learning_rate_scale=2.0)
     optimizer = model.optimizer
     assert isinstance(optimizer, keras.optimizers.Adam)
     assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)
@@ -271,10 +278,7 @@ def test_noam_schedule_bad_arguments_raise_value_error(kwargs):
 # compile_transformer + fit
 # ---------------------------------------------------------------------------
 def test_fit_overfits_a_fixed_tiny_batch_without_nan():
-    keras.utils.set_random_seed(0)
-    model_config = tiny_config()
-    train_config = TrainConfig(warmup_steps=30, label_smoothing=0.1)
-    model = compile_transformer(build_transformer(model_config), model_config, train_config)
+    model = compiled_tiny_model(warmup_steps=30, label_smoothing=0.1)
     x, y = toy_batch()
 
     before = model.evaluate(x, y, batch_size=len(y), verbose=0, return_dict=True)
@@ -297,9 +301,7 @@ def test_fit_overfits_a_fixed_tiny_batch_without_nan():
 def test_target_tokens_counts_each_epochs_training_and_validation_tokens_apart():
     """32 training pairs and 8 validation pairs of 4 real target tokens (then padding): an epoch
     reports 128 training and 32 validation tokens, each its own count."""
-    keras.utils.set_random_seed(0)
-    config = tiny_config()
-    model = compile_transformer(build_transformer(config), config, TrainConfig(warmup_steps=10))
+    model = compiled_tiny_model(warmup_steps=10)
 
     def pairs(n):
         source = np.full((n, S), 5, "int32")
@@ -322,12 +324,12 @@ class _RecordAverages(keras.callbacks.Callback):
     def __init__(self, momentum, check_step):
         super().__init__()
         self.momentum, self.check_step = momentum, check_step
-        self.average, self.inside, self.after, self.trained = None, None, None, None
-        self.steps = 0
+        self.steps, self.average, self.last_trained = 0, None, None
+        self.trained = self.inside = self.inside_reference = self.after = None  # at `check_step`
 
     def on_train_batch_end(self, batch, logs=None):
         self.steps += 1
-        weights = [to_numpy(w) for w in self.model.trainable_weights]
+        weights = self.last_trained = [to_numpy(w) for w in self.model.trainable_weights]
         if self.average is None:  # the first step's average is the weights themselves
             self.average = weights
         else:
@@ -342,10 +344,7 @@ class _RecordAverages(keras.callbacks.Callback):
 
 
 def test_weight_averaging_ends_training_with_the_moving_average_of_the_weights():
-    keras.utils.set_random_seed(0)
-    model_config = tiny_config()
-    train_config = TrainConfig(warmup_steps=5, ema_momentum=0.9)
-    model = compile_transformer(build_transformer(model_config), model_config, train_config)
+    model = compiled_tiny_model(warmup_steps=5, ema_momentum=0.9)
     x, y = toy_batch()
     record = _RecordAverages(0.9, check_step=6)
     model.fit(x, y, batch_size=4, epochs=12, steps_per_epoch=1, shuffle=False, verbose=0, callbacks=[record])
@@ -358,7 +357,8 @@ def test_weight_averaging_ends_training_with_the_moving_average_of_the_weights()
         np.testing.assert_allclose(inside, reference, rtol=1e-4, atol=1e-6)
         np.testing.assert_array_equal(after, trained)
     # The averages differ from the weights training reached (the test would not see a no-op).
-    assert max(np.abs(a - w).max() for a, w in zip(record.average, record.trained)) > 1e-3
+    assert max(np.abs(a - w).max() for a, w in zip(record.average, record.last_trained)) > 1e-3
+    assert max(np.abs(a - w).max() for a, w in zip(record.inside_reference, record.trained)) > 1e-3
 
 
 @pytest.mark.parametrize("momentum", [-0.1, 1.0, 1.5])
@@ -372,11 +372,7 @@ def test_ema_momentum_out_of_range_raises_value_error(momentum):
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
 def test_mixed_precision_fit_keeps_float32_weights_logits_and_loss(precision):
-    keras.utils.set_random_seed(0)
-    model_config = tiny_config()
-    train_config = TrainConfig(warmup_steps=30, precision=precision)
-    with dtype_policy(precision):
-        model = compile_transformer(build_transformer(model_config), model_config, train_config)
+    model = compiled_tiny_model(warmup_steps=30, precision=precision)
     assert keras.mixed_precision.global_policy().name == "float32"  # restored on exit
     x, y = toy_batch()
     history = model.fit(x, y, batch_size=len(y), epochs=30, shuffle=False, verbose=0)
@@ -396,10 +392,7 @@ def test_xla_training_step_gives_the_same_loss_as_the_plain_one():
     x, y = toy_batch()
     losses = {}
     for jit_compile in (False, True):
-        keras.utils.set_random_seed(0)
-        model_config = tiny_config()
-        train_config = TrainConfig(warmup_steps=30, jit_compile=jit_compile)
-        model = compile_transformer(build_transformer(model_config), model_config, train_config)
+        model = compiled_tiny_model(warmup_steps=30, jit_compile=jit_compile)
         assert model.jit_compile is jit_compile
         losses[jit_compile] = model.fit(x, y, batch_size=len(y), epochs=3, shuffle=False, verbose=0).history["loss"]
     np.testing.assert_allclose(losses[True], losses[False], rtol=1e-4)

@@ -5,10 +5,9 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer.config import ATTENTION_INITIALIZATIONS as INITIALIZATIONS
 from keras_transformer.layers.normalization import LayerNorm
 from keras_transformer.masks import MASKED_SCORE, causal_mask, sign_mask, zero_padding_rows
-
-INITIALIZATIONS = ("glorot", "per_head")
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
