@@ -17,7 +17,7 @@ One run, three steps:
                  width, depth, dropout and vocabularies
    Both are compiled by `keras_transformer.training.compile_transformer` (masked label-smoothed
    loss, Adam(0.9, 0.98, 1e-9) on the Noam schedule) and trained by `model.fit` on the same
-   batches, in the same order: `pipeline.make_dataset` of the pairs that fit in `--max-len`
+   batches, in the same order: `translation_batches.make_dataset` of the pairs that fit in `--max-len`
    tokens per side, shuffled with `--seed`, bucketed by length. The first batches are
    fingerprinted in each worker and the parent checks that the fingerprints agree.
    `--ema-momentum M` gives our model weight averaging (`TrainConfig.ema_momentum`): it is
@@ -77,11 +77,12 @@ import tensorflow_text
 from peers import KerasHubTransformer
 
 from keras_transformer.config import ATTENTION_INITIALIZATIONS, PRESETS, TrainConfig, preset
-from keras_transformer.corpora import read_parallel_files
-from keras_transformer.model import build_transformer
-from keras_transformer.pipeline import encode_pairs, make_dataset
-from keras_transformer.runs import MODEL_CONFIG_FILE, export_run, make_translator, score_translations, translate_texts
-from keras_transformer.tokenizers import END_ID, PAD_ID, SubwordTokenizer, learn_vocabulary, write_vocabulary
+from keras_transformer.data.parallel_text import read_parallel_files
+from keras_transformer.models import build_transformer
+from keras_transformer.data.translation_batches import encode_pairs, make_dataset
+from keras_transformer.evaluation import score_translations, translate_texts
+from keras_transformer.runs import MODEL_CONFIG_FILE, export_run, make_translator
+from keras_transformer.data.tokenizers import END_ID, PAD_ID, SubwordTokenizer, learn_vocabulary, write_vocabulary
 from keras_transformer.training import averaged_weights, compile_transformer
 
 MODELS = ("ours", "keras-hub")

@@ -210,7 +210,7 @@ def build_model(name, config):
     if name == SHARED:
         return build_shared_part(config)
     if name == "ours":
-        from keras_transformer.model import build_transformer
+        from keras_transformer.models import build_transformer
 
         return build_transformer(config)
     sys.path.insert(0, str(Path(__file__).resolve().parent))

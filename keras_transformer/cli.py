@@ -177,10 +177,10 @@ def _load_run_for_decoding(args):
 
 
 def _evaluate(args):
-    from keras_transformer import runs
+    from keras_transformer import evaluation
 
     train_config, translator = _load_run_for_decoding(args)
-    runs.evaluate_translator(translator, train_config)
+    evaluation.evaluate_translator(translator, train_config)
     return 0
 
 
@@ -211,7 +211,7 @@ _COMMANDS = {"train": _train, "evaluate": _evaluate, "export": _export, "transla
 def main(argv=None):
     """Run the CLI on `argv` (default `sys.argv[1:]`); return the exit status."""
     args = _build_parser().parse_args(argv)
-    from keras_transformer.corpora import CorpusError
+    from keras_transformer.data.parallel_text import CorpusError
     from keras_transformer.runs import RunError
 
     try:

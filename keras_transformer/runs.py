@@ -19,11 +19,10 @@ from pathlib import Path
 
 import keras
 import numpy as np
-import sacrebleu
 import tensorflow as tf
 
 from keras_transformer.config import ModelConfig, TrainConfig, preset
-from keras_transformer.corpora import load_corpus
+from keras_transformer.data.parallel_text import load_corpus
 from keras_transformer.distribute import (
     adapt_keras_fit,
     describe,
@@ -32,11 +31,12 @@ from keras_transformer.distribute import (
     split_batches,
     worker_directory,
 )
+from keras_transformer.evaluation import ValidationBleu, evaluate_translator
 from keras_transformer.export import IDS_SIGNATURE_KEY, SIGNATURE_KEY, Translator, export_translator
-from keras_transformer.model import build_transformer
-from keras_transformer.pipeline import encode_pairs, make_dataset
-from keras_transformer.tokenizers import SubwordTokenizer, learn_vocabulary, write_vocabulary
-from keras_transformer.training import averaged_weights, compile_transformer, dtype_policy
+from keras_transformer.models import build_transformer
+from keras_transformer.data.translation_batches import encode_pairs, make_dataset
+from keras_transformer.data.tokenizers import SubwordTokenizer, learn_vocabulary, write_vocabulary
+from keras_transformer.training import compile_transformer, dtype_policy
 
 TRAIN_CONFIG_FILE = "train_config.json"
 MODEL_CONFIG_FILE = "model_config.json"
@@ -135,29 +135,6 @@ class _EpochTimer(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self.seconds.append(time.perf_counter() - self._start)
-
-
-def translate_texts(translator, texts, batch_size=256):
-    """Translate a list of str with a `Translator` (the exported graph function), in batches."""
-    outputs = []
-    for start in range(0, len(texts), batch_size):
-        batch = tf.constant(texts[start : start + batch_size], dtype=tf.string)
-        outputs.extend(t.decode("utf-8") for t in translator.translate(batch)["translation"].numpy())
-    return outputs
-
-
-def score_translations(hypotheses, references):
-    """Exact match, sacreBLEU and chrF of detokenized output against references."""
-    bleu, chrf = sacrebleu.metrics.BLEU(), sacrebleu.metrics.CHRF()
-    exact = np.mean([h == " ".join(r.split()) for h, r in zip(hypotheses, references)]) if references else 0.0
-    return {
-        "sentences": len(references),
-        "exact_match": float(exact),
-        "bleu": round(bleu.corpus_score(hypotheses, [references]).score, 2),
-        "bleu_signature": str(bleu.get_signature()),
-        "chrf": round(chrf.corpus_score(hypotheses, [references]).score, 2),
-        "chrf_signature": str(chrf.get_signature()),
-    }
 
 
 def train(train_config, model_overrides=None, resume=False, log=print, extra_callbacks=(), verbose="auto"):
@@ -329,22 +306,6 @@ def _check_global_batch(train_config, model_config, replicas):
         )
 
 
-def evaluate_translator(translator, train_config, log=print, examples=5):
-    """Translate the test split; log a few examples and the scores; return the scores."""
-    test = load_corpus(train_config, "test")
-    sources, references = test.sources, test.targets
-    hypotheses = translate_texts(translator, sources)
-    for source, hypothesis, reference in list(zip(sources, hypotheses, references))[:examples]:
-        mark = "ok" if hypothesis == reference else "WRONG"
-        log(f"  {source!r} -> {hypothesis!r} (reference {reference!r}, {mark})")
-    scores = score_translations(hypotheses, references)
-    log(
-        f"Test: exact match {scores['exact_match']:.2%} of {scores['sentences']} sentences, "
-        f"BLEU {scores['bleu']} ({scores['bleu_signature']}), chrF {scores['chrf']} ({scores['chrf_signature']})"
-    )
-    return scores
-
-
 def load_run(run_dir):
     """`(train_config, model_config, model, translator)` of a finished run."""
     run_dir = Path(run_dir)
@@ -372,31 +333,6 @@ def make_translator(model, model_config, source_tokenizer, target_tokenizer, run
         beam_size=beam_size or train_config.beam_size,
         length_penalty=train_config.length_penalty,
     )
-
-
-class ValidationBleu(keras.callbacks.Callback):
-    """After every epoch, translate some validation sentences and put their BLEU in the epoch's
-    logs as `val_bleu` (so `History` and TensorBoard record it), as the tutorial reported BLEU
-    per epoch. With weight averaging on, the averaged weights are scored: those training ends with.
-
-    Args:
-        make_translator: function returning a `Translator` of the model being trained (called
-            once, at the first epoch's end).
-        text: `ParallelText` to translate and score.
-    """
-
-    def __init__(self, make_translator, text):
-        super().__init__()
-        self._make_translator = make_translator
-        self._translator = None
-        self.text = text
-
-    def on_epoch_end(self, epoch, logs=None):
-        self._translator = self._translator or self._make_translator()
-        with averaged_weights(self.model):
-            hypotheses = translate_texts(self._translator, self.text.sources)
-        if logs is not None:
-            logs["val_bleu"] = score_translations(hypotheses, self.text.targets)["bleu"]
 
 
 def export_run(translator, train_config, export_dir=None, ids_only=False):

@@ -9,8 +9,8 @@ import pytest
 
 from keras_transformer import runs
 from keras_transformer.config import ModelConfig, TrainConfig
-from keras_transformer.model import build_transformer
-from keras_transformer.tokenizers import START_ID
+from keras_transformer.models import build_transformer
+from keras_transformer.data.tokenizers import START_ID
 
 # The tests' tiny sizes: batch, source length, target length, d_model, heads, d_ff, blocks.
 B, S, T, D, H, F, N = 2, 5, 4, 8, 2, 16, 2

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from keras_transformer.config import preset
-from keras_transformer.model import build_transformer
+from keras_transformer.models import build_transformer
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))

@@ -1,4 +1,4 @@
-"""Tests for keras_transformer.datasets, the built-in date corpus.
+"""Tests for keras_transformer.data.dates, the built-in date corpus.
 
 Sources are checked with a parser written here independently of the module's
 generator, so a wrong spelling or a wrong weekday cannot hide behind the same
@@ -18,8 +18,8 @@ import time
 
 import pytest
 
-from keras_transformer import datasets
-from keras_transformer.datasets import SPLITS, builtin_corpus
+from keras_transformer.data import dates
+from keras_transformer.data.dates import SPLITS, builtin_corpus
 
 # ---------------------------------------------------------------------------
 # An independent parser for every surface form.
@@ -133,7 +133,7 @@ def parse_source(source):
 
 
 def _format_counts(split, size, seed=0):
-    return collections.Counter(name for _, name, _ in datasets._sample(split, size, seed))
+    return collections.Counter(name for _, name, _ in dates._sample(split, size, seed))
 
 
 # ---------------------------------------------------------------------------
@@ -169,7 +169,7 @@ def test_negative_size_raises():
 def test_impossible_size_raises_instead_of_looping(monkeypatch):
     # With a single date per split only a few dozen distinct sources exist.
     one_date = (datetime.date(1987, 3, 21),)
-    monkeypatch.setattr(datasets, "_dates_by_split", lambda seed: dict.fromkeys(SPLITS, one_date))
+    monkeypatch.setattr(dates, "_dates_by_split", lambda seed: dict.fromkeys(SPLITS, one_date))
     with pytest.raises(ValueError, match="distinct sources"):
         builtin_corpus("test", size=1000)
 
@@ -179,7 +179,7 @@ def test_same_call_gives_same_lists():
 
 
 def test_deterministic_across_processes():
-    code = "from keras_transformer.datasets import builtin_corpus;print(repr(builtin_corpus('test', size=50, seed=5)))"
+    code = "from keras_transformer.data.dates import builtin_corpus;print(repr(builtin_corpus('test', size=50, seed=5)))"
     repository_root = pathlib.Path(__file__).resolve().parents[1]
     outputs = {
         subprocess.run(
@@ -220,7 +220,7 @@ def test_splits_disjoint_by_target_date(seed):
 
 
 def test_every_date_in_exactly_one_split_in_roughly_90_5_5():
-    by_split = datasets._dates_by_split(0)
+    by_split = dates._dates_by_split(0)
     counts = {split: len(dates) for split, dates in by_split.items()}
     total_days = (datetime.date(2099, 12, 31) - datetime.date(1900, 1, 1)).days + 1
     assert sum(counts.values()) == total_days
@@ -272,9 +272,9 @@ def test_every_format_means_its_date_on_edge_dates():
     ]
     rng = random.Random(0)
     for date in edge_dates:
-        for name in datasets._format_names():
+        for name in dates._format_names():
             for _ in range(3):  # several random variants per format
-                source = datasets._render(date, name, rng)
+                source = dates._render(date, name, rng)
                 assert parse_source(source)[0] == date, (name, source)
 
 
@@ -300,12 +300,12 @@ def test_no_two_digit_years_and_numeric_dates_are_day_first():
 def test_at_least_ten_formats_appear_in_1000_samples():
     counts = _format_counts("train", 1000)
     assert len(counts) >= 10
-    assert len(datasets._format_names()) >= 12
+    assert len(dates._format_names()) >= 12
 
 
 def test_all_formats_appear_in_every_split():
     for split in SPLITS:
-        assert set(_format_counts(split, 1000)) == set(datasets._format_names())
+        assert set(_format_counts(split, 1000)) == set(dates._format_names())
 
 
 def test_spelled_forms_and_year_variants_appear():
@@ -316,7 +316,7 @@ def test_spelled_forms_and_year_variants_appear():
 
 
 def test_generation_is_fast():
-    datasets._dates_by_split.cache_clear()
+    dates._dates_by_split.cache_clear()
     start = time.perf_counter()
     builtin_corpus("train", size=20000, seed=11)
     assert time.perf_counter() - start < 2.0
@@ -347,7 +347,7 @@ def test_generation_is_fast():
     ],
 )
 def test_spell_cardinal(number, words):
-    assert datasets._spell_cardinal(number) == words
+    assert dates._spell_cardinal(number) == words
 
 
 @pytest.mark.parametrize(
@@ -375,7 +375,7 @@ def test_spell_cardinal(number, words):
     ],
 )
 def test_spell_ordinal(number, words):
-    assert datasets._spell_ordinal(number) == words
+    assert dates._spell_ordinal(number) == words
 
 
 @pytest.mark.parametrize(
@@ -393,12 +393,12 @@ def test_spell_ordinal(number, words):
     ],
 )
 def test_spell_year(year, words):
-    assert datasets._spell_year(year) == words
+    assert dates._spell_year(year) == words
     assert _parse_spoken_year(words.split()) == year
 
 
 def test_spell_year_cardinal_style():
-    assert datasets._spell_year(2021, style="cardinal") == "two thousand and twenty-one"
+    assert dates._spell_year(2021, style="cardinal") == "two thousand and twenty-one"
 
 
 @pytest.mark.parametrize(
@@ -419,11 +419,11 @@ def test_spell_year_cardinal_style():
     ],
 )
 def test_numeric_ordinal_suffix(number, text):
-    assert datasets._ordinal_suffix(number) == text
+    assert dates._ordinal_suffix(number) == text
 
 
 def test_spell_rejects_bad_numbers():
     with pytest.raises(ValueError):
-        datasets._spell_cardinal(-1)
+        dates._spell_cardinal(-1)
     with pytest.raises(ValueError):
-        datasets._spell_ordinal(0)
+        dates._spell_ordinal(0)

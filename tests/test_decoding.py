@@ -12,8 +12,8 @@ from conftest import V_S, ids, pad, tiny_config, tiny_model, to_numpy
 
 from keras_transformer import runs
 from keras_transformer.decoding import beam_search, greedy_decode
-from keras_transformer.model import TransformerLayers, build_transformer, encode
-from keras_transformer.tokenizers import END_ID, PAD_ID, START_ID
+from keras_transformer.models import TransformerLayers, build_transformer, encode
+from keras_transformer.data.tokenizers import END_ID, PAD_ID, START_ID
 
 # At the first step the decoder self-attends over one key; Keras warns about a softmax over size 1.
 pytestmark = pytest.mark.filterwarnings("ignore:You are using a softmax over axis -1")

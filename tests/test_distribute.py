@@ -23,10 +23,10 @@ from conftest import TINY_MODEL, tiny_train_config
 from keras_transformer import distribute, runs
 from keras_transformer.cli import main
 from keras_transformer.config import ModelConfig, TrainConfig
-from keras_transformer.corpora import load_corpus
-from keras_transformer.model import build_transformer
-from keras_transformer.pipeline import encode_pairs, make_dataset
-from keras_transformer.tokenizers import SubwordTokenizer
+from keras_transformer.data.parallel_text import load_corpus
+from keras_transformer.models import build_transformer
+from keras_transformer.data.translation_batches import encode_pairs, make_dataset
+from keras_transformer.data.tokenizers import SubwordTokenizer
 from keras_transformer.training import compile_transformer
 
 REPO = Path(__file__).resolve().parents[1]

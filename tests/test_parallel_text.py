@@ -13,12 +13,12 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 from conftest import TINY_MODEL, tiny_train_config
 
-from keras_transformer import runs
+from keras_transformer import evaluation, runs
 from keras_transformer.cli import main
 from keras_transformer.config import TrainConfig
-from keras_transformer.corpora import MAX_LINE_BYTES, CorpusError, load_corpus, load_tfds, read_parallel_files
-from keras_transformer.datasets import builtin_corpus
-from keras_transformer.pipeline import EncodedPairs, make_dataset
+from keras_transformer.data.parallel_text import MAX_LINE_BYTES, CorpusError, load_corpus, load_tfds, read_parallel_files
+from keras_transformer.data.dates import builtin_corpus
+from keras_transformer.data.translation_batches import EncodedPairs, make_dataset
 from keras_transformer.training import averaged_weights
 
 
@@ -236,9 +236,9 @@ def test_joint_vocabulary_is_shared_by_both_sides(tmp_path):
 
 
 def test_scores_include_chrf_with_its_signature():
-    scores = runs.score_translations(["the cat sat", "a dog"], ["the cat sat", "a big dog"])
+    scores = evaluation.score_translations(["the cat sat", "a dog"], ["the cat sat", "a big dog"])
     assert 0 < scores["chrf"] < 100 and scores["chrf_signature"].startswith("nrefs:1|")
-    assert runs.score_translations(["x"], ["x"])["chrf"] == 100.0
+    assert evaluation.score_translations(["x"], ["x"])["chrf"] == 100.0
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Tests for keras_transformer.tokenizers: vocabulary learning, round trips, SavedModel export.
+"""Tests for keras_transformer.data.tokenizers: vocabulary learning, round trips, SavedModel export.
 
 Expected round-trip strings are computed here with Python's `unicodedata` + `str.split`, not
 with the module's TF pipeline, so a wrong normalisation or split cannot check itself.
@@ -17,9 +17,9 @@ from conftest import serving_op_lists
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib
 
-from keras_transformer import tokenizers
+from keras_transformer.data import tokenizers
 from keras_transformer.export import saved_model_op_types
-from keras_transformer.tokenizers import (
+from keras_transformer.data.tokenizers import (
     END_ID,
     PAD_ID,
     RESERVED_TOKENS,

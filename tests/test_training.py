@@ -13,7 +13,7 @@ import pytest
 from conftest import V_S, V_T, D, S, T, tiny_config
 
 from keras_transformer.config import TrainConfig
-from keras_transformer.model import build_transformer
+from keras_transformer.models import build_transformer
 from keras_transformer.training import (
     MaskedAccuracy,
     MaskedLabelSmoothedLoss,

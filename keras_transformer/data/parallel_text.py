@@ -1,4 +1,4 @@
-"""Parallel corpora: the built-in dates, the user's line-aligned text files, TFDS datasets.
+"""Sentence pairs by split: the built-in dates, the user's line-aligned text files, TFDS datasets.
 
 Every source gives a `ParallelText` per split: equal-length lists of source and target
 sentences, plus counts of the pairs it skipped and why. Nothing is dropped silently and nothing
@@ -18,7 +18,7 @@ import gzip
 import zlib
 from pathlib import Path
 
-from keras_transformer import datasets
+from keras_transformer.data import dates
 
 SPLITS = ("train", "validation", "test")
 # Longer lines are skipped before tokenization: no sentence is this long, and a runaway line
@@ -171,7 +171,7 @@ def load_corpus(train_config, split):
         raise ValueError(f"Unknown split {split!r}; expected one of {SPLITS}")
     size = train_config.train_size if split == "train" else 0
     if train_config.corpus == "builtin":
-        sources, targets = datasets.builtin_corpus(split, size=size or None, seed=train_config.seed)
+        sources, targets = dates.builtin_corpus(split, size=size or None, seed=train_config.seed)
         return ParallelText(sources, targets)
     if train_config.corpus == "files":
         paths = getattr(train_config, f"{split}_files")

@@ -10,7 +10,7 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.tokenizers import END_ID, START_ID
+from keras_transformer.data.tokenizers import END_ID, START_ID
 
 # Tokenize this many sentences per call, so a large corpus never becomes one huge tensor.
 _TOKENIZE_CHUNK = 8192

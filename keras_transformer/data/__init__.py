@@ -1,0 +1,10 @@
+"""Data for the models: corpora, tokenizers and tf.data pipelines.
+
+- `dates`: the built-in corpus, dates written many ways -> ISO dates, generated from a seed
+  (no TensorFlow).
+- `parallel_text`: sentence pairs of any corpus by split: the built-in one, the user's
+  line-aligned text files, TFDS datasets.
+- `tokenizers`: tensorflow-text WordPiece, learned from text, run in the graph.
+- `translation_batches`: tf.data batches for the translation model: tokenize, drop overlong
+  pairs, bucket by length, batch.
+"""
