@@ -37,8 +37,8 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from keras_transformer.decoding import beam_search, greedy_decode
 from keras_transformer.data.tokenizers import PAD_ID
+from keras_transformer.decoding import beam_search, greedy_decode
 
 SIGNATURE_KEY = "serving_default"
 IDS_SIGNATURE_KEY = "translate_ids"

@@ -23,6 +23,8 @@ import tensorflow as tf
 
 from keras_transformer.config import ModelConfig, TrainConfig, preset
 from keras_transformer.data.parallel_text import load_corpus
+from keras_transformer.data.tokenizers import SubwordTokenizer, learn_vocabulary, write_vocabulary
+from keras_transformer.data.translation_batches import encode_pairs, make_dataset
 from keras_transformer.distribute import (
     adapt_keras_fit,
     describe,
@@ -34,8 +36,6 @@ from keras_transformer.distribute import (
 from keras_transformer.evaluation import ValidationBleu, evaluate_translator
 from keras_transformer.export import IDS_SIGNATURE_KEY, SIGNATURE_KEY, Translator, export_translator
 from keras_transformer.models import build_transformer
-from keras_transformer.data.translation_batches import encode_pairs, make_dataset
-from keras_transformer.data.tokenizers import SubwordTokenizer, learn_vocabulary, write_vocabulary
 from keras_transformer.training import compile_transformer, dtype_policy
 
 TRAIN_CONFIG_FILE = "train_config.json"

@@ -1,6 +1,5 @@
 """Shared fixtures: one tiny training run, made once per test session and reused read-only."""
 
-import os
 from pathlib import Path
 
 import keras
@@ -9,8 +8,8 @@ import pytest
 
 from keras_transformer import runs
 from keras_transformer.config import ModelConfig, TrainConfig
-from keras_transformer.models import build_transformer
 from keras_transformer.data.tokenizers import START_ID
+from keras_transformer.models import build_transformer
 
 # The tests' tiny sizes: batch, source length, target length, d_model, heads, d_ff, blocks.
 B, S, T, D, H, F, N = 2, 5, 4, 8, 2, 16, 2
@@ -89,18 +88,13 @@ def trained_run(tmp_path_factory):
     return train_config, summary
 
 
-SERVING_OP_LISTS = Path(__file__).resolve().parents[2] / "shared" / "serving"
+SERVING_OPS = Path(__file__).resolve().parent / "serving_ops"
 
 
 def serving_op_lists():
-    """`(core ops of TF 2.12.1, ops of TF Text 2.12.1)`: what TF Serving 2.12-2.19 can run.
+    """`(core ops of TF 2.12.1, ops of TF Text 2.12.1)`: what TF Serving 2.12 to 2.19 can run.
 
-    The lists live in the project's shared/ folder beside the checkout. Outside it the test
-    that needs them is skipped, but never in CI (`CI` set), where a missing list is a failure.
+    The lists, and the script that makes them, are in `tests/serving_ops/`.
     """
-    paths = [SERVING_OP_LISTS / "tf_2_12_1_core_ops.txt", SERVING_OP_LISTS / "tftext_2_12_1_ops.txt"]
-    if not all(path.is_file() for path in paths):
-        if os.environ.get("CI"):
-            pytest.fail(f"TF Serving op lists missing under {SERVING_OP_LISTS}")
-        pytest.skip(f"TF Serving op lists not found under {SERVING_OP_LISTS}")
+    paths = [SERVING_OPS / "tf_2_12_1_core_ops.txt", SERVING_OPS / "tftext_2_12_1_ops.txt"]
     return tuple({line.strip() for line in path.read_text().splitlines() if line.strip()} for path in paths)

@@ -24,9 +24,9 @@ from keras_transformer import distribute, runs
 from keras_transformer.cli import main
 from keras_transformer.config import ModelConfig, TrainConfig
 from keras_transformer.data.parallel_text import load_corpus
-from keras_transformer.models import build_transformer
-from keras_transformer.data.translation_batches import encode_pairs, make_dataset
 from keras_transformer.data.tokenizers import SubwordTokenizer
+from keras_transformer.data.translation_batches import encode_pairs, make_dataset
+from keras_transformer.models import build_transformer
 from keras_transformer.training import compile_transformer
 
 REPO = Path(__file__).resolve().parents[1]

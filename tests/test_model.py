@@ -20,8 +20,8 @@ from conftest import V_S, V_T, B, H, N, S, T, ids, pad, tiny_config, tiny_model,
 
 from keras_transformer import masks
 from keras_transformer.config import PRESETS, ModelConfig, preset
-from keras_transformer.models import TransformerLayers, attention_weights, build_transformer
 from keras_transformer.data.tokenizers import PAD_ID
+from keras_transformer.models import TransformerLayers, attention_weights, build_transformer
 from keras_transformer.training import MaskedLabelSmoothedLoss
 
 ATOL = 1e-5

@@ -16,8 +16,14 @@ from conftest import TINY_MODEL, tiny_train_config
 from keras_transformer import evaluation, runs
 from keras_transformer.cli import main
 from keras_transformer.config import TrainConfig
-from keras_transformer.data.parallel_text import MAX_LINE_BYTES, CorpusError, load_corpus, load_tfds, read_parallel_files
 from keras_transformer.data.dates import builtin_corpus
+from keras_transformer.data.parallel_text import (
+    MAX_LINE_BYTES,
+    CorpusError,
+    load_corpus,
+    load_tfds,
+    read_parallel_files,
+)
 from keras_transformer.data.translation_batches import EncodedPairs, make_dataset
 from keras_transformer.training import averaged_weights
 

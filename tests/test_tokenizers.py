@@ -18,7 +18,6 @@ from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib
 
 from keras_transformer.data import tokenizers
-from keras_transformer.export import saved_model_op_types
 from keras_transformer.data.tokenizers import (
     END_ID,
     PAD_ID,
@@ -30,6 +29,7 @@ from keras_transformer.data.tokenizers import (
     read_vocabulary,
     write_vocabulary,
 )
+from keras_transformer.export import saved_model_op_types
 
 CORPUS = [
     "The quick brown fox jumps over the lazy dog.",
