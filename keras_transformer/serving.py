@@ -5,22 +5,26 @@ Start a server on an export (see `export.py` for the layout), for example with D
     docker run -p 8500:8500 -p 8501:8501 -e MODEL_NAME=transformer \\
         -v "$PWD/saved_models/transformer:/models/transformer" tensorflow/serving
 
-then, for a model named "transformer" whose `serving_default` signature takes `text: string[B]`
-and returns `translation: string[B]`:
+then, for a model named "transformer" exported by `keras-transformer train` or `export`, whose
+`serving_default` signature takes `text: string[B]` and returns `translation: string[B]`,
+`score: float32[B]` and `truncated: bool[B]`:
 
     from keras_transformer.serving import GrpcClient, RestClient
 
     rest = RestClient("http://localhost:8501", model_name="transformer", timeout=5.0)
     outputs = rest.predict({"text": ["how are you?", "good morning"]})  # POST /v1/models/transformer:predict
-    outputs["predictions"]  # array([b'...', b'...'], dtype=object): one translation per input
+    outputs["translation"]  # array([b'...', b'...'], dtype=object): one translation per input
+    outputs["score"], outputs["truncated"]  # float64 and bool arrays of B (JSON carries no dtypes)
     rest.model_status()  # {"model_version_status": [{"version": "1", "state": "AVAILABLE", ...}]}
 
     with GrpcClient("localhost:8500", model_name="transformer", version=1) as client:
         outputs = client.predict({"text": ["how are you?"]})  # PredictionService.Predict
     outputs["translation"][0].decode("utf-8")
 
-The REST answer above is keyed "predictions", not "translation": TF Serving drops the output's
-name when a signature has a single output (see `UNNAMED_OUTPUT_KEY`). gRPC always keeps the names.
+Outputs are keyed by their names, over REST as over gRPC: TF Serving's REST answer carries the
+names whenever a signature has more than one output, and every signature of our exports has three.
+Only for a signature with exactly one output does the REST answer leave the name out; `RestClient`
+then returns that output under `UNNAMED_OUTPUT_KEY` ("predictions"). gRPC always keeps the names.
 
 Both clients return `dict[str, np.ndarray]`. String outputs are numpy arrays of Python `bytes`
 (dtype object), as TensorFlow's `.numpy()` gives them: decode with `.decode("utf-8")`. Every

@@ -45,6 +45,17 @@ class Toy(tf.Module):
         translation = tf.strings.join([tf.strings.upper(text), self.tag], separator=" ")
         return {"translation": translation, "length": tf.strings.length(text)}
 
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    def translate_like_export(self, text):
+        """The outputs of our exports' `serving_default`: `text: string[B]` -> `{"translation":
+        string[B], "score": float32[B], "truncated": bool[B]}`."""
+        length = tf.strings.length(text)
+        return {
+            "translation": tf.strings.join([tf.strings.upper(text), self.tag], separator=" "),
+            "score": -tf.cast(length, tf.float32) / 4,
+            "truncated": length > 5,
+        }
+
     @tf.function(
         input_signature=[
             tf.TensorSpec([None, None], tf.int32, name="numbers"),
@@ -77,6 +88,7 @@ def model_dir(tmp_path_factory):
             "scale": toy.scale,
             "echo": toy.echo,
             "echo_bytes": toy.echo_bytes,
+            "like_export": toy.translate_like_export,
         }
         tf.saved_model.save(toy, str(base / str(version)), signatures=signatures)
     return base
@@ -219,6 +231,20 @@ def test_rest_predict_equals_a_direct_call(server, latest, format):
     assert outputs["translation"].tolist() == [b"HELLO v2", b"GOOD MORNING v2"]
     np.testing.assert_array_equal(outputs["length"], expected["length"].numpy())
     np.testing.assert_array_equal(outputs["length"], [5, 12])
+
+
+@pytest.mark.parametrize("format", ["row", "columnar"])
+def test_rest_answer_of_an_export_like_signature_is_keyed_by_output_names(server, format):
+    """Our exports' signatures have three outputs, so REST answers name them (no "predictions" key)."""
+    outputs = RestClient(server.rest_url, model_name="toy", signature_name="like_export").predict(
+        {"text": TEXT}, format=format
+    )
+    assert sorted(outputs) == ["score", "translation", "truncated"]
+    assert outputs["translation"].tolist() == [b"HELLO v2", b"GOOD MORNING v2"]
+    np.testing.assert_allclose(outputs["score"], [-1.25, -3.0])
+    assert outputs["truncated"].dtype == bool and outputs["truncated"].tolist() == [False, True]
+    with GrpcClient(server.grpc_target, model_name="toy", signature_name="like_export") as client:
+        assert sorted(client.predict({"text": TEXT})) == sorted(outputs)
 
 
 @pytest.mark.parametrize("format", ["row", "columnar"])
