@@ -3,10 +3,11 @@
 One convention: a mask is True where a position holds a real token (may be attended to) and
 False at padding (or, for causality, in the future).
 
-The tutorial derives padding masks from the tensors themselves: a position is padding when its
-vector is all zeros. That only holds while every sublayer keeps padding rows at exactly zero,
-which the layers of this package guarantee (see `keras_transformer.layers`). Masks built from
-token ids (`padding_mask`) need no such care and take precedence wherever both are available.
+The tutorial derives padding masks from the tensors themselves (`sign_mask`, as in the
+document's code): a position is padding when its vector is all zeros. That only holds while
+every sublayer keeps padding rows at exactly zero, which the layers of this package guarantee
+(see `keras_transformer.layers`). Masks built from token ids (`padding_mask`) need no such care
+and take precedence wherever both are available.
 """
 
 from keras import ops
@@ -16,16 +17,17 @@ MASKED_SCORE = -(2.0**32) + 1.0
 
 
 def sign_mask(inputs):
-    """Tutorial mask from vectors: True where `inputs[b, t, :]` is not all zeros.
+    """The tutorial's key and query masks: True where `inputs[b, t, :]` is not all zeros.
+
+    The document's code, `sign(reduce_sum(abs(x), axis=-1))`: zero only for an all-zero vector.
+    Kyubyong's repository writes `sign(abs(reduce_sum(x, axis=-1)))` instead, which also calls
+    padding a real vector whose entries happen to sum to zero; this function does not.
 
     Args:
         inputs: float tensor `[B, T, D]`.
 
     Returns:
         bool tensor `[B, T]`.
-
-    Deviation: the tutorial computes `sign(abs(reduce_sum(x)))`, which is wrong for a real vector
-    whose entries happen to sum to zero; `reduce_sum(abs(x))` is zero only for an all-zero vector.
     """
     return ops.greater(ops.sum(ops.abs(inputs), axis=-1), 0)
 

@@ -1,23 +1,31 @@
-"""A short NumPy version of the tutorial's formulas, the yardstick for `tests/test_layers.py`.
+"""NumPy versions of the tutorial's formulas, the yardstick for `tests/test_layers.py`.
 
 Written from the paper ("Attention Is All You Need", Vaswani et al., 2017) and the TF1 tutorial
-code (Kyubyong Park's `modules.py`: `normalize`, `embedding`, `multihead_attention`,
-`feedforward`, `positional_encoding`), never from `keras_transformer`. Every function takes plain
-NumPy arrays with the weights passed explicitly and computes in float64, so that a layer, run in
-float32 with the same weights copied in, can be compared with `assert_allclose`.
+code (`modules.py`: `normalize`, `embedding`, `multihead_attention`, `feedforward`,
+`positional_encoding`), never from `keras_transformer`. Every function takes plain NumPy arrays
+with the weights passed explicitly and computes in float64, so that a layer, run in float32 with
+the same weights copied in, can be compared with `assert_allclose`.
+
+`multihead_attention` and `feedforward` exist in two versions, and both are here:
+
+- the document's code (the version this package ports): linear Q/K/V projections, key and query
+  masks `sign(reduce_sum(abs(x), -1))` (`sign_mask`), the final `normalize` of both functions
+  commented out (residual connection only), and dropout (rate 0.2) after each of the two
+  convolutions of `feedforward`: `document_multihead_attention`, `document_feedforward`;
+- Kyubyong's repository (Kyubyong Park's `modules.py`): relu Q/K/V projections, masks
+  `sign(abs(reduce_sum(x, -1)))` (`repository_sign_mask`, which also calls a real vector summing
+  to zero padding), `normalize` applied, no dropout in `feedforward`:
+  `repository_multihead_attention`, `repository_feedforward`.
+
+Neither has the paper's output projection `W^O`. Dropout is left out everywhere (inference).
+`multihead_attention` and `feedforward` take each of these choices as an argument, defaulting
+to the document's code, plus the package's own: `W^O` (`use_output_projection=True`), explicit
+`queries_mask` / `keys_mask` / `mask` (replacing the sign masks; the tutorial has no such
+arguments), and the zeroing of the outputs at padding positions (`zero_padding_rows=True`; the
+tutorial leaves `normalize`'s `beta` there, or `FFN(0)`).
 
 Shape letters as in the package: B batch (the tutorial's N), T_q / T_k query / key lengths,
 D width (the tutorial's C), H heads (the tutorial's h), F feed-forward inner width.
-
-Masks are the tutorial's sign masks in the form DESIGN.md gives, `sign(sum(|x|, axis=-1))`: a
-position is padding when its vector is all zeros. (The tutorial code writes
-`sign(abs(reduce_sum(x)))`, which also calls a real vector summing to zero padding.)
-`queries_mask` / `keys_mask` / `mask` arguments, where given, replace them
-(the tutorial has no such arguments; with them left at None, these functions are the tutorial).
-
-The one deviation of the package that the tutorial does not have, zeroing the outputs at padding
-positions (the tutorial leaves LayerNorm's `beta` there), is a separate final step behind
-`zero_padding_rows=True`; with `zero_padding_rows=False` the functions are the tutorial code.
 """
 
 import numpy as np
@@ -27,8 +35,13 @@ MASKED_SCORE = -(2.0**32) + 1.0
 
 
 def sign_mask(x):
-    """`sign(sum(|x|, -1))`: `[B, T, D]` -> `[B, T]` float, 1 at real positions, 0 at padding."""
+    """The document's mask, `sign(sum(|x|, -1))`: `[B, T, D]` -> `[B, T]` float, 0 at all-zero vectors."""
     return np.sign(np.sum(np.abs(np.asarray(x, np.float64)), axis=-1))
+
+
+def repository_sign_mask(x):
+    """Kyubyong's repository's mask, `sign(|sum(x, -1)|)`: also 0 at a vector summing to zero."""
+    return np.sign(np.abs(np.sum(np.asarray(x, np.float64), axis=-1)))
 
 
 def normalize(x, gamma, beta, epsilon=1e-8):
@@ -38,6 +51,9 @@ def normalize(x, gamma, beta, epsilon=1e-8):
     variance = np.mean((x - mean) ** 2, axis=-1, keepdims=True)  # tf.nn.moments: population variance
     normalized = (x - mean) / (variance + epsilon) ** 0.5
     return gamma * normalized + beta
+
+
+layer_norm = normalize  # for the functions below, whose `normalize` argument hides the name
 
 
 def dense(x, kernel, bias, activation=None):
@@ -64,25 +80,35 @@ def multihead_attention(
     num_heads,
     causality=False,
     use_output_projection=False,
-    projection_activation="relu",
+    projection_activation=None,
+    normalize=False,
+    mask_function=sign_mask,
     epsilon=1e-8,
     queries_mask=None,
     keys_mask=None,
-    zero_padding_rows=True,
+    zero_padding_rows=False,
 ):
     """The tutorial's `multihead_attention`, step by step (dropout left out: inference).
+
+    With the defaults, the document's code; see `document_multihead_attention` and
+    `repository_multihead_attention`.
 
     Args:
         queries: `[B, T_q, D]`.
         keys: `[B, T_k, D_k]`.
         values: `[B, T_k, D_v]`, or None for the tutorial's "values are the keys".
         weights: dict with `query_kernel`, `query_bias`, `key_kernel`, `key_bias`,
-            `value_kernel`, `value_bias`, `gamma`, `beta`, and, with `use_output_projection`,
-            `output_kernel`, `output_bias`.
+            `value_kernel`, `value_bias`; with `normalize`, `gamma`, `beta`; with
+            `use_output_projection`, `output_kernel`, `output_bias`.
         num_heads: h.
         causality: hide the future with a `tril` mask.
-        use_output_projection: apply the paper's `W^O` (the tutorial code has none).
-        projection_activation: activation of the Q/K/V projections (the tutorial: "relu").
+        use_output_projection: apply the paper's `W^O` (neither version has it).
+        projection_activation: activation of the Q/K/V projections: None (the document's
+            code) or "relu" (Kyubyong's repository).
+        normalize: apply `normalize` after the residual connection (Kyubyong's repository; the
+            document's code has it commented out).
+        mask_function: `sign_mask` (the document's code) or `repository_sign_mask`.
+        epsilon: `normalize`'s epsilon.
         queries_mask, keys_mask: optional `[B, T]` arrays replacing the sign masks.
         zero_padding_rows: the package's deviation, multiply the outputs by the query mask.
 
@@ -94,8 +120,8 @@ def multihead_attention(
     keys = np.asarray(keys, np.float64)
     values = keys if values is None else np.asarray(values, np.float64)
     h = num_heads
-    real_queries = sign_mask(queries) if queries_mask is None else np.asarray(queries_mask, float)  # (N, T_q)
-    real_keys = sign_mask(keys) if keys_mask is None else np.asarray(keys_mask, float)  # (N, T_k)
+    real_queries = mask_function(queries) if queries_mask is None else np.asarray(queries_mask, float)  # (N, T_q)
+    real_keys = mask_function(keys) if keys_mask is None else np.asarray(keys_mask, float)  # (N, T_k)
 
     # Linear projections
     Q = dense(queries, weights["query_kernel"], weights["query_bias"], projection_activation)  # (N, T_q, C)
@@ -138,13 +164,16 @@ def multihead_attention(
     # Restore shape
     outputs = np.concatenate(np.split(outputs, h, axis=0), axis=2)  # (N, T_q, C)
 
-    # The paper's output projection W^O (not in the tutorial code)
+    # The paper's output projection W^O (in neither version of the tutorial code)
     if use_output_projection:
         outputs = dense(outputs, weights["output_kernel"], weights["output_bias"])  # (N, T_q, D)
 
-    # Residual connection, normalize
+    # Residual connection
     outputs = outputs + queries
-    outputs = normalize(outputs, weights["gamma"], weights["beta"], epsilon)  # (N, T_q, D)
+
+    # Normalize (commented out in the document's code)
+    if normalize:
+        outputs = layer_norm(outputs, weights["gamma"], weights["beta"], epsilon)  # (N, T_q, D)
 
     if zero_padding_rows:  # the package's deviation
         outputs = outputs * real_queries[:, :, None]
@@ -161,26 +190,64 @@ def feedforward(
     inner_bias,
     outer_kernel,
     outer_bias,
-    gamma,
-    beta,
+    gamma=None,
+    beta=None,
     epsilon=1e-8,
+    normalize=False,
     mask=None,
-    zero_padding_rows=True,
+    zero_padding_rows=False,
 ):
-    """The tutorial's `feedforward`: `normalize(x + relu(x W_1 + b_1) W_2 + b_2)`.
+    """The tutorial's `feedforward`: `x + relu(x W_1 + b_1) W_2 + b_2`, then `normalize` if asked.
 
-    Kernels are 2-D, `[D, F]` and `[F, D]` (a `Conv1D` kernel `[1, in, out]` is passed as
-    `kernel[0]`). `mask` (default: the sign mask of `x`) is used only by `zero_padding_rows`.
+    With the defaults, the document's code (its dropout after each convolution left out:
+    inference); `normalize=True` is Kyubyong's repository. Kernels are 2-D, `[D, F]` and `[F, D]`
+    (a `Conv1D` kernel `[1, in, out]` is passed as `kernel[0]`). `gamma` and `beta` are needed
+    only with `normalize`; `mask` (default: the sign mask of `x`) only with `zero_padding_rows`.
     """
     x = np.asarray(x, np.float64)
     outputs = dense(x, inner_kernel, inner_bias, "relu")  # (B, T, F)
     outputs = dense(outputs, outer_kernel, outer_bias)  # (B, T, D)
     outputs = outputs + x
-    outputs = normalize(outputs, gamma, beta, epsilon)
+    if normalize:  # commented out in the document's code
+        outputs = layer_norm(outputs, gamma, beta, epsilon)
     if zero_padding_rows:  # the package's deviation
         mask = sign_mask(x) if mask is None else np.asarray(mask, np.float64)
         outputs = outputs * mask[:, :, None]
     return outputs
+
+
+def document_multihead_attention(queries, keys, weights, num_heads, causality=False):
+    """The document's `multihead_attention` (the keys are the values): linear projections, masks
+    `sign(sum(|x|))`, residual connection without `normalize`. Returns `(outputs, weights)`."""
+    return multihead_attention(queries, keys, None, weights, num_heads, causality)
+
+
+def repository_multihead_attention(queries, keys, weights, num_heads, causality=False, epsilon=1e-8):
+    """Kyubyong's repository's `multihead_attention` (the keys are the values): relu projections,
+    masks `sign(|sum(x)|)`, residual connection and `normalize`. Returns `(outputs, weights)`."""
+    return multihead_attention(
+        queries,
+        keys,
+        None,
+        weights,
+        num_heads,
+        causality,
+        projection_activation="relu",
+        normalize=True,
+        mask_function=repository_sign_mask,
+        epsilon=epsilon,
+    )
+
+
+def document_feedforward(x, inner_kernel, inner_bias, outer_kernel, outer_bias):
+    """The document's `feedforward`: `x + relu(x W_1 + b_1) W_2 + b_2`, no `normalize` (its
+    dropout, rate 0.2 after each convolution, is left out: inference)."""
+    return feedforward(x, inner_kernel, inner_bias, outer_kernel, outer_bias)
+
+
+def repository_feedforward(x, inner_kernel, inner_bias, outer_kernel, outer_bias, gamma, beta, epsilon=1e-8):
+    """Kyubyong's repository's `feedforward`: `normalize(x + relu(x W_1 + b_1) W_2 + b_2)`."""
+    return feedforward(x, inner_kernel, inner_bias, outer_kernel, outer_bias, gamma, beta, epsilon, normalize=True)
 
 
 def embedding(ids, table, scale=True):

@@ -1,13 +1,15 @@
 """Numerical tests of `keras_transformer.layers`.
 
-Layers are compared, with their weights copied out, to the NumPy version of the tutorial's
-formulas in `tests/reference.py` (never to unexplained constants), and held to the properties the
-rest of the model relies on: padding invariance, exactly-zero padding rows, zero attention on
-padded keys, causality, masks, config round trips and parameter counts.
+Layers are compared, with their weights copied out, to the NumPy versions of the tutorial's
+formulas in `tests/reference.py` (the document's code and Kyubyong's repository; never to
+unexplained constants), and held to the properties the rest of the model relies on: padding
+invariance, exactly-zero padding rows, zero attention on padded keys, causality, masks, config
+round trips and parameter counts.
 
 Tiny sizes throughout: B=2, S=5, T=4, D=8, H=2, F=16.
 """
 
+import json
 import math
 
 import keras
@@ -76,12 +78,14 @@ def attention_params(layer):
     if layer.use_output_projection:
         params["output_kernel"] = to_numpy(layer.output_dense.kernel)
         params["output_bias"] = to_numpy(layer.output_dense.bias)
-    params["gamma"] = to_numpy(layer.layer_norm.gamma)
-    params["beta"] = to_numpy(layer.layer_norm.beta)
+    if layer.normalize:
+        params["gamma"] = to_numpy(layer.layer_norm.gamma)
+        params["beta"] = to_numpy(layer.layer_norm.beta)
     return params
 
 
 def attention_reference(layer, queries, keys, values=None, **kwargs):
+    """The reference with the layer's configuration, the package's sign masks and zeroing."""
     activation = layer.get_config()["projection_activation"]
     return reference.multihead_attention(
         queries,
@@ -92,22 +96,34 @@ def attention_reference(layer, queries, keys, values=None, **kwargs):
         causality=layer.causality,
         use_output_projection=layer.use_output_projection,
         projection_activation=None if activation == "linear" else activation,
+        normalize=layer.normalize,
         epsilon=layer.epsilon,
-        **kwargs,
+        **{"zero_padding_rows": True, **kwargs},
     )
 
 
+def conv_weights(layer):
+    """`(W_1, b_1, W_2, b_2)` of a built `FeedForward`, its `Conv1D` kernels `[1, in, out]` as `[in, out]`."""
+    inner, outer = layer.inner_conv, layer.outer_conv
+    return to_numpy(inner.kernel)[0], to_numpy(inner.bias), to_numpy(outer.kernel)[0], to_numpy(outer.bias)
+
+
+def norm_weights(layer):
+    """`(gamma, beta)` of a built layer's LayerNorm, or `(None, None)` without one."""
+    if not layer.normalize:
+        return None, None
+    return to_numpy(layer.layer_norm.gamma), to_numpy(layer.layer_norm.beta)
+
+
 def feedforward_reference(layer, x, **kwargs):
+    """The reference with the layer's configuration and the package's zeroing."""
     return reference.feedforward(
         x,
-        to_numpy(layer.inner_conv.kernel)[0],  # Conv1D kernel [1, D, F] -> [D, F]
-        to_numpy(layer.inner_conv.bias),
-        to_numpy(layer.outer_conv.kernel)[0],  # [1, F, D] -> [F, D]
-        to_numpy(layer.outer_conv.bias),
-        to_numpy(layer.layer_norm.gamma),
-        to_numpy(layer.layer_norm.beta),
+        *conv_weights(layer),
+        *norm_weights(layer),
         epsilon=layer.epsilon,
-        **kwargs,
+        normalize=layer.normalize,
+        **{"zero_padding_rows": True, **kwargs},
     )
 
 
@@ -151,8 +167,12 @@ LAYERS = {
         lambda: MultiheadAttention(H, initialization="per_head"),
         lambda rng: [padded(rng, [2, T], T)] * 2,
     ),
-    "attention_tutorial": (
+    "attention_repository": (
         lambda: MultiheadAttention(H, causality=True, use_output_projection=False, projection_activation="relu"),
+        lambda rng: [padded(rng, [2, T], T)] * 2,
+    ),
+    "attention_document": (
+        lambda: MultiheadAttention(H, causality=True, use_output_projection=False, normalize=False),
         lambda rng: [padded(rng, [2, T], T)] * 2,
     ),
     "attention_cross": (
@@ -160,6 +180,10 @@ LAYERS = {
         lambda rng: [padded(rng, [2, T], T), padded(rng, [S, 3], S, width=6)],
     ),
     "feed_forward": (lambda: FeedForward((F, D)), lambda rng: [padded(rng, [2, T], T)]),
+    "feed_forward_document": (
+        lambda: FeedForward((F, D), dropout_rate=0.2, inner_dropout_rate=0.2, normalize=False),
+        lambda rng: [padded(rng, [2, T], T)],
+    ),
     "token_embedding": (
         lambda: TokenEmbedding(V, D),
         lambda rng: [np.array([[3, 1, 0, 0], [2, 5, 9, 4]])],
@@ -170,8 +194,18 @@ LAYERS = {
         lambda rng: [padded(rng, [2, T], T)],
     ),
     "encoder": (lambda: EncoderBlock(H, F), lambda rng: [padded(rng, [3, S], S)]),
+    "encoder_document": (
+        lambda: EncoderBlock(
+            H, F, dropout_rate=0.2, inner_dropout_rate=0.2, use_output_projection=False, normalize=False
+        ),
+        lambda rng: [padded(rng, [3, S], S)],
+    ),
     "decoder": (
         lambda: DecoderBlock(H, F),
+        lambda rng: [padded(rng, [2, T], T), padded(rng, [S, 3], S)],
+    ),
+    "decoder_repository": (
+        lambda: DecoderBlock(H, F, use_output_projection=False, projection_activation="relu"),
         lambda rng: [padded(rng, [2, T], T), padded(rng, [S, 3], S)],
     ),
 }
@@ -270,34 +304,117 @@ def test_attention_weights_match_reference(causality, use_output_projection, pro
     np.testing.assert_allclose(weights, expected, atol=ATOL)
 
 
-@pytest.mark.parametrize("causality", [False, True])
-def test_tutorial_configuration_reproduces_tutorial_code_at_real_positions(causality):
-    """`use_output_projection=False, projection_activation="relu"` is the tutorial's code.
+# ---------------------------------------------------------------------------
+# The two versions of the tutorial code: the document's and Kyubyong's repository's
+# ---------------------------------------------------------------------------
+def document_attention(causality):
+    return MultiheadAttention(H, causality=causality, use_output_projection=False, normalize=False)
 
-    Padding rows differ by design: the tutorial leaves LayerNorm's `beta` there, the layer
+
+def repository_attention(causality):
+    return MultiheadAttention(H, causality=causality, use_output_projection=False, projection_activation="relu")
+
+
+@pytest.mark.parametrize("kind", ["self", "cross"])
+@pytest.mark.parametrize("causality", [False, True])
+def test_document_configuration_of_attention_is_the_document_code(causality, kind):
+    """`use_output_projection=False, normalize=False` is the document's code, padding rows
+    included: without `W^O` and LayerNorm, the residual sum is already zero at padding queries."""
+    rng = np.random.default_rng(0)
+    queries, keys, _ = attention_inputs(rng, kind)
+    layer = built(document_attention(causality), queries, keys, rng=rng)
+    outputs, weights = layer(queries, keys, return_attention_scores=True)
+    expected, expected_weights = reference.document_multihead_attention(
+        queries, keys, attention_params(layer), H, causality
+    )
+    assert np.all(expected[~real_positions(queries)] == 0.0)
+    np.testing.assert_allclose(to_numpy(outputs), expected, atol=ATOL)
+    np.testing.assert_allclose(to_numpy(weights), expected_weights, atol=ATOL)
+
+
+@pytest.mark.parametrize("causality", [False, True])
+def test_repository_configuration_of_attention_is_the_repository_code_at_real_positions(causality):
+    """`use_output_projection=False, projection_activation="relu"` is Kyubyong's repository's
+    code where no real vector sums to zero (where its masks and the document's agree).
+
+    Padding rows differ by design: the repository leaves LayerNorm's `beta` there, the layer
     zeros them (so that sign masks stay right in later layers).
     """
     rng = np.random.default_rng(0)
     x = padded(rng, [2, T], T)
-    layer = MultiheadAttention(H, causality=causality, use_output_projection=False, projection_activation="relu")
-    built(layer, x, x, rng=rng)
-    outputs = to_numpy(layer(x, x))
-    tutorial, _ = reference.multihead_attention(
-        x,
-        x,
-        None,
-        attention_params(layer),
-        H,
-        causality=causality,
-        use_output_projection=False,
-        projection_activation="relu",
-        zero_padding_rows=False,
-    )
+    np.testing.assert_array_equal(reference.repository_sign_mask(x), reference.sign_mask(x))
+    layer = built(repository_attention(causality), x, x, rng=rng)
+    outputs, weights = layer(x, x, return_attention_scores=True)
+    expected, expected_weights = reference.repository_multihead_attention(x, x, attention_params(layer), H, causality)
     real = real_positions(x)
-    np.testing.assert_allclose(outputs[real], tutorial[real], atol=ATOL)
+    np.testing.assert_allclose(to_numpy(outputs)[real], expected[real], atol=ATOL)
+    np.testing.assert_allclose(to_numpy(weights), expected_weights, atol=ATOL)
     beta = to_numpy(layer.layer_norm.beta)
-    np.testing.assert_allclose(tutorial[~real], np.broadcast_to(beta, tutorial[~real].shape), atol=ATOL)
+    np.testing.assert_allclose(expected[~real], np.broadcast_to(beta, expected[~real].shape), atol=ATOL)
+    assert np.all(to_numpy(outputs)[~real] == 0.0)
+
+
+def test_document_configuration_of_feed_forward_is_the_document_code_at_real_positions():
+    """At inference, `FeedForward(dropout_rate=0.2, inner_dropout_rate=0.2, normalize=False)` is
+    the document's code. At padding rows the document leaves `FFN(0)`; the layer, zeros."""
+    rng = np.random.default_rng(0)
+    x = padded(rng, [2, T], T)
+    layer = built(FeedForward((F, D), dropout_rate=0.2, inner_dropout_rate=0.2, normalize=False), x, rng=rng)
+    outputs = to_numpy(layer(x))
+    expected = reference.document_feedforward(x, *conv_weights(layer))
+    real = real_positions(x)
+    np.testing.assert_allclose(outputs[real], expected[real], atol=ATOL)
     assert np.all(outputs[~real] == 0.0)
+    assert not np.allclose(expected[~real], 0.0)
+
+
+def test_repository_configuration_of_feed_forward_is_the_repository_code_at_real_positions():
+    rng = np.random.default_rng(0)
+    x = padded(rng, [2, T], T)
+    layer = built(FeedForward((F, D)), x, rng=rng)
+    outputs = to_numpy(layer(x))
+    expected = reference.repository_feedforward(x, *conv_weights(layer), *norm_weights(layer))
+    real = real_positions(x)
+    np.testing.assert_allclose(outputs[real], expected[real], atol=ATOL)
+    assert np.all(outputs[~real] == 0.0)
+
+
+@pytest.mark.parametrize("causality", [False, True])
+def test_document_configuration_of_encoder_block_is_the_document_code_at_real_positions(causality):
+    rng = np.random.default_rng(0)
+    x = padded(rng, [3, S], S)
+    block = EncoderBlock(H, F, dropout_rate=0.2, inner_dropout_rate=0.2, use_output_projection=False, normalize=False)
+    block = built(block, x, rng=rng)
+    outputs = to_numpy(block(x))
+    attended, _ = reference.document_multihead_attention(x, x, attention_params(block.self_attention), H)
+    expected = reference.document_feedforward(attended, *conv_weights(block.feed_forward))
+    real = real_positions(x)
+    np.testing.assert_allclose(outputs[real], expected[real], atol=ATOL)
+    assert np.all(outputs[~real] == 0.0)
+
+
+def test_vector_summing_to_zero_is_real_as_in_the_document_but_padding_to_the_repository():
+    """The one difference of the two versions' masks. The layer's sign mask is the document's
+    `sum(|x|) > 0`; Kyubyong's repository's `|sum(x)| > 0` calls a real vector whose entries
+    sum to zero padding."""
+    rng = np.random.default_rng(0)
+    x = padded(rng, [T, T], T)
+    x[0, 1] = np.tile([1.0, -1.0], D // 2)  # sums to exactly zero, is not padding
+    assert reference.sign_mask(x)[0, 1] == 1.0
+    assert reference.repository_sign_mask(x)[0, 1] == 0.0
+    layer = built(repository_attention(causality=False), x, x, rng=rng)
+    outputs, weights = layer(x, x, return_attention_scores=True)
+    outputs, weights = to_numpy(outputs), to_numpy(weights)
+    assert np.all(weights[0, :, :, 1] > 0.0)  # a real key
+    assert np.any(outputs[0, 1] != 0.0)  # a real query
+    # With the document's masks, everything else being the repository's, the reference agrees.
+    expected, _ = attention_reference(layer, x, x, mask_function=reference.sign_mask)
+    np.testing.assert_allclose(outputs, expected, atol=ATOL)
+    # With the repository's own masks, the first sequence differs; the second has no such vector.
+    repository, repository_weights = reference.repository_multihead_attention(x, x, attention_params(layer), H)
+    assert np.all(repository_weights[0, :, :, 1] == 0.0)
+    assert not np.allclose(outputs[0], repository[0], atol=1e-3)
+    np.testing.assert_allclose(outputs[1], repository[1], atol=ATOL)
 
 
 # ---------------------------------------------------------------------------
@@ -334,18 +451,6 @@ def test_causal_attention_weights_above_diagonal_are_zero():
     _, weights = layer(x, x, return_attention_scores=True)
     future = np.triu(np.ones((T, T), bool), k=1)
     assert np.all(to_numpy(weights)[:, :, future] == 0.0)
-
-
-def test_vector_summing_to_zero_is_a_real_key():
-    """The sign mask is `sum(|x|) > 0`, not the tutorial's `|sum(x)| > 0` (masks.py deviation)."""
-    rng = np.random.default_rng(0)
-    x = padded(rng, [T, T], T)
-    x[0, 1] = np.tile([1.0, -1.0], D // 2)  # sums to zero, is not padding
-    layer = built(MultiheadAttention(H), x, x, rng=rng)
-    outputs, weights = layer(x, x, return_attention_scores=True)
-    assert np.all(to_numpy(weights)[0, :, :, 1] > 0)
-    expected, _ = attention_reference(layer, x, x)
-    np.testing.assert_allclose(to_numpy(outputs), expected, atol=ATOL)
 
 
 # ---------------------------------------------------------------------------
@@ -463,7 +568,18 @@ def test_explicit_mask_takes_precedence_over_keras_mask():
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "name",
-    ["attention", "attention_tutorial", "attention_cross", "feed_forward", "encoder", "decoder"],
+    [
+        "attention",
+        "attention_repository",
+        "attention_document",
+        "attention_cross",
+        "feed_forward",
+        "feed_forward_document",
+        "encoder",
+        "encoder_document",
+        "decoder",
+        "decoder_repository",
+    ],
 )
 def test_appending_padding_changes_no_real_output(name):
     rng = np.random.default_rng(0)
@@ -553,17 +669,26 @@ def test_conv1d_with_kernel_size_one_is_a_dense_map():
         np.testing.assert_allclose(to_numpy(conv(inputs)), expected, atol=ATOL)
 
 
-def test_encoder_block_matches_reference():
+BLOCK_CONFIGURATIONS = pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"use_output_projection": False, "normalize": False}, {"projection_activation": "relu"}],
+    ids=["default", "document", "relu"],
+)
+
+
+@BLOCK_CONFIGURATIONS
+def test_encoder_block_matches_reference(kwargs):
     rng = np.random.default_rng(0)
     x = padded(rng, [3, S], S)
-    block = built(EncoderBlock(H, F), x, rng=rng)
+    block = built(EncoderBlock(H, F, **kwargs), x, rng=rng)
     np.testing.assert_allclose(to_numpy(block(x)), encoder_reference(block, x), atol=ATOL)
 
 
-def test_decoder_block_matches_reference():
+@BLOCK_CONFIGURATIONS
+def test_decoder_block_matches_reference(kwargs):
     rng = np.random.default_rng(0)
     x, memory = padded(rng, [2, T], T), padded(rng, [S, 3], S)
-    block = built(DecoderBlock(H, F), x, memory, rng=rng)
+    block = built(DecoderBlock(H, F, **kwargs), x, memory, rng=rng)
     outputs, weights = block(x, memory, return_attention_scores=True)
     np.testing.assert_allclose(to_numpy(outputs), decoder_reference(block, x, memory), atol=ATOL)
     assert to_numpy(weights["self_attention"]).shape == (B, H, T, T)
@@ -658,6 +783,16 @@ def test_per_head_initialization_uses_the_fans_of_the_per_head_kernel_views(num_
         assert math.sqrt(6 / (fan_in + fan_out)) == pytest.approx(limit)
 
 
+def test_head_width_is_num_units_over_num_heads_once_built():
+    x = np.ones((B, T, D), "float32")
+    layer = MultiheadAttention(H, num_units=4)
+    assert layer.head_width is None
+    layer(x, x)
+    assert layer.head_width == 4 // H
+    with pytest.raises(AttributeError):
+        layer.head_width = 3
+
+
 def test_unknown_initialization_raises_value_error():
     with pytest.raises(ValueError, match="initialization"):
         MultiheadAttention(num_heads=2, initialization="orthogonal")
@@ -690,6 +825,54 @@ def test_keras_serialize_round_trip_gives_same_layer(name):
     np.testing.assert_allclose(to_numpy(restored(*inputs)), to_numpy(layer(*inputs)), atol=ATOL)
 
 
+@pytest.mark.parametrize(
+    "make, expected",
+    [
+        (lambda: MultiheadAttention(H, normalize=False), {"normalize": False}),
+        (
+            lambda: FeedForward((F, D), inner_dropout_rate=0.3, normalize=False),
+            {"inner_dropout_rate": 0.3, "normalize": False},
+        ),
+        (
+            lambda: DecoderBlock(H, F, inner_dropout_rate=0.3, normalize=False),
+            {"inner_dropout_rate": 0.3, "normalize": False},
+        ),
+    ],
+    ids=["attention", "feed_forward", "decoder"],
+)
+def test_normalize_and_inner_dropout_rate_are_in_the_config_and_round_trip(make, expected):
+    config = make().get_config()
+    assert {key: config[key] for key in expected} == expected
+    clone = type(make()).from_config(json.loads(json.dumps(config)))
+    assert {key: getattr(clone, key) for key in expected} == expected
+
+
+def test_blocks_pass_normalize_and_inner_dropout_rate_to_their_sublayers():
+    x, memory = np.ones((B, T, D), "float32"), np.ones((B, S, D), "float32")
+    block = built(DecoderBlock(H, F, inner_dropout_rate=0.3, normalize=False), x, memory)
+    assert not block.self_attention.normalize and not block.cross_attention.normalize
+    assert not block.feed_forward.normalize
+    assert block.feed_forward.inner_dropout_rate == 0.3
+    default = built(DecoderBlock(H, F), x, memory)
+    assert default.self_attention.normalize and default.cross_attention.normalize and default.feed_forward.normalize
+    assert default.feed_forward.inner_dropout_rate == 0.0
+
+
+@pytest.mark.parametrize("activation", ["relu", keras.activations.relu], ids=["string", "function"])
+def test_block_projection_activation_config_is_json_and_round_trips(activation):
+    rng = np.random.default_rng(0)
+    x = padded(rng, [3, S], S)
+    block = built(EncoderBlock(H, F, projection_activation=activation), x, rng=rng)
+    config = block.get_config()
+    assert config["projection_activation"] == "relu"
+    restored = EncoderBlock.from_config(json.loads(json.dumps(config)))
+    assert restored.get_config() == config
+    assert restored.self_attention.projection_activation is keras.activations.relu
+    restored(x)
+    restored.set_weights(block.get_weights())
+    np.testing.assert_allclose(to_numpy(restored(x)), to_numpy(block(x)), atol=ATOL)
+
+
 # ---------------------------------------------------------------------------
 # Errors
 # ---------------------------------------------------------------------------
@@ -701,6 +884,8 @@ def test_keras_serialize_round_trip_gives_same_layer(name):
         (lambda: MultiheadAttention(num_heads=H, dropout_rate=1.0), r"dropout_rate=1.0"),
         (lambda: MultiheadAttention(num_heads=H, dropout_rate=-0.1), r"dropout_rate=-0.1"),
         (lambda: FeedForward((F, D), dropout_rate=1.5), r"dropout_rate=1.5"),
+        (lambda: FeedForward((F, D), inner_dropout_rate=1.0), r"`inner_dropout_rate`.*inner_dropout_rate=1.0"),
+        (lambda: FeedForward((F, D), inner_dropout_rate=-0.1), r"`inner_dropout_rate`.*inner_dropout_rate=-0.1"),
         (lambda: FeedForward((F,)), r"num_units=\(16,\)"),
         (lambda: PositionalEncoding(learned=True), r"max_length=None"),
         (lambda: LayerNorm(epsilon=0.0), r"epsilon=0.0"),
@@ -713,6 +898,8 @@ def test_keras_serialize_round_trip_gives_same_layer(name):
         "attention_dropout_one",
         "attention_dropout_negative",
         "feed_forward_dropout",
+        "feed_forward_inner_dropout_one",
+        "feed_forward_inner_dropout_negative",
         "feed_forward_num_units_length",
         "learned_positions_without_max_length",
         "layer_norm_epsilon",
@@ -758,6 +945,7 @@ def test_inputs_incompatible_with_hyperparameters_raise_value_error(make, match)
 # ---------------------------------------------------------------------------
 ATTENTION_PARAMS = 4 * D * D + 4 * D + 2 * D  # W^Q, W^K, W^V, W^O with biases; gamma, beta
 FEED_FORWARD_PARAMS = 2 * D * F + F + D + 2 * D  # W_1, b_1, W_2, b_2; gamma, beta
+NORM_PARAMS = 2 * D  # gamma, beta: not created with normalize=False
 
 
 @pytest.mark.parametrize(
@@ -765,10 +953,21 @@ FEED_FORWARD_PARAMS = 2 * D * F + F + D + 2 * D  # W_1, b_1, W_2, b_2; gamma, be
     [
         (lambda: MultiheadAttention(H), ATTENTION_PARAMS),
         (lambda: MultiheadAttention(H, use_output_projection=False), 3 * D * D + 3 * D + 2 * D),
+        (lambda: MultiheadAttention(H, normalize=False), ATTENTION_PARAMS - NORM_PARAMS),
         (lambda: FeedForward((F, D)), FEED_FORWARD_PARAMS),
+        (lambda: FeedForward((F, D), normalize=False), FEED_FORWARD_PARAMS - NORM_PARAMS),
         (lambda: EncoderBlock(H, F), ATTENTION_PARAMS + FEED_FORWARD_PARAMS),
+        (lambda: EncoderBlock(H, F, normalize=False), ATTENTION_PARAMS + FEED_FORWARD_PARAMS - 2 * NORM_PARAMS),
     ],
-    ids=["attention", "attention_no_projection", "feed_forward", "encoder"],
+    ids=[
+        "attention",
+        "attention_no_projection",
+        "attention_no_normalize",
+        "feed_forward",
+        "feed_forward_no_normalize",
+        "encoder",
+        "encoder_no_normalize",
+    ],
 )
 def test_parameter_count_follows_formula(make, expected):
     layer = make()
@@ -790,10 +989,12 @@ def test_decoder_block_parameter_count_follows_formula():
     [
         lambda: MultiheadAttention(H, dropout_rate=0.5),
         lambda: FeedForward((F, D), dropout_rate=0.5),
+        lambda: FeedForward((F, D), inner_dropout_rate=0.5),
         lambda: EncoderBlock(H, F, dropout_rate=0.5),
+        lambda: EncoderBlock(H, F, inner_dropout_rate=0.5),
         lambda: DecoderBlock(H, F, dropout_rate=0.5),
     ],
-    ids=["attention", "feed_forward", "encoder", "decoder"],
+    ids=["attention", "feed_forward", "feed_forward_inner", "encoder", "encoder_inner", "decoder"],
 )
 def test_dropout_is_active_only_in_training_and_keeps_padding_rows_zero(make):
     rng = np.random.default_rng(0)
@@ -812,6 +1013,39 @@ def test_dropout_is_active_only_in_training_and_keeps_padding_rows_zero(make):
     real = real_positions(x)
     assert not np.allclose(training[real], inference[real], atol=ATOL)
     assert np.all(training[~real] == 0.0)
+
+
+def test_feed_forward_outside_training_equals_feed_forward_without_dropout():
+    rng = np.random.default_rng(0)
+    x = padded(rng, [2, T], T)
+    layer = built(FeedForward((F, D), dropout_rate=0.5, inner_dropout_rate=0.5), x, rng=rng)
+    plain = built(FeedForward((F, D)), x)
+    plain.set_weights(layer.get_weights())
+    np.testing.assert_allclose(to_numpy(layer(x, training=False)), to_numpy(plain(x)), atol=ATOL)
+
+
+def test_inner_dropout_drops_the_relu_activations():
+    """With an orthogonal `W_2` and no LayerNorm, `(outputs - inputs - b_2) W_2^T` are the inner
+    activations after dropout: each one dropped (zero) or kept and scaled by `1 / (1 - rate)`.
+    (Dropout after `W_2` instead would mix them.)"""
+    rng = np.random.default_rng(0)
+    x = padded(rng, [T, T], T)
+    layer = built(FeedForward((D, D), inner_dropout_rate=0.5, normalize=False), x, rng=rng)
+    orthogonal = np.linalg.qr(rng.normal(size=(D, D)))[0].astype("float32")
+    layer.outer_conv.kernel.assign(orthogonal[None])
+    inner_kernel, inner_bias, _, outer_bias = conv_weights(layer)
+    hidden = reference.dense(x, inner_kernel, inner_bias, "relu")  # (B, T, D)
+
+    def inner_activations(outputs):
+        return (to_numpy(outputs) - x - outer_bias) @ orthogonal.T
+
+    np.testing.assert_allclose(inner_activations(layer(x, training=False)), hidden, atol=ATOL)
+    dropped = inner_activations(layer(x, training=True))
+    zeroed = np.abs(dropped) < ATOL
+    kept = np.isclose(dropped, 2.0 * hidden, atol=ATOL)
+    assert np.all(zeroed | kept)
+    active = hidden > 0.1
+    assert np.any(zeroed & active) and np.any(kept & active)
 
 
 # ---------------------------------------------------------------------------

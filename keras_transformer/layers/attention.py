@@ -17,39 +17,52 @@ class MultiheadAttention(keras.layers.Layer):
     The tutorial's `multihead_attention(queries, keys, num_units, num_heads, dropout_rate,
     is_training, causality)`, paper section 3.2.2:
 
-        Q = queries W^Q, K = keys W^K, V = values W^V         linear projections, with bias
+        Q = queries W^Q, K = keys W^K, V = values W^V         projections (linear), with bias
         split into H heads of width K = num_units / H
         scores = Q K^T / sqrt(K)                                scaled dot products
         scores[key is padding] = -2^32 + 1                      key masking
         scores[key is in the future] = -2^32 + 1                tril causality (optional)
         weights = softmax(scores) * (query is real)             query masking
         context = concat_heads(dropout(weights) V) W^O          weighted sum, output projection
-        outputs = LayerNorm(context + queries)                  residual, normalize
+        outputs = LayerNorm(context + queries)                  residual, normalize (optional)
+
+    The function exists in two versions. The document's code has linear projections, masks
+    `sign(reduce_sum(abs(x), -1))` and its final `normalize` commented out (residual, no
+    LayerNorm). Kyubyong's repository has relu projections, masks `sign(abs(reduce_sum(x, -1)))`
+    and the final `normalize` applied. Neither has the output projection `W^O`. The defaults here
+    are the paper's: linear projections, `W^O`, LayerNorm after the residual.
+    `use_output_projection=False, normalize=False` is the document's code;
+    `use_output_projection=False, projection_activation="relu"` is Kyubyong's repository, but for
+    its masks (see `keras_transformer.masks.sign_mask`).
 
     Padding masks are, in order of precedence: the `queries_mask` / `keys_mask` arguments, the
     Keras masks attached to `queries` / `keys` (e.g. from a `mask_zero` embedding; Keras passes
-    them in those arguments automatically), and otherwise the tutorial's sign masks, computed
+    them in those arguments automatically), and otherwise the document's sign masks, computed
     from the raw `queries` and `keys`: a position whose vector is all zeros is padding.
 
-    Deviations from the tutorial code:
-    - `W^O` (the paper's output projection) is applied by default; the tutorial omits it.
-      `use_output_projection=False` reproduces the tutorial.
-    - The projections are linear, as in the paper; the tutorial code applies a relu to Q, K and
-      V. `projection_activation="relu"` reproduces the tutorial.
-    - The outputs at padding queries are set to exactly zero (the tutorial leaves LayerNorm's
-      `beta` there), so that sign masks stay right in every later layer.
-    - Scores and softmax are computed in float32 whatever the compute dtype, so the tutorial's
-      `-2^32 + 1` cannot overflow under mixed precision.
+    Deviation: `W^O` (the paper's output projection) is applied by default; the document's code
+    has none. `use_output_projection=False` reproduces it.
+    Deviation: LayerNorm follows the residual connection by default (the paper; Kyubyong's
+    repository); the document's code has it commented out. `normalize=False` reproduces it.
+    Deviation: the outputs at padding queries are set to exactly zero, so that sign masks stay
+    right in every later layer. The document's code gets zero there too (`context` and the
+    query are zero there), but not once `W^O` or LayerNorm is added; Kyubyong's repository
+    leaves LayerNorm's `beta` there.
+    Deviation: scores and softmax are computed in float32 whatever the compute dtype, so the
+    tutorial's `-2^32 + 1` cannot overflow under mixed precision.
 
     Args:
         num_heads: int, number of heads H.
         num_units: int or None, width of the projected queries/keys/values (H * K). Defaults to
             the width of `queries`. Must be divisible by `num_heads`.
-        dropout_rate: float in [0, 1), dropout on the attention weights.
+        dropout_rate: float in [0, 1), dropout on the attention weights (as in both versions).
         causality: bool, whether query `i` may only attend to keys `0..i` (decoder
             self-attention).
         use_output_projection: bool, apply the output projection `W^O`.
-        projection_activation: activation of the Q/K/V projections (None is linear).
+        projection_activation: activation of the Q/K/V projections: None (linear, the paper and
+            the document's code) or e.g. `"relu"` (Kyubyong's repository).
+        normalize: bool, apply LayerNorm after the residual connection (False: the document's
+            code). No LayerNorm weights are created when False.
         epsilon: LayerNorm epsilon.
         initialization: `"glorot"` (the tutorial's `tf.layers.dense` default: Glorot uniform on
             each `[D, H*K]` kernel) or `"per_head"`: Glorot uniform with the fans of the per-head
@@ -77,6 +90,9 @@ class MultiheadAttention(keras.layers.Layer):
     >>> x = np.random.rand(2, 5, 8).astype("float32")
     >>> attention(x, x).shape
     (2, 5, 8)
+    >>> attention.head_width
+    4
+    >>> document = MultiheadAttention(num_heads=2, use_output_projection=False, normalize=False)
     """
 
     def __init__(
@@ -87,6 +103,7 @@ class MultiheadAttention(keras.layers.Layer):
         causality=False,
         use_output_projection=True,
         projection_activation=None,
+        normalize=True,
         epsilon=1e-8,
         initialization="glorot",
         **kwargs,
@@ -110,9 +127,16 @@ class MultiheadAttention(keras.layers.Layer):
         self.causality = causality
         self.use_output_projection = use_output_projection
         self.projection_activation = keras.activations.get(projection_activation)
+        self.normalize = normalize
         self.epsilon = epsilon
         self.initialization = initialization
         self.supports_masking = True
+        self._head_width = None  # K, known in `build`
+
+    @property
+    def head_width(self):
+        """int K = num_units // num_heads, the width of one head; None until the layer is built."""
+        return self._head_width
 
     def _initializer(self, per_head_scale):
         if self.initialization == "glorot":
@@ -164,8 +188,9 @@ class MultiheadAttention(keras.layers.Layer):
         self.attention_dropout = keras.layers.Dropout(
             self.dropout_rate, dtype=self.dtype_policy, name="attention_dropout"
         )
-        self.layer_norm = LayerNorm(epsilon=self.epsilon, dtype=self.dtype_policy, name="layer_norm")
-        self.layer_norm.build(queries_shape)
+        if self.normalize:
+            self.layer_norm = LayerNorm(epsilon=self.epsilon, dtype=self.dtype_policy, name="layer_norm")
+            self.layer_norm.build(queries_shape)
 
     def _split_heads(self, projected):
         batch, length = ops.shape(projected)[0], ops.shape(projected)[1]
@@ -241,7 +266,10 @@ class MultiheadAttention(keras.layers.Layer):
         if self.use_output_projection:
             context = self.output_dense(context)  # (B, T_q, D)
 
-        outputs = zero_padding_rows(self.layer_norm(context + queries), queries_mask)  # (B, T_q, D)
+        outputs = context + queries  # (B, T_q, D) residual connection
+        if self.normalize:
+            outputs = self.layer_norm(outputs)
+        outputs = zero_padding_rows(outputs, queries_mask)
         if return_attention_scores:
             return outputs, weights * ops.cast(queries_mask[:, None, :, None], weights.dtype)
         return outputs
@@ -256,6 +284,7 @@ class MultiheadAttention(keras.layers.Layer):
                 "causality": self.causality,
                 "use_output_projection": self.use_output_projection,
                 "projection_activation": keras.activations.serialize(self.projection_activation),
+                "normalize": self.normalize,
                 "epsilon": self.epsilon,
                 "initialization": self.initialization,
             }

@@ -18,8 +18,10 @@ class _Block(keras.layers.Layer):
         num_heads,
         d_ff,
         dropout_rate=0.0,
+        inner_dropout_rate=0.0,
         use_output_projection=True,
         projection_activation=None,
+        normalize=True,
         epsilon=1e-8,
         attention_initialization="glorot",
         **kwargs,
@@ -30,8 +32,10 @@ class _Block(keras.layers.Layer):
         self.num_heads = num_heads
         self.d_ff = d_ff
         self.dropout_rate = dropout_rate
+        self.inner_dropout_rate = inner_dropout_rate
         self.use_output_projection = use_output_projection
-        self.projection_activation = projection_activation
+        self.projection_activation = keras.activations.get(projection_activation)
+        self.normalize = normalize
         self.epsilon = epsilon
         self.attention_initialization = attention_initialization
         self.supports_masking = True
@@ -45,6 +49,7 @@ class _Block(keras.layers.Layer):
             causality=causality,
             use_output_projection=self.use_output_projection,
             projection_activation=self.projection_activation,
+            normalize=self.normalize,
             epsilon=self.epsilon,
             initialization=self.attention_initialization,
             dtype=self.dtype_policy,
@@ -55,6 +60,8 @@ class _Block(keras.layers.Layer):
         return FeedForward(
             num_units=(self.d_ff, width),
             dropout_rate=self.dropout_rate,
+            inner_dropout_rate=self.inner_dropout_rate,
+            normalize=self.normalize,
             epsilon=self.epsilon,
             dtype=self.dtype_policy,
             name="feed_forward",
@@ -67,8 +74,10 @@ class _Block(keras.layers.Layer):
                 "num_heads": self.num_heads,
                 "d_ff": self.d_ff,
                 "dropout_rate": self.dropout_rate,
+                "inner_dropout_rate": self.inner_dropout_rate,
                 "use_output_projection": self.use_output_projection,
-                "projection_activation": self.projection_activation,
+                "projection_activation": keras.activations.serialize(self.projection_activation),
+                "normalize": self.normalize,
                 "epsilon": self.epsilon,
                 "attention_initialization": self.attention_initialization,
             }
@@ -80,14 +89,22 @@ class _Block(keras.layers.Layer):
 class EncoderBlock(_Block):
     """One encoder block: self-attention, then feed-forward.
 
-    The body of the tutorial's `for i in range(num_blocks)` encoder loop:
-    `multihead_attention(queries=enc, keys=enc)` then `feedforward(enc, [d_ff, D])`.
+    The body of the tutorial's `for i in range(num_blocks)` encoder loop, paper section 3.1:
+    `multihead_attention(queries=enc, keys=enc)` then `feedforward(enc, [d_ff, D])`. The
+    sublayers keep their own deviations from the document's code (see `MultiheadAttention` and
+    `FeedForward`). With `use_output_projection=False, normalize=False, dropout_rate=0.2,
+    inner_dropout_rate=0.2` the sublayers are the document's code (`dropout_rate` is then also
+    the attention-weight dropout rate: one rate serves both).
 
     Args:
         num_heads: int H.
         d_ff: int F, inner width of the feed-forward sublayer.
-        dropout_rate: float, attention-weight and residual dropout.
-        use_output_projection, projection_activation, epsilon: see `MultiheadAttention`.
+        dropout_rate: float, dropout on the attention weights and on `FFN(x)` (the paper's
+            residual dropout of the feed-forward sublayer).
+        inner_dropout_rate: float, `FeedForward`'s dropout after its relu convolution (the
+            document's code: 0.2; the paper: 0).
+        use_output_projection, projection_activation, normalize, epsilon: see
+            `MultiheadAttention`; `normalize` also applies to `FeedForward`.
         attention_initialization: `MultiheadAttention`'s `initialization`.
 
     Call arguments:
@@ -125,8 +142,10 @@ class EncoderBlock(_Block):
 class DecoderBlock(_Block):
     """One decoder block: causal self-attention, encoder-decoder attention, feed-forward.
 
-    The body of the tutorial's decoder loop: `multihead_attention(dec, dec, causality=True)`,
-    `multihead_attention(dec, enc)` ("vanilla attention"), `feedforward(dec, [d_ff, D])`.
+    The body of the tutorial's decoder loop, paper section 3.1:
+    `multihead_attention(dec, dec, causality=True)`, `multihead_attention(dec, enc)` ("vanilla
+    attention"), `feedforward(dec, [d_ff, D])`. The sublayers keep their own deviations from the
+    document's code (see `MultiheadAttention` and `FeedForward`).
 
     Args: as `EncoderBlock`.
 

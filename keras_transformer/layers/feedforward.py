@@ -13,25 +13,38 @@ class FeedForward(keras.layers.Layer):
     The tutorial's `feedforward(inputs, num_units=[2048, 512])`, paper section 3.3:
     `FFN(x) = max(0, x W_1 + b_1) W_2 + b_2`, written, as in the tutorial, as two `Conv1D` with
     `kernel_size=1` ("two convolutions with kernel size 1", in the paper's words), followed by
-    `LayerNorm(x + FFN(x))`.
+    `LayerNorm(x + dropout(FFN(x)))`.
 
-    Deviations from the tutorial code:
-    - optional dropout on `FFN(x)` before the residual sum (the paper's residual dropout,
-      section 5.4); the tutorial has none here. `dropout_rate=0.0` reproduces it.
-    - outputs at padding positions are set to exactly zero (the tutorial leaves a non-zero
-      `FFN(beta)` there), so that sign masks stay right in every later layer.
+    The function exists in two versions. The document's code applies dropout (rate 0.2) after
+    each of the two convolutions and has its final `normalize` commented out (residual, no
+    LayerNorm); Kyubyong's repository has no dropout and applies `normalize`. The defaults here
+    are the paper's: dropout on `FFN(x)` only (residual dropout, section 5.4), then LayerNorm.
+    `FeedForward(num_units, dropout_rate=0.2, inner_dropout_rate=0.2, normalize=False)` is the
+    document's code; `FeedForward(num_units)` is Kyubyong's repository.
+
+    Deviation: LayerNorm follows the residual connection by default (the paper; Kyubyong's
+    repository); the document's code has it commented out. `normalize=False` reproduces it.
+    Deviation: no dropout after the inner (relu) convolution by default (the paper); the
+    document's code has one. `inner_dropout_rate=0.2` reproduces it.
+    Deviation: outputs at padding positions are set to exactly zero (the document's code leaves
+    a non-zero `FFN(0)` there, Kyubyong's repository `LayerNorm(FFN(0))`), so that sign masks
+    stay right in every later layer.
 
     Args:
         num_units: pair of ints `(F, D)`: inner width and output width. The output width must
             equal the input width (residual connection).
-        dropout_rate: float in [0, 1), dropout on `FFN(x)`.
+        dropout_rate: float in [0, 1), dropout on `FFN(x)`, the second convolution's output.
+        inner_dropout_rate: float in [0, 1), dropout on `max(0, x W_1 + b_1)`, the first
+            convolution's output.
+        normalize: bool, apply LayerNorm after the residual connection (False: the document's
+            code). No LayerNorm weights are created when False.
         epsilon: LayerNorm epsilon.
 
     Call arguments:
         inputs: float tensor `[B, T, D]`.
         training: bool, whether dropout is active.
         mask: optional bool tensor `[B, T]`, True at real positions. Defaults to the Keras mask
-            of `inputs`, else to the tutorial's sign mask of `inputs`.
+            of `inputs`, else to the document's sign mask of `inputs`.
 
     Returns:
         float tensor `[B, T, D]`, zero at padding positions.
@@ -39,17 +52,32 @@ class FeedForward(keras.layers.Layer):
     Example:
     >>> FeedForward(num_units=(32, 8))(np.random.rand(2, 5, 8)).shape
     (2, 5, 8)
+    >>> document = FeedForward((32, 8), dropout_rate=0.2, inner_dropout_rate=0.2, normalize=False)
     """
 
-    def __init__(self, num_units=(2048, 512), dropout_rate=0.0, epsilon=1e-8, **kwargs):
+    def __init__(
+        self,
+        num_units=(2048, 512),
+        dropout_rate=0.0,
+        inner_dropout_rate=0.0,
+        normalize=True,
+        epsilon=1e-8,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         num_units = tuple(num_units)
         if len(num_units) != 2 or not all(isinstance(n, int) and n > 0 for n in num_units):
             raise ValueError(f"`num_units` must be two positive ints. Received: num_units={num_units}")
         if not 0.0 <= dropout_rate < 1.0:
             raise ValueError(f"`dropout_rate` must be in [0, 1). Received: dropout_rate={dropout_rate}")
+        if not 0.0 <= inner_dropout_rate < 1.0:
+            raise ValueError(
+                f"`inner_dropout_rate` must be in [0, 1). Received: inner_dropout_rate={inner_dropout_rate}"
+            )
         self.num_units = num_units
         self.dropout_rate = dropout_rate
+        self.inner_dropout_rate = inner_dropout_rate
+        self.normalize = normalize
         self.epsilon = epsilon
         self.supports_masking = True
 
@@ -64,21 +92,36 @@ class FeedForward(keras.layers.Layer):
             inner_width, kernel_size=1, activation="relu", dtype=self.dtype_policy, name="inner_conv"
         )
         self.inner_conv.build(input_shape)
+        self.inner_dropout = keras.layers.Dropout(
+            self.inner_dropout_rate, dtype=self.dtype_policy, name="inner_dropout"
+        )
         self.outer_conv = keras.layers.Conv1D(output_width, kernel_size=1, dtype=self.dtype_policy, name="outer_conv")
         self.outer_conv.build(tuple(input_shape[:-1]) + (inner_width,))
         # Kernel-size-1 convolutions are position-wise: a padding mask passes through unchanged.
         self.inner_conv.supports_masking = self.outer_conv.supports_masking = True
         self.output_dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy, name="output_dropout")
-        self.layer_norm = LayerNorm(epsilon=self.epsilon, dtype=self.dtype_policy, name="layer_norm")
-        self.layer_norm.build(input_shape)
+        if self.normalize:
+            self.layer_norm = LayerNorm(epsilon=self.epsilon, dtype=self.dtype_policy, name="layer_norm")
+            self.layer_norm.build(input_shape)
 
     def call(self, inputs, training=None, mask=None):
         mask = sign_mask(inputs) if mask is None else mask
-        hidden = self.inner_conv(inputs)  # (B, T, F)
+        hidden = self.inner_dropout(self.inner_conv(inputs), training=training)  # (B, T, F)
         outputs = self.output_dropout(self.outer_conv(hidden), training=training)  # (B, T, D)
-        return zero_padding_rows(self.layer_norm(outputs + inputs), mask)
+        outputs = outputs + inputs  # residual connection
+        if self.normalize:
+            outputs = self.layer_norm(outputs)
+        return zero_padding_rows(outputs, mask)
 
     def get_config(self):
         config = super().get_config()
-        config.update({"num_units": list(self.num_units), "dropout_rate": self.dropout_rate, "epsilon": self.epsilon})
+        config.update(
+            {
+                "num_units": list(self.num_units),
+                "dropout_rate": self.dropout_rate,
+                "inner_dropout_rate": self.inner_dropout_rate,
+                "normalize": self.normalize,
+                "epsilon": self.epsilon,
+            }
+        )
         return config
