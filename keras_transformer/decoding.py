@@ -131,7 +131,7 @@ class _CachedDecoder:
         caches = []
         for block in self.layers.decoder_blocks:
             attention = block.self_attention
-            shape = (self.rows, attention.num_heads, self.max_length, attention._head_width)
+            shape = (self.rows, attention.num_heads, self.max_length, attention.head_width)
             caches.append((ops.zeros(shape, attention.compute_dtype), ops.zeros(shape, attention.compute_dtype)))
         return caches
 

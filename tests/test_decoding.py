@@ -11,9 +11,9 @@ import tensorflow as tf
 from conftest import V_S, ids, pad, tiny_config, tiny_model, to_numpy
 
 from keras_transformer import runs
+from keras_transformer.data.tokenizers import END_ID, PAD_ID, START_ID
 from keras_transformer.decoding import beam_search, greedy_decode
 from keras_transformer.models import TransformerLayers, build_transformer, encode
-from keras_transformer.data.tokenizers import END_ID, PAD_ID, START_ID
 
 # At the first step the decoder self-attends over one key; Keras warns about a softmax over size 1.
 pytestmark = pytest.mark.filterwarnings("ignore:You are using a softmax over axis -1")
@@ -141,7 +141,7 @@ def test_decode_step_equals_the_block_on_the_whole_prefix():
     for block in layers.decoder_blocks:
         whole = to_numpy(block(hidden, memory, inputs_mask=target_mask, memory_mask=source_mask))
         cross_cache = block.cross_attention_cache(memory)
-        head_shape = (2, block.self_attention.num_heads, 4, block.self_attention._head_width)
+        head_shape = (2, block.self_attention.num_heads, 4, block.self_attention.head_width)
         cache = (np.zeros(head_shape, "float32"), np.zeros(head_shape, "float32"))
         for t in range(4):
             step_mask = target_mask & (np.arange(4) <= t)[None, :]
