@@ -85,10 +85,16 @@ class IdsTranslator(tf.Module):
         """`source_ids: int32[B, S]` (0 = padding) -> `{"output_ids": int32[B, L], "score":
         float32[B], "truncated": bool[B]}`; `L` is `max_target_len`."""
         vocab_size = self.model_config.source_vocab_size
-        tf.debugging.assert_non_negative(source_ids, message="source_ids must be >= 0 (0 is padding)")
-        tf.debugging.assert_less(
-            source_ids, vocab_size, message=f"source_ids must be < the source vocabulary size {vocab_size}"
-        )
+        checks = [
+            tf.debugging.assert_non_negative(source_ids, message="source_ids must be >= 0 (0 is padding)"),
+            tf.debugging.assert_less(
+                source_ids, vocab_size, message=f"source_ids must be < the source vocabulary size {vocab_size}"
+            ),
+        ]
+        # Decoding reads the ids only after both checks: otherwise the embedding's gather may run
+        # first and fail with its own, less helpful, message.
+        with tf.control_dependencies(checks):
+            source_ids = tf.identity(source_ids)
         max_source_len = self.model_config.max_source_len
         truncated = tf.reduce_any(tf.not_equal(source_ids[:, max_source_len:], PAD_ID), axis=1)
         return {**self._decode(source_ids[:, :max_source_len]), "truncated": truncated}

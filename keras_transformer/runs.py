@@ -24,7 +24,7 @@ import tensorflow as tf
 from keras_transformer.config import ModelConfig, TrainConfig, preset
 from keras_transformer.data.parallel_text import load_corpus
 from keras_transformer.data.tokenizers import SubwordTokenizer, learn_vocabulary, write_vocabulary
-from keras_transformer.data.translation_batches import encode_pairs, make_dataset
+from keras_transformer.data.translation_batches import EncodedPairs, encode_pairs, make_dataset
 from keras_transformer.distribute import (
     adapt_keras_fit,
     describe,
@@ -178,46 +178,24 @@ def train(train_config, model_overrides=None, resume=False, log=print, extra_cal
         return _train(train_config, strategy, model_overrides, resume, log, extra_callbacks, verbose, started)
 
 
+@dataclasses.dataclass
+class _RunData:
+    """The text and tokens of a run: splits read, vocabularies settled, pairs encoded."""
+
+    texts: dict  # split -> ParallelText, for "train" and "validation"
+    source_tokenizer: SubwordTokenizer
+    target_tokenizer: SubwordTokenizer
+    train_pairs: EncodedPairs
+    validation_pairs: EncodedPairs
+
+
 def _train(train_config, strategy, model_overrides, resume, log, extra_callbacks, verbose, started):
     replicas = strategy.num_replicas_in_sync
     train_config, model_config = prepare_run(train_config, model_overrides, resume, log, replicas)
     run_dir = Path(train_config.run_dir)
     keras.utils.set_random_seed(train_config.seed)
-
-    texts = {split: load_corpus(train_config, split) for split in ("train", "validation")}
-    source_tokenizer, target_tokenizer = _tokenizers(run_dir, train_config, texts["train"])
-    model_config.source_vocab_size = source_tokenizer.vocab_size
-    model_config.target_vocab_size = target_tokenizer.vocab_size
-    model_config.validate().save(run_dir / MODEL_CONFIG_FILE)
-
-    def encoded(split):
-        return encode_pairs(
-            texts[split].sources,
-            texts[split].targets,
-            source_tokenizer,
-            target_tokenizer,
-            model_config.max_source_len,
-            model_config.max_target_len,
-        )
-
-    train_pairs, validation_pairs = encoded("train"), encoded("validation")
-    skipped = texts["train"].skipped
-    log(
-        f"Corpus {train_config.corpus}: {len(train_pairs)} training pairs ({train_pairs.num_dropped} dropped as "
-        f"too long or empty{', skipped while reading: ' + str(skipped) if skipped else ''}), "
-        f"{len(validation_pairs)} validation pairs; vocabularies {source_tokenizer.vocab_size} / "
-        f"{target_tokenizer.vocab_size} pieces"
-    )
-    batching = dict(batch_size=train_config.batch_size, batch_tokens=train_config.batch_tokens)
-    # Batches are global: under a strategy each replica takes its slice of every batch.
-    train_data = make_dataset(train_pairs, shuffle=True, repeat=True, seed=train_config.seed, **batching)
-    train_data = split_batches(train_data, replicas)
-    validation_data = split_batches(make_dataset(validation_pairs, **batching), replicas)
-    validation_steps = sum(1 for _ in validation_data)  # a finite pass, counted once
-    # A known cardinality makes Keras start every validation pass from a fresh iterator (under a
-    # strategy, Keras 3.15 otherwise reads the exhausted one of the last pass and stops).
-    validation_data = validation_data.apply(tf.data.experimental.assert_cardinality(validation_steps))
-
+    data = _read_and_encode(train_config, model_config, log)
+    train_data, validation_data, validation_steps = _batches(data, train_config, replicas)
     with strategy.scope(), dtype_policy(train_config.precision):
         model = compile_transformer(build_transformer(model_config), model_config, train_config)
         adapt_keras_fit(model)
@@ -227,23 +205,6 @@ def _train(train_config, strategy, model_overrides, resume, log, extra_callbacks
         f"{', XLA' if train_config.jit_compile else ''})"
     )
     timer = _EpochTimer()
-    callbacks = [
-        keras.callbacks.BackupAndRestore(str(run_dir / BACKUP_DIR), double_checkpoint=True),
-        keras.callbacks.TensorBoard(str(run_dir / "logs")),
-        timer,
-        *extra_callbacks,
-    ]
-    if train_config.validation_bleu_sentences:
-        size = train_config.validation_bleu_sentences
-        callbacks.insert(
-            1,  # before TensorBoard, which then logs the score with the epoch's other metrics
-            ValidationBleu(
-                lambda: make_translator(
-                    model, model_config, source_tokenizer, target_tokenizer, run_dir, train_config, beam_size=1
-                ),
-                texts["validation"].head(size),
-            ),
-        )
     history = model.fit(
         train_data,
         epochs=train_config.epochs,
@@ -251,31 +212,14 @@ def _train(train_config, strategy, model_overrides, resume, log, extra_callbacks
         validation_data=validation_data,
         validation_steps=validation_steps,
         shuffle=False,  # the dataset shuffles itself
-        callbacks=callbacks,
+        callbacks=_callbacks(model, model_config, train_config, data, timer, extra_callbacks),
         verbose=verbose,
     )
-    train_seconds = sum(timer.seconds)
     model.save(run_dir / MODEL_FILE)
-
-    summary = {
-        "model_config": model_config.to_dict(),
-        "train_config": train_config.to_dict(),
-        "parameters": int(model.count_params()),
-        "replicas": replicas,
-        "train_pairs": len(train_pairs),
-        "dropped_pairs": train_pairs.num_dropped,
-        "skipped_while_reading": skipped,
-        "epochs_this_session": len(timer.seconds),
-        "train_seconds_this_session": round(train_seconds, 1),
-        "final_metrics": {k: round(float(v[-1]), 4) for k, v in history.history.items()} if history.history else {},
-    }
-    if timer.seconds:
-        # Real target tokens per epoch, counted by the `target_tokens` metric (over all replicas).
-        tokens = np.array(history.history["target_tokens"][-len(timer.seconds) :])
-        summary["target_tokens_per_second"] = round(float(tokens.sum()) / train_seconds)
-        summary["target_tokens_per_second_median_epoch"] = round(float(np.median(tokens / np.array(timer.seconds))))
-
-    translator = make_translator(model, model_config, source_tokenizer, target_tokenizer, run_dir, train_config)
+    summary = _training_summary(model, model_config, train_config, data, history, timer, replicas)
+    translator = make_translator(
+        model, model_config, data.source_tokenizer, data.target_tokenizer, run_dir, train_config
+    )
     summary["test"] = evaluate_translator(translator, train_config, log)
     export_path = export_run(translator, train_config)
     log(f"Exported the model to {export_path}")
@@ -287,6 +231,101 @@ def _train(train_config, strategy, model_overrides, resume, log, extra_callbacks
     )
     (run_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
     log(f"Summary written to {run_dir / SUMMARY_FILE}")
+    return summary
+
+
+def _read_and_encode(train_config, model_config, log):
+    """Read the training and validation splits, settle the vocabularies and encode the pairs.
+
+    The learned vocabulary sizes go into `model_config`, which is then saved in the run directory.
+    """
+    run_dir = Path(train_config.run_dir)
+    texts = {split: load_corpus(train_config, split) for split in ("train", "validation")}
+    source_tokenizer, target_tokenizer = _tokenizers(run_dir, train_config, texts["train"])
+    model_config.source_vocab_size = source_tokenizer.vocab_size
+    model_config.target_vocab_size = target_tokenizer.vocab_size
+    model_config.validate().save(run_dir / MODEL_CONFIG_FILE)
+    train_pairs, validation_pairs = (
+        encode_pairs(
+            texts[split].sources,
+            texts[split].targets,
+            source_tokenizer,
+            target_tokenizer,
+            model_config.max_source_len,
+            model_config.max_target_len,
+        )
+        for split in ("train", "validation")
+    )
+    skipped = texts["train"].skipped
+    log(
+        f"Corpus {train_config.corpus}: {len(train_pairs)} training pairs ({train_pairs.num_dropped} dropped as "
+        f"too long or empty{', skipped while reading: ' + str(skipped) if skipped else ''}), "
+        f"{len(validation_pairs)} validation pairs; vocabularies {source_tokenizer.vocab_size} / "
+        f"{target_tokenizer.vocab_size} pieces"
+    )
+    return _RunData(texts, source_tokenizer, target_tokenizer, train_pairs, validation_pairs)
+
+
+def _batches(data, train_config, replicas):
+    """`(training batches, validation batches, validation steps)` for `model.fit`.
+
+    Batches are global: under a strategy each replica takes its slice of every batch. The
+    training data repeats (one iterator for the whole run); validation is one finite pass.
+    """
+    batching = dict(batch_size=train_config.batch_size, batch_tokens=train_config.batch_tokens)
+    train_data = make_dataset(data.train_pairs, shuffle=True, repeat=True, seed=train_config.seed, **batching)
+    train_data = split_batches(train_data, replicas)
+    validation_data = split_batches(make_dataset(data.validation_pairs, **batching), replicas)
+    validation_steps = sum(1 for _ in validation_data)  # a finite pass, counted once
+    # A known cardinality makes Keras start every validation pass from a fresh iterator (under a
+    # strategy, Keras 3.15 otherwise reads the exhausted one of the last pass and stops).
+    validation_data = validation_data.apply(tf.data.experimental.assert_cardinality(validation_steps))
+    return train_data, validation_data, validation_steps
+
+
+def _callbacks(model, model_config, train_config, data, timer, extra_callbacks):
+    """Backups for `--resume`, the optional validation BLEU, TensorBoard, the epoch timer, extras."""
+    run_dir = Path(train_config.run_dir)
+    callbacks = [keras.callbacks.BackupAndRestore(str(run_dir / BACKUP_DIR), double_checkpoint=True)]
+    if train_config.validation_bleu_sentences:
+        # Before TensorBoard, which then logs the score with the epoch's other metrics.
+        callbacks.append(
+            ValidationBleu(
+                lambda: make_translator(
+                    model,
+                    model_config,
+                    data.source_tokenizer,
+                    data.target_tokenizer,
+                    run_dir,
+                    train_config,
+                    beam_size=1,
+                ),
+                data.texts["validation"].head(train_config.validation_bleu_sentences),
+            )
+        )
+    return [*callbacks, keras.callbacks.TensorBoard(str(run_dir / "logs")), timer, *extra_callbacks]
+
+
+def _training_summary(model, model_config, train_config, data, history, timer, replicas):
+    """The summary of `model.fit`: configs, sizes, time and throughput of this session, last metrics."""
+    train_seconds = sum(timer.seconds)
+    summary = {
+        "model_config": model_config.to_dict(),
+        "train_config": train_config.to_dict(),
+        "parameters": int(model.count_params()),
+        "replicas": replicas,
+        "train_pairs": len(data.train_pairs),
+        "dropped_pairs": data.train_pairs.num_dropped,
+        "skipped_while_reading": data.texts["train"].skipped,
+        "epochs_this_session": len(timer.seconds),
+        "train_seconds_this_session": round(train_seconds, 1),
+        "final_metrics": {k: round(float(v[-1]), 4) for k, v in history.history.items()} if history.history else {},
+    }
+    if timer.seconds:
+        # Real target tokens per epoch, counted by the `target_tokens` metric (over all replicas).
+        tokens = np.array(history.history["target_tokens"][-len(timer.seconds) :])
+        summary["target_tokens_per_second"] = round(float(tokens.sum()) / train_seconds)
+        summary["target_tokens_per_second_median_epoch"] = round(float(np.median(tokens / np.array(timer.seconds))))
     return summary
 
 
