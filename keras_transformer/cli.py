@@ -10,11 +10,12 @@ import dataclasses
 import json
 import os
 import sys
+import textwrap
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's C++ start-up chatter quiet
 
-from keras_transformer.config import ModelConfig, TrainConfig  # noqa: E402
+from keras_transformer.config import PRESETS, ModelConfig, TrainConfig, preset  # noqa: E402
 
 _BOOLEAN_CHOICES = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
 
@@ -26,8 +27,41 @@ def _boolean(text):
         raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}") from None
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, but never wrapping inside a hyphenated word.
+
+    A flag like `--source-vocab-size` in a help text stays whole.
+    """
+
+    def _split_lines(self, text, width):
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+    def _fill_text(self, text, width, indent):
+        return textwrap.fill(
+            " ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False
+        )
+
+
+def _default_text(config_class, field, only):
+    """What `--help` says a flag defaults to: the value used when the flag is left out."""
+    if only is not None:  # evaluate / export: the run's saved settings
+        return "(default: the run's)"
+    by_preset = [f"{name} {values[field.name]!r}" for name, values in PRESETS.items() if field.name in values]
+    if config_class is ModelConfig and by_preset:
+        return f"(default: set by --preset: {', '.join(by_preset)})"
+    return f"(default: {field.default!r})"
+
+
 def _add_config_flags(parser, config_class, title, only=None):
-    """Flags for the fields of `config_class` (or just the fields named in `only`)."""
+    """Flags for the fields of `config_class`.
+
+    Args:
+        parser: the (sub)command's `argparse.ArgumentParser`.
+        config_class: `TrainConfig` or `ModelConfig`.
+        title: the title of the flags' group in `--help`.
+        only: names of the only fields to offer, whose flags then default to the run's settings
+            (`evaluate`, `export`); None for all fields with `cli=True`.
+    """
     group = parser.add_argument_group(title)
     for field in dataclasses.fields(config_class):
         if not field.metadata.get("cli", True) or (only is not None and field.name not in only):
@@ -44,19 +78,23 @@ def _add_config_flags(parser, config_class, title, only=None):
             choices=field.metadata.get("choices"),
             default=argparse.SUPPRESS,  # only explicit flags reach the namespace
             metavar=("SOURCE", "TARGET") if pair else None if field.metadata.get("choices") else field.name.upper(),
-            help=field.metadata["help"] if pair else f"{field.metadata['help']} (default: {field.default!r})",
+            help=field.metadata["help"]
+            if pair
+            else f"{field.metadata['help']} {_default_text(config_class, field, only)}",
         )
 
 
 def _build_parser():
     parser = argparse.ArgumentParser(
         prog="keras-transformer",
+        formatter_class=_HelpFormatter,
         description="Train, evaluate, export and use the Transformer of 'Attention Is All You Need'.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     train = commands.add_parser(
         "train",
+        formatter_class=_HelpFormatter,
         help="train a model, evaluate it on the test split and export it",
         description="Train on the built-in corpus (default), print test exact match and BLEU, write "
         "RUN_DIR/summary.json and export a SavedModel to EXPORT_DIR/MODEL_NAME/VERSION.",
@@ -66,12 +104,15 @@ def _build_parser():
     _add_config_flags(train, TrainConfig, "training")
     _add_config_flags(train, ModelConfig, "model (override the preset)")
 
-    evaluate = commands.add_parser("evaluate", help="score a finished run on its test split")
+    evaluate = commands.add_parser(
+        "evaluate", formatter_class=_HelpFormatter, help="score a finished run on its test split"
+    )
     evaluate.add_argument("--run-dir", required=True, type=Path, help="run directory written by `train`")
-    _add_config_flags(evaluate, TrainConfig, "decoding (default: the run's)", only=_DECODING_FIELDS)
+    _add_config_flags(evaluate, TrainConfig, "decoding", only=_DECODING_FIELDS)
 
     export = commands.add_parser(
         "export",
+        formatter_class=_HelpFormatter,
         help="export a finished run as a new SavedModel version",
         description="Write EXPORT_DIR/MODEL_NAME/VERSION (text in, translation out; needs a model server "
         "with tensorflow-text ops), or with --ids-only EXPORT_DIR/MODEL_NAME_ids/VERSION (token ids in and "
@@ -82,9 +123,11 @@ def _build_parser():
     export.add_argument(
         "--ids-only", action="store_true", help="export token ids -> token ids without tensorflow-text ops"
     )
-    _add_config_flags(export, TrainConfig, "decoding (default: the run's)", only=_DECODING_FIELDS)
+    _add_config_flags(export, TrainConfig, "decoding", only=_DECODING_FIELDS)
 
-    translate = commands.add_parser("translate", help="translate text with an exported SavedModel")
+    translate = commands.add_parser(
+        "translate", formatter_class=_HelpFormatter, help="translate text with an exported SavedModel"
+    )
     translate.add_argument(
         "--model",
         required=True,
@@ -126,6 +169,29 @@ def _load_config_file(path):
     return _split_by_config(values)
 
 
+def _check_model_config(preset_name, model_overrides):
+    """Validate the model a new run will build, before any training starts.
+
+    That model is the preset with the --config file's and the flags' model settings on top
+    (what `runs.prepare_run` builds).
+
+    Args:
+        preset_name: the run's `TrainConfig.preset`.
+        model_overrides: dict of `ModelConfig` fields from the --config file and the flags.
+
+    Raises:
+        RunError: the combination is invalid; the message names the values and where they came from.
+    """
+    from keras_transformer.runs import RunError
+
+    try:
+        preset(preset_name, **model_overrides)
+    except ValueError as error:
+        given = ", ".join(f"{name}={value!r}" for name, value in sorted(model_overrides.items()))
+        source = f"the {preset_name!r} preset" + (f" with {given}" if given else "")
+        raise RunError(f"{error} (model: {source})") from None
+
+
 def _train(args):
     from keras_transformer import runs
 
@@ -147,9 +213,10 @@ def _train(args):
     base = TrainConfig.load(saved).to_dict() if args.resume and saved.is_file() else {}
     try:
         train_config = TrainConfig(**{**base, **explicit}).validate()
-        ModelConfig(**model_overrides).validate()
     except ValueError as error:
         raise runs.RunError(str(error)) from None
+    if not args.resume:  # a resumed run keeps its saved model config, and refuses model flags
+        _check_model_config(train_config.preset, model_overrides)
     summary = runs.train(train_config, model_overrides, resume=args.resume)
     test = summary["test"]
     print(
@@ -206,24 +273,30 @@ def _translate(args):
 
 
 _COMMANDS = {"train": _train, "evaluate": _evaluate, "export": _export, "translate": _translate}
+# What Ctrl-C leaves behind, per command. Only `train` has anything to continue.
+_INTERRUPTED = {
+    "train": "the run keeps its last finished epoch; continue it with the same command and --resume",
+    "evaluate": "nothing was written (evaluate only reads the run); run the command again for the scores",
+    # export.py writes a version to a staging folder, removes it on any exception and renames it when complete.
+    "export": "the export did not finish; no partial version is left (a version folder appears only once complete)",
+    "translate": "nothing was written (translate only reads the model); run the command again",
+}
 
 
 def main(argv=None):
     """Run the CLI on `argv` (default `sys.argv[1:]`); return the exit status."""
     args = _build_parser().parse_args(argv)
-    from keras_transformer.data.parallel_text import CorpusError
-    from keras_transformer.runs import RunError
-
     try:
-        return _COMMANDS[args.command](args)
-    except (RunError, CorpusError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        from keras_transformer.data.parallel_text import CorpusError  # imports TensorFlow: Ctrl-C may come here
+        from keras_transformer.runs import RunError
+
+        try:
+            return _COMMANDS[args.command](args)
+        except (RunError, CorpusError, FileNotFoundError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
     except KeyboardInterrupt:
-        print(
-            "\ninterrupted: the run keeps its last finished epoch; continue it with the same command and --resume",
-            file=sys.stderr,
-        )
+        print(f"\ninterrupted: {_INTERRUPTED[args.command]}", file=sys.stderr)
         return 130
 
 

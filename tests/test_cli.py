@@ -2,17 +2,19 @@
 
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import keras
 import pytest
+import tensorflow as tf
 from conftest import TINY_MODEL, tiny_train_config
 
-from keras_transformer import runs
+from keras_transformer import cli, runs
 from keras_transformer.cli import main
-from keras_transformer.config import ModelConfig, TrainConfig
+from keras_transformer.config import PRESETS, ModelConfig, TrainConfig
 from keras_transformer.export import saved_model_op_types
 
 REPO = Path(__file__).resolve().parents[1]
@@ -22,17 +24,75 @@ def _flag(name):
     return "--" + name.replace("_", "-")
 
 
-def test_train_help_documents_every_config_field(capsys):
+def _help(capsys, command):
+    """`{option string: its entry}` of `keras-transformer COMMAND --help`.
+
+    Each entry (invocation and help text) is one line, with argparse's wrapping undone.
+    """
     with pytest.raises(SystemExit) as exit_info:
-        main(["train", "--help"])
+        main([command, "--help"])
     assert exit_info.value.code == 0
-    text = capsys.readouterr().out
+    entries, current = {}, None
+    for line in capsys.readouterr().out.splitlines():
+        if re.match(r"  \S", line):  # an argument's first line: its invocation, maybe its help
+            invocation = re.split(r"\s{2,}", line.strip(), maxsplit=1)[0]
+            current = [line.strip()]
+            for name in re.findall(r"(?:^|, )(-{0,2}[\w-]+)", invocation):
+                entries[name] = current
+        elif current is not None and line.startswith(" " * 4):  # wrapped help text
+            current.append(line.strip())
+        else:  # usage, description, group titles, blank lines
+            current = None
+    return {name: " ".join(lines) for name, lines in entries.items()}
+
+
+def _cli_fields(config_class):
+    return [field for field in dataclasses.fields(config_class) if field.metadata["cli"]]
+
+
+def test_train_help_documents_every_config_field_with_its_help_and_default(capsys):
+    entries = _help(capsys, "train")
+    expected_flags = {"-h", "--help", "--config", "--resume"}
     for config_class in (TrainConfig, ModelConfig):
-        for field in dataclasses.fields(config_class):
-            if field.metadata["cli"]:
-                assert _flag(field.name) in text
-                assert field.metadata["help"].split()[0] in text
-    assert "--resume" in text and "--config" in text
+        for field in _cli_fields(config_class):
+            flag = _flag(field.name)
+            aliases = {flag, "--" + field.name}
+            expected_flags |= aliases
+            assert all(entries.get(alias) == entries[flag] for alias in aliases), f"{flag} lacks an alias"
+            entry = entries[flag]
+            assert field.metadata["help"] in entry, f"{flag}: help text missing"
+            by_preset = [f"{name} {values[field.name]!r}" for name, values in PRESETS.items() if field.name in values]
+            if config_class is ModelConfig and by_preset:  # what `python train.py` uses is the preset's
+                assert f"(default: set by --preset: {', '.join(by_preset)})" in entry, entry
+            elif not isinstance(field.default, tuple):
+                assert f"(default: {field.default!r})" in entry, entry
+    assert set(entries) == expected_flags
+    assert "continue the interrupted run" in entries["--resume"]
+
+
+@pytest.mark.parametrize(
+    "command, flags",
+    [
+        ("evaluate", {"--run-dir": "run directory written by `train`"}),
+        (
+            "export",
+            {
+                "--run-dir": "run directory written by `train`",
+                "--export-dir": "export root (default: the run's export_dir)",
+                "--ids-only": "without tensorflow-text ops",
+            },
+        ),
+        ("translate", {"--model": "SavedModel folder", "text": "sentences to translate"}),
+    ],
+)
+def test_every_command_help_lists_its_flags(command, flags, capsys):
+    entries = _help(capsys, command)
+    if command != "translate":  # decoding settings default to the run's, not to TrainConfig's
+        for field in (field for field in _cli_fields(TrainConfig) if field.name in ("beam_size", "length_penalty")):
+            flags[_flag(field.name)] = flags["--" + field.name] = f"{field.metadata['help']} (default: the run's)"
+    assert set(entries) == {"-h", "--help", *flags}
+    for flag, help_text in flags.items():
+        assert help_text in entries[flag], entries[flag]
 
 
 def test_train_py_is_the_train_command():
@@ -79,6 +139,61 @@ def test_bad_values_print_one_error_line(argv, message, capsys, tmp_path, monkey
     assert error.strip() == f"error: {message}" or (error.startswith("error: ") and message in error)
     assert error.count("\n") == 1
     assert not (tmp_path / "run").exists() or not (tmp_path / "run" / "summary.json").exists()
+
+
+@pytest.fixture
+def fake_train(monkeypatch):
+    """Replace training by `runs.prepare_run` alone: the run directory and the final configs.
+
+    Returns:
+        The list of `(train_config, model_config)` pairs `prepare_run` returned, one per call.
+    """
+    calls = []
+
+    def prepare_only(train_config, model_overrides=None, resume=False, **kwargs):
+        calls.append(runs.prepare_run(train_config, model_overrides, resume, log=lambda line: None))
+        test = {"exact_match": 0.5, "bleu": 12.3}
+        return {"test": test, "total_seconds": 1.0, "export_path": "nowhere"}
+
+    monkeypatch.setattr(runs, "train", prepare_only)
+    return calls
+
+
+def test_model_flags_override_the_chosen_preset(fake_train, tmp_path):
+    # `python train.py --d-model 100`: the small preset's 4 heads divide 100 (the base model's 8 would not).
+    assert main(["train", "--d-model", "100", "--run-dir", str(tmp_path / "a")]) == 0
+    _, model_config = fake_train[-1]
+    expected = {**PRESETS["small"], "d_model": 100}
+    assert {name: getattr(model_config, name) for name in expected} == expected
+    # The --config file's model settings sit between the preset and the flags.
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"preset": "tiny", "d_model": 30, "num_heads": 5}))
+    assert main(["train", "--config", str(config), "--d-model", "100", "--run-dir", str(tmp_path / "b")]) == 0
+    train_config, model_config = fake_train[-1]
+    assert train_config.preset == "tiny"
+    assert (model_config.d_model, model_config.num_heads, model_config.d_ff) == (100, 5, PRESETS["tiny"]["d_ff"])
+
+
+@pytest.mark.parametrize(
+    "argv, config_file, given",
+    [
+        (["--d-model", "100", "--num-heads", "8"], None, "the 'small' preset with d_model=100, num_heads=8"),
+        (["--preset", "base", "--d-model", "100"], None, "the 'base' preset with d_model=100"),
+        (["--d-model", "100"], {"num_heads": 8}, "the 'small' preset with d_model=100, num_heads=8"),
+    ],
+)
+def test_invalid_final_model_config_is_one_error_line_before_training(
+    argv, config_file, given, fake_train, tmp_path, capsys
+):
+    if config_file is not None:
+        (tmp_path / "config.json").write_text(json.dumps(config_file))
+        argv = [*argv, "--config", str(tmp_path / "config.json")]
+    assert main(["train", "--run-dir", str(tmp_path / "run"), *argv]) == 2
+    error = capsys.readouterr().err
+    assert error == (
+        f"error: `d_model` must be divisible by `num_heads`. Received: d_model=100, num_heads=8 (model: {given})\n"
+    )
+    assert fake_train == [] and not (tmp_path / "run").exists()
 
 
 def test_config_file_with_unknown_keys_is_rejected(tmp_path, capsys):
@@ -129,17 +244,72 @@ def test_interrupted_training_resumes_from_its_last_epoch(tmp_path, capsys):
     # ... and --resume finishes the remaining epochs with the saved configs.
     assert main([*argv, "--resume"]) == 0
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    test = summary["test"]
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"Done in {summary['total_seconds']:.0f} s: test exact match {test['exact_match']:.2%}, "
+        f"BLEU {test['bleu']}; exported to {summary['export_path']}"
+    )
     assert summary["epochs_this_session"] == 2
     assert summary["train_config"] == train_config.to_dict()
     model = keras.models.load_model(summary["model_path"])
     assert int(model.optimizer.iterations.numpy()) == 3 * train_config.steps_per_epoch
 
 
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["train"], "the run keeps its last finished epoch; continue it with the same command and --resume"),
+        (
+            ["evaluate", "--run-dir", "run"],
+            "nothing was written (evaluate only reads the run); run the command again for the scores",
+        ),
+        (
+            ["export", "--run-dir", "run"],
+            "the export did not finish; no partial version is left (a version folder appears only once complete)",
+        ),
+        (
+            ["translate", "--model", "model", "hello"],
+            "nothing was written (translate only reads the model); run the command again",
+        ),
+    ],
+    ids=lambda value: value[0] if isinstance(value, list) else "",
+)
+def test_ctrl_c_says_what_the_interrupted_command_left(argv, message, monkeypatch, capsys):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(cli._COMMANDS, argv[0], interrupted)
+    assert main(argv) == 130
+    assert capsys.readouterr().err == f"\ninterrupted: {message}\n"
+
+
+@pytest.mark.slow
+def test_interrupted_export_leaves_no_version(trained_run, monkeypatch, tmp_path, capsys):
+    """What the Ctrl-C message of `export` promises: the half-written version is gone."""
+    save = tf.saved_model.save
+
+    def save_then_interrupt(*args, **kwargs):
+        save(*args, **kwargs)  # the SavedModel is written to the staging folder ...
+        raise KeyboardInterrupt  # ... and Ctrl-C comes before it is renamed into place
+
+    monkeypatch.setattr(tf.saved_model, "save", save_then_interrupt)
+    train_config, _ = trained_run
+    assert main(["export", "--run-dir", train_config.run_dir, "--export-dir", str(tmp_path)]) == 130
+    assert "no partial version is left" in capsys.readouterr().err
+    assert [path.name for path in (tmp_path / "dates").iterdir()] == []
+    assert not (tmp_path / "models.config").exists()
+
+
 @pytest.mark.slow
 def test_evaluate_export_and_translate_commands(trained_run, capsys, tmp_path):
     train_config, summary = trained_run
     assert main(["evaluate", "--run-dir", train_config.run_dir]) == 0
-    assert "exact match" in capsys.readouterr().out
+    # Evaluating the finished run again gives the scores its training printed and summarized.
+    test = summary["test"]
+    assert (
+        f"Test: exact match {test['exact_match']:.2%} of {test['sentences']} sentences, BLEU {test['bleu']} "
+        f"({test['bleu_signature']}), chrF {test['chrf']} ({test['chrf_signature']})"
+    ) in capsys.readouterr().out
 
     assert main(["export", "--run-dir", train_config.run_dir, "--export-dir", str(tmp_path)]) == 0
     assert (tmp_path / "dates" / "1" / "saved_model.pb").is_file()
@@ -187,6 +357,5 @@ def test_summary_reports_metrics_throughput_and_paths(trained_run):
         "total_seconds",
     ):
         assert key in summary
-    assert 0.0 <= summary["test"]["exact_match"] <= 1.0
-    assert summary["test"]["sentences"] == 1000
+    assert summary["test"]["sentences"] == 1000  # its scores: see test_evaluate_export_and_translate_commands
     assert summary["test"]["bleu_signature"].startswith("nrefs:1|")
