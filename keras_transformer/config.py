@@ -12,6 +12,17 @@ from pathlib import Path
 
 
 def _field(default, help, cli=True, choices=None):
+    """A dataclass field whose metadata the CLI turns into a flag.
+
+    Args:
+        default: the field's default value (its type is the flag's type).
+        help: one-sentence help text, shown by `--help`.
+        cli: whether `train` offers the field as a flag.
+        choices: allowed values of the flag, or None for any.
+
+    Returns:
+        A `dataclasses.field`.
+    """
     return dataclasses.field(default=default, metadata={"help": help, "cli": cli, "choices": choices})
 
 
@@ -19,16 +30,39 @@ class _JsonConfig:
     """JSON round trip and validation shared by the config dataclasses."""
 
     def validate(self):
+        """Check the field values.
+
+        Returns:
+            `self`, so that `Config(...).validate()` can be chained.
+
+        Raises:
+            ValueError: a value is out of range or inconsistent with another (the message names it).
+        """
         return self
 
     def to_dict(self):
-        """The fields as JSON types (tuples become lists)."""
+        """The fields as JSON types.
+
+        Returns:
+            dict of field name to value, tuples as lists.
+        """
         return {
             key: list(value) if isinstance(value, tuple) else value for key, value in dataclasses.asdict(self).items()
         }
 
     @classmethod
     def from_dict(cls, values):
+        """A validated config from a dict, e.g. the output of `to_dict`.
+
+        Args:
+            values: dict of field name to value; fields left out keep their defaults.
+
+        Returns:
+            The validated config.
+
+        Raises:
+            ValueError: an unknown key or an invalid value.
+        """
         known = {field.name for field in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
@@ -36,7 +70,11 @@ class _JsonConfig:
         return cls(**values).validate()
 
     def save(self, path):
-        """Write the config as JSON, atomically (a reader never sees half a file)."""
+        """Write the config as JSON, atomically (a reader never sees half a file).
+
+        Args:
+            path: the JSON file to write; missing parent folders are made.
+        """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_name(path.name + ".tmp")
@@ -45,6 +83,18 @@ class _JsonConfig:
 
     @classmethod
     def load(cls, path):
+        """Read a config written by `save`.
+
+        Args:
+            path: the JSON file.
+
+        Returns:
+            The validated config.
+
+        Raises:
+            FileNotFoundError: no file at `path`.
+            ValueError: the file is not a JSON object of valid fields.
+        """
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"No {cls.__name__} file at {path}")
@@ -76,7 +126,11 @@ ATTENTION_INITIALIZATIONS = ("glorot", "per_head")  # MultiheadAttention's `init
 
 @dataclasses.dataclass
 class ModelConfig(_JsonConfig):
-    """Everything needed to rebuild the network. Defaults are the paper's base model."""
+    """Everything needed to rebuild the network. Defaults are the paper's base model.
+
+    Each field's help text (its `help` metadata, also shown by `keras-transformer train --help`)
+    documents it; `validate` checks them.
+    """
 
     source_vocab_size: int = _field(8000, "Source vocabulary size V_s (set from the learned vocabulary).", cli=False)
     target_vocab_size: int = _field(8000, "Target vocabulary size V_t (set from the learned vocabulary).", cli=False)
@@ -145,7 +199,19 @@ PRESETS = {
 
 
 def preset(name, **overrides):
-    """`ModelConfig` of a named size (`tiny`, `small`, `medium`, `base`) with overrides."""
+    """`ModelConfig` of a named size with overrides: what a new run builds.
+
+    Args:
+        name: `tiny`, `small`, `medium` or `base` (see `PRESETS`).
+        **overrides: `ModelConfig` fields that replace the preset's (or the defaults).
+
+    Returns:
+        The validated `ModelConfig`.
+
+    Raises:
+        ValueError: an unknown preset, or an invalid combination (e.g. `d_model` not divisible
+            by the preset's `num_heads`).
+    """
     if name not in PRESETS:
         raise ValueError(f"Unknown preset {name!r}; expected one of {sorted(PRESETS)}")
     return ModelConfig(**{**PRESETS[name], **overrides}).validate()
@@ -153,7 +219,11 @@ def preset(name, **overrides):
 
 @dataclasses.dataclass
 class TrainConfig(_JsonConfig):
-    """How to train: data, schedule, budget and where outputs go."""
+    """How to train: data, schedule, budget and where outputs go.
+
+    Each field's help text (its `help` metadata, also shown by `keras-transformer train --help`)
+    documents it; `validate` checks them.
+    """
 
     preset: str = _field("small", "Model size preset; explicit model flags override it.", choices=tuple(PRESETS))
     corpus: str = _field(
