@@ -1,8 +1,8 @@
-"""Clients for a TF Serving model server: REST (standard library only) and gRPC (`tensorflow-serving-api`).
+r"""Clients for a TF Serving model server: REST (standard library only) and gRPC (`tensorflow-serving-api`).
 
 Start a server on an export (see `export.py` for the layout), for example with Docker:
 
-    docker run -p 8500:8500 -p 8501:8501 -e MODEL_NAME=transformer \\
+    docker run -p 8500:8500 -p 8501:8501 -e MODEL_NAME=transformer \
         -v "$PWD/saved_models/transformer:/models/transformer" tensorflow/serving
 
 then, for a model named "transformer" exported by `keras-transformer train` or `export`, whose
@@ -233,9 +233,12 @@ def _outputs_from_json(body):
 
 
 def _loads(raw):
-    """Parse a JSON answer. TF Serving writes string outputs' bytes into its JSON as they are (only
-    outputs named `*_bytes` are base64-encoded), so an answer may not be valid UTF-8: undecodable
-    bytes are kept as surrogates, which `_from_json` turns back into the same bytes."""
+    """Parse a JSON answer, whose text may not be valid UTF-8.
+
+    TF Serving writes string outputs' bytes into its JSON as they are (only outputs named
+    `*_bytes` are base64-encoded), so an answer may not be valid UTF-8: undecodable bytes are kept
+    as surrogates, which `_from_json` turns back into the same bytes.
+    """
     return json.loads(raw.decode("utf-8", "surrogateescape"))
 
 
@@ -292,8 +295,10 @@ class RestClient:
             raise ServingError(f"malformed predict answer from {self._where(self.signature_name)}: {error}") from error
 
     def model_status(self):
-        """The parsed answer of `GET /v1/models/<name>[/versions/<v>]`, e.g.
-        `{"model_version_status": [{"version": "2", "state": "AVAILABLE", "status": {...}}]}`."""
+        """The parsed answer of `GET /v1/models/<name>[/versions/<v>]`.
+
+        For example `{"model_version_status": [{"version": "2", "state": "AVAILABLE", "status": {...}}]}`.
+        """
         return self._call("GET", self.model_url, None, None)
 
     def _where(self, signature_name):

@@ -1,6 +1,8 @@
-"""Decoding: the cached decoders against the tutorial's uncached loop and against exhaustive
-search, on random tiny models (whose outputs exercise ending early and running to the limit)
-and on the session's trained model."""
+"""Decoding: the cached decoders against the tutorial's uncached loop and exhaustive search.
+
+They run on random tiny models (whose outputs exercise ending early and running to the limit)
+and on the session's trained model.
+"""
 
 import itertools
 
@@ -28,9 +30,12 @@ def log_softmax(logits):
 
 
 def reference_greedy_decode(model, source, max_length):
-    """The tutorial's loop: feed `<s>` + the tokens so far, take the argmax at the last position
-    (never `<pad>` or `<s>`); a row that has produced `</s>` gets padding (0) from then on; stop
-    when all rows are done. Also returns each row's summed log-probability."""
+    """The tutorial's loop, and each row's summed log-probability.
+
+    Feed `<s>` + the tokens so far, take the argmax at the last position (never `<pad>` or
+    `<s>`); a row that has produced `</s>` gets padding (0) from then on; stop when all rows are
+    done.
+    """
     batch_size = source.shape[0]
     prefix = np.full((batch_size, 1), START_ID, "int32")
     output = np.zeros((batch_size, max_length), "int32")
@@ -68,8 +73,10 @@ def length_penalty(length, alpha):
 
 @pytest.fixture(scope="module")
 def decoding_model():
-    """A random tiny model with a small target vocabulary, its `</s>` logit biased so that some
-    sentences end early and others run to the length limit."""
+    """A random tiny model with a small target vocabulary and a biased `</s>` logit.
+
+    The bias makes some sentences end early and others run to the length limit.
+    """
     model = tiny_model(seed=4, target_vocab_size=7)
     projection = TransformerLayers.from_model(model).output_projection
     bias = to_numpy(projection.bias).copy()
@@ -189,9 +196,12 @@ def test_beam_of_one_without_length_penalty_is_greedy(decoding_model):
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 1.5])
 def test_wide_beam_finds_the_exhaustive_best_translation(decoding_model, alpha):
-    """With 5 emittable tokens and 2 steps, a beam of 5 keeps every prefix, so beam search must
+    """A beam as wide as the vocabulary returns the exhaustive best.
+
+    With 5 emittable tokens and 2 steps, a beam of 5 keeps every prefix, so beam search must
     return the best of all outputs by `log P / lp`: ended ones of length 1 or 2, and unfinished
-    ones of length 2."""
+    ones of length 2.
+    """
     source, max_length, emittable = decoding_sources(), 2, [1, 3, 4, 5, 6]
     candidates = [np.array([END_ID, PAD_ID])] + [np.array(pair) for pair in itertools.product(emittable, repeat=2)]
     candidates = [c for c in candidates if c[0] != END_ID or c[1] == PAD_ID]

@@ -1,5 +1,7 @@
-"""`keras_transformer.serving` clients against a stand-in TF Serving (`stand_in_server.py`; the real
-model server cannot be installed here), using small SavedModels made in this file."""
+"""`keras_transformer.serving` clients against a stand-in TF Serving, on small SavedModels made here.
+
+The stand-in is `stand_in_server.py`: the real model server cannot be installed here.
+"""
 
 import json
 import socket
@@ -47,8 +49,10 @@ class Toy(tf.Module):
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def translate_like_export(self, text):
-        """The outputs of our exports' `serving_default`: `text: string[B]` -> `{"translation":
-        string[B], "score": float32[B], "truncated": bool[B]}`."""
+        """The outputs of our exports' `serving_default`.
+
+        `text: string[B]` -> `{"translation": string[B], "score": float32[B], "truncated": bool[B]}`.
+        """
         length = tf.strings.length(text)
         return {
             "translation": tf.strings.join([tf.strings.upper(text), self.tag], separator=" "),
