@@ -38,16 +38,14 @@ runs, and look at the raw times in the JSON (`--out`) when a median looks odd.
 """
 
 import argparse
-import json
 import os
-import platform
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import common
 import keras
-import keras_hub
 import numpy as np
 import tensorflow as tf
 from peers import KerasHubTransformer
@@ -65,9 +63,8 @@ KERAS_HUB_CHECK_SENTENCES = 2
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
+    """The benchmark's flags, checked (`argv`: `sys.argv[1:]` when `None`)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=common.DefaultsHelpFormatter)
     parser.add_argument("--preset", default="small", choices=sorted(PRESETS), help="Model size preset of both models.")
     parser.add_argument("--vocab", type=int, default=8000, help="Source and target vocabulary size V.")
     parser.add_argument("--batch", type=int, default=32, help="Sentences per batch of the batch decoders.")
@@ -90,13 +87,10 @@ def parse_args(argv=None):
         "--out", default="benchmarks/results/decode.json", help="Where to write the JSON results (dirs are created)."
     )
     args = parser.parse_args(argv)
-    for name in ("vocab", "batch", "source_len", "output_tokens", "repeats"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1. Received: {getattr(args, name)}")
+    common.check_at_least(parser, args, ("vocab", "batch", "source_len", "output_tokens", "repeats"), 1)
     if args.vocab <= FIRST_REGULAR_ID:
         parser.error(f"--vocab must be > {FIRST_REGULAR_ID} (ids 0-3 are reserved). Received: {args.vocab}")
-    if args.latency_requests < 0:
-        parser.error(f"--latency-requests must be >= 0. Received: {args.latency_requests}")
+    common.check_at_least(parser, args, ("latency_requests",), 0)
     return args
 
 
@@ -132,6 +126,18 @@ def timed_call(fn, source_ids):
 
 
 def measure_decoders(fns, source_ids, repeats, expected_shape):
+    """Warm every decoder up once, then time `repeats` interleaved rounds of one call each.
+
+    Args:
+        fns: `{name: decoder}` from `decoders`.
+        source_ids: the batch, int32 `[B, S]`.
+        repeats: timed calls of each decoder.
+        expected_shape: the output shape every decoder must return (else `AssertionError`).
+
+    Returns:
+        `(first_call, times, outputs)`: `{name: seconds of the warm-up call}`, `{name: [seconds,
+        ...]}` of the timed calls and `{name: output ids}` of the warm-up call.
+    """
     first_call, outputs, times = {}, {}, {name: [] for name in fns}
     for name, fn in fns.items():
         first_call[name], outputs[name] = timed_call(fn, source_ids)
@@ -192,13 +198,15 @@ def measure_latency(model, model_config, source_ids, requests):
     return results
 
 
-def print_report(args, params, first_call, medians, ratios, latency, checks):
+def print_report(args, params, first_call, medians, ratios, latency, checks, cpu):
+    """The table of the batch decoders, their ratios and checks, then the export's latency."""
     tokens = args.output_tokens
     print()
     print(
         f"preset {args.preset}, V={args.vocab}, batch {args.batch}, source {args.source_len} ids, "
         f"{tokens} output tokens, jit {'on' if args.jit else 'off'}, {args.repeats} repeats, {os.cpu_count()} CPUs"
     )
+    print(common.cpu_line(cpu))
     print(f"parameters: ours {params['ours']:,}, keras-hub {params['keras_hub']:,}")
     header = f"{'decoder':<30}{'first call s':>13}{'median s/batch':>16}{'sentences/s':>13}{'tokens/s':>11}"
     print(header)
@@ -209,9 +217,12 @@ def print_report(args, params, first_call, medians, ratios, latency, checks):
             f"{label:<30}{first_call[name]:>13.2f}{median:>16.3f}{args.batch / median:>13.1f}"
             f"{args.batch * tokens / median:>11.0f}"
         )
-    print(f"cached / uncached speed-up:                 {ratios['cached_over_uncached_speedup']:.2f}x")
-    print(f"ours cached / keras-hub cached (sent./s):   {ratios['ours_cached_over_keras_hub_sentences_per_s']:.2f}x")
-    print(f"beam {BEAM_SIZE} / cached greedy (time per batch):  {ratios['beam4_over_greedy_cached_time']:.2f}x")
+    for label, key in (
+        ("cached / uncached speed-up:                 ", "cached_over_uncached_speedup"),
+        ("ours cached / keras-hub cached (sent./s):   ", "ours_cached_over_keras_hub_sentences_per_s"),
+        (f"beam {BEAM_SIZE} / cached greedy (time per batch):  ", "beam4_over_greedy_cached_time"),
+    ):
+        print(label + common.format_ratio(ratios[key]))
     print(
         f"checks: output shapes [B, {tokens}]; ours cached == uncached on "
         f"{checks['ours_cached_equals_uncached_token_fraction']:.1%} of tokens; keras-hub cached == its uncached "
@@ -226,92 +237,112 @@ def print_report(args, params, first_call, medians, ratios, latency, checks):
             )
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    keras.utils.set_random_seed(args.seed)
-    tokens = args.output_tokens
+def build_models(args):
+    """Our model and the keras-hub peer at `--preset`, randomly initialised (seeded by the caller).
+
+    Returns:
+        `(model_config, model, hub, params)`, `params` the parameter count of each.
+    """
     model_config = preset(
         args.preset,
         source_vocab_size=args.vocab,
         target_vocab_size=args.vocab,
         max_source_len=args.source_len,
-        max_target_len=tokens,
+        max_target_len=args.output_tokens,
     )
     model = build_transformer(model_config)
     hub = KerasHubTransformer(model_config)
     params = {"ours": int(model.count_params()), "keras_hub": int(hub.model.count_params())}
     print(f"parameters: ours {params['ours']:,}, keras-hub {params['keras_hub']:,}", flush=True)
-    rng = np.random.default_rng(args.seed)
-    source_ids = rng.integers(FIRST_REGULAR_ID, args.vocab, size=(args.batch, args.source_len), dtype="int32")
+    return model_config, model, hub, params
 
-    fns = decoders(model, hub, tokens, args.jit)
-    first_call, times, outputs = measure_decoders(fns, tf.constant(source_ids), args.repeats, (args.batch, tokens))
 
-    # The peer is honest: its cached generation equals its own uncached argmax decode.
+def check_outputs(args, hub, source_ids, outputs):
+    """The checks of the decoders' outputs, for the report and the JSON.
+
+    The peer must be honest: its cached generation equals its own uncached argmax decode on
+    the first sentences (else `AssertionError`). Ours cached against uncached is measured as
+    the fraction of equal tokens.
+
+    Returns:
+        `{"output_shape", "ours_cached_equals_uncached_token_fraction", "keras_hub_checked_sentences"}`.
+    """
     checked = source_ids[:KERAS_HUB_CHECK_SENTENCES]
     np.testing.assert_array_equal(
         outputs["keras_hub_greedy_cached"][:KERAS_HUB_CHECK_SENTENCES],
-        hub.generate_uncached(checked, tokens),
+        hub.generate_uncached(checked, args.output_tokens),
         err_msg="keras-hub cached generation differs from its uncached argmax decode",
     )
-    checks = {
-        "output_shape": [args.batch, tokens],
+    return {
+        "output_shape": [args.batch, args.output_tokens],
         "ours_cached_equals_uncached_token_fraction": float(
             np.mean(outputs["greedy_cached"] == outputs["greedy_uncached"])
         ),
         "keras_hub_checked_sentences": len(checked),
     }
 
-    medians = {name: float(np.median(seconds)) for name, seconds in times.items()}
-    ratios = {
+
+def decoder_ratios(medians):
+    """The report's ratios of the median seconds per batch."""
+    return {
         "cached_over_uncached_speedup": medians["greedy_uncached"] / medians["greedy_cached"],
         "ours_cached_over_keras_hub_sentences_per_s": medians["keras_hub_greedy_cached"] / medians["greedy_cached"],
         "beam4_over_greedy_cached_time": medians["beam4_cached"] / medians["greedy_cached"],
     }
-    latency = measure_latency(model, model_config, source_ids, args.latency_requests) if args.latency_requests else {}
-    print_report(args, params, first_call, medians, ratios, latency, checks)
 
-    results = {
-        "config": {
-            "preset": args.preset,
-            "model": model_config.to_dict(),
-            "vocab": args.vocab,
-            "batch": args.batch,
-            "source_len": args.source_len,
-            "output_tokens": tokens,
-            "jit": args.jit,
-            "repeats": args.repeats,
-            "latency_requests": args.latency_requests,
-            "seed": args.seed,
-            "parameters": params,
-            "versions": {
-                "python": platform.python_version(),
-                "tensorflow": tf.__version__,
-                "keras": keras.__version__,
-                "keras_hub": keras_hub.__version__,
-            },
-            "cpu_count": os.cpu_count(),
-            "command": " ".join([Path(sys.argv[0]).as_posix(), *(sys.argv[1:] if argv is None else argv)]),
-        },
-        "decoders": {
-            name: {
-                "label": LABELS[name],
-                "first_call_seconds": first_call[name],
-                "median_seconds_per_batch": medians[name],
-                "sentences_per_second": args.batch / medians[name],
-                "output_tokens_per_second": args.batch * tokens / medians[name],
-                "raw_seconds": times[name],
-            }
-            for name in fns
-        },
-        "ratios": ratios,
-        "checks": checks,
-        "latency": latency,
+
+def results_json(args, argv, model_config, params, cpu, measured):
+    """The JSON of a run: its configuration, machine and versions, then `measured`'s sections."""
+    config = {
+        "preset": args.preset,
+        "model": model_config.to_dict(),
+        "vocab": args.vocab,
+        "batch": args.batch,
+        "source_len": args.source_len,
+        "output_tokens": args.output_tokens,
+        "jit": args.jit,
+        "repeats": args.repeats,
+        "latency_requests": args.latency_requests,
+        "seed": args.seed,
+        "parameters": params,
+        "versions": common.package_versions({"tensorflow": "tensorflow", "keras": "keras", "keras_hub": "keras-hub"}),
+        **common.machine(cpu),
+        "command": common.command_line(sys.argv[1:] if argv is None else argv),
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {out}")
+    return {"config": config, **measured}
+
+
+def main(argv=None):
+    """Build both models, time the decoders and the export, print the report, write the JSON."""
+    args = parse_args(argv)
+    cpu = common.cpu_info()
+    keras.utils.set_random_seed(args.seed)
+    tokens = args.output_tokens
+    model_config, model, hub, params = build_models(args)
+    rng = np.random.default_rng(args.seed)
+    source_ids = rng.integers(FIRST_REGULAR_ID, args.vocab, size=(args.batch, args.source_len), dtype="int32")
+
+    fns = decoders(model, hub, tokens, args.jit)
+    first_call, times, outputs = measure_decoders(fns, tf.constant(source_ids), args.repeats, (args.batch, tokens))
+    checks = check_outputs(args, hub, source_ids, outputs)
+    medians = {name: float(np.median(seconds)) for name, seconds in times.items()}
+    ratios = decoder_ratios(medians)
+    latency = measure_latency(model, model_config, source_ids, args.latency_requests) if args.latency_requests else {}
+    print_report(args, params, first_call, medians, ratios, latency, checks, cpu)
+
+    decoder_results = {
+        name: {
+            "label": LABELS[name],
+            "first_call_seconds": first_call[name],
+            "median_seconds_per_batch": medians[name],
+            "sentences_per_second": args.batch / medians[name],
+            "output_tokens_per_second": args.batch * tokens / medians[name],
+            "raw_seconds": times[name],
+        }
+        for name in fns
+    }
+    measured = {"decoders": decoder_results, "ratios": ratios, "checks": checks, "latency": latency}
+    print(f"wrote {common.write_json(args.out, results_json(args, argv, model_config, params, cpu, measured))}")
     return 0
 
 

@@ -2,7 +2,7 @@
 # Training throughput on one GPU with the JAX backend of Keras: benchmarks/train_throughput.py,
 # our Transformer against keras-hub's, in mixed_bfloat16 and float32, XLA-compiled train steps.
 #
-#     bash benchmarks/gpu.sh                       # base preset, batch 256 x 64 (about 5 min on one H200)
+#     bash benchmarks/gpu.sh                       # base preset, batch 256 x 64, 5 counted rounds of 30 steps
 #     bash benchmarks/gpu.sh --rounds 3 --steps 10 # any train_throughput.py flag overrides the defaults below
 #
 # The layers are backend-neutral (keras.ops only), so the same model trains under JAX; only the
@@ -12,35 +12,43 @@
 # uncounted warm-up round). JAX's default matmul precision lets float32 matmuls use TF32 on the
 # GPU's tensor cores, in the model and in the "float32" matmul peak alike.
 #
-# Prepare (once, on a machine with pip and a network; the GPU machine has neither keras nor
-# keras-hub, and no network). Its image has Python 3.12, JAX 0.11 with CUDA, numpy, absl-py, rich,
-# h5py, ml-dtypes, packaging, regex, tokenizers and typing-extensions; keras and keras-hub need
-# these beside it (the other Requires-Dist of keras-hub 0.32.0, kagglehub, kagglesdk, sentencepiece
-# and tensorflow-text, are not needed to import it or to build its layers). From the repo root:
+# What it needs: a Python with JAX for CUDA (e.g. pip install "jax[cuda12]") and numpy, and in
+# it, or beside it, keras and keras-hub. TensorFlow is not needed, and this package is not
+# installed: the script puts the repository root on PYTHONPATH. Either
+#   - install them in that Python: pip install keras keras-hub; or
+#   - on a machine without a network, put their wheels in .whl/ at the repository root: the
+#     script installs .whl/*.whl into $SITE and puts $SITE on PYTHONPATH. keras and keras-hub
+#     need namex and optree as well; their other requirements (absl-py, h5py, ml-dtypes,
+#     packaging, regex, rich, tokenizers) must be in the Python already, and keras-hub's
+#     kagglehub, sentencepiece and tensorflow-text are not needed to import it or build its
+#     layers. Fetch the wheels on a machine with a network, for the GPU machine's Python and
+#     platform (the command below: Python 3.12, x86-64 Linux), and keep them out of git
+#     (echo /.whl/ >> .git/info/exclude):
 #
-#     echo /.whl/ >> .git/info/exclude
 #     python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #         --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
 #         --platform manylinux2014_x86_64 --platform manylinux1_x86_64 \
 #         -d .whl keras==3.15.1 keras-hub==0.32.0 namex==0.1.0 optree==0.20.0
 #
-# (4 wheels, about 4.5 MB: keras, keras_hub and namex are pure Python, optree is cp312 manylinux.)
-# Then, with the device tool:
+# Environment:
+#   PYTHON  the interpreter (default python3)
+#   SITE    where the .whl/ wheels are installed (default /tmp/site)
+#   OUT     where the results go (default benchmarks/results)
 #
-#     run  command: "bash benchmarks/gpu.sh"   carry: [".whl"]   timeout_s: 480
+# Its own flags are all train_throughput.py's: they are passed on after the defaults below, so
+# any of them overrides a default (see python benchmarks/train_throughput.py --help).
 #
-# Not yet run on a GPU: the 5 minutes are an estimate (4 worker starts and XLA compiles, then
-# 24 rounds of 30 steps, 4 of them warm-up). The log is written as it goes, so a run cut short
-# still returns it; a second try can be made shorter with e.g. --rounds 3 --steps 20.
+# It prints the GPU (nvidia-smi -L), the Python, JAX, its devices and the Keras and keras-hub
+# versions, and stops if nvidia-smi sees a GPU but JAX's default backend is not the GPU. It
+# writes $OUT/train_throughput_gpu.json (train_throughput.py's results: throughput, MFU, peak
+# memory, the CPU model and flags, versions) and $OUT/train_throughput_gpu.log (everything
+# printed, written as it goes, so a run cut short still leaves it). The default run makes 4
+# worker starts and XLA compiles, then 24 rounds of 30 steps, 4 of them warm-up; pass e.g.
+# --rounds 3 --steps 20 for a shorter one.
 #
-# It installs .whl/*.whl into $SITE (default /tmp/site), puts that and the repo root on
-# PYTHONPATH (the package is not pip-installed), prints the GPU and JAX's devices, and writes
-# $OUT/train_throughput_gpu.json and the log $OUT/train_throughput_gpu.log (OUT: the device tool's
-# output folder there; benchmarks/results when unset).
-#
-# Elsewhere: PYTHON picks the interpreter (default python3). Without nvidia-smi the GPU check is
-# skipped, so a CPU-only machine can run it end to end with small flags, e.g.
-#     PYTHON=/tmp/jaxenv/bin/python SITE=/tmp/site_cpu bash benchmarks/gpu.sh \
+# Without nvidia-smi the GPU check is skipped, so a CPU-only machine with JAX can run it end to
+# end with small flags, e.g.
+#     PYTHON=/path/to/python-with-jax SITE=/tmp/site_cpu bash benchmarks/gpu.sh \
 #         --preset tiny --batch-size 64 --length 24 --rounds 2 --steps 3 --peak-size 512
 set -euo pipefail
 

@@ -1,7 +1,7 @@
-"""Multi30k German->English in a fixed training-time budget: our Transformer against keras-hub's.
+r"""Multi30k German->English in a fixed training-time budget: our Transformer against keras-hub's.
 
-    python benchmarks/multi30k.py --data ../shared/data/multi30k --minutes 30
-    python benchmarks/multi30k.py --data ../shared/data/multi30k --minutes 0.5 --preset tiny --vocab 2000 \\
+    python benchmarks/multi30k.py --data path/to/multi30k --minutes 30
+    python benchmarks/multi30k.py --data path/to/multi30k --minutes 0.5 --preset tiny --vocab 2000 \
         --train-size 3000 --test-size 100 --curve-points 2 --curve-sentences 50        # a quick check
 
 One run, three steps:
@@ -34,8 +34,9 @@ One run, three steps:
                  how much of a difference comes from the decoding
      keras-hub   greedy, `keras_hub.samplers.GreedySampler` with key/value caches, stopping once
                  every sentence has produced `</s>`
-3. The parent prints both models side by side, writes the results as JSON (`--out`) and plots
-   BLEU against training minutes (`--plot`).
+3. The parent prints both models side by side (under a header that names the CPU model and its
+   matmul flags), writes the results as JSON (`--out`, with the CPU model and all its flags from
+   /proc/cpuinfo) and plots BLEU against training minutes (`--plot`).
 
 How to read it. "target tokens/s" counts real target tokens (labels that are not padding, the
 `target_tokens` metric) per second of training clock, the median over the complete chunks of
@@ -45,15 +46,16 @@ is left out). "epochs" is target tokens trained on / target tokens in the traini
 included. Minutes on a shared machine are noisy: the two models run one after the other, so
 load from other processes can fall on one more than the other; the JSON keeps per-chunk times.
 
-Precision: both models train under `mixed_bfloat16` by default, because this kind of CPU
-(AVX512-BF16, AMX) runs bfloat16 matmuls faster (DESIGN.md measured 1.34x the float32 tokens/s
-for the keras-hub model); `--precision float32` is the reference setting.
+Precision: both models train under `mixed_bfloat16` by default, because CPUs with AVX512-BF16
+and AMX run bfloat16 matmuls faster: on such a CPU the keras-hub model trained at 1.34x its
+float32 tokens/s. `--precision float32` is the reference setting, and likely the faster one on
+a CPU without those flags (the report header lists which the CPU has).
 
 Warm-up: the Noam schedule peaks after `--warmup` steps. The default scales with the budget,
 `round(1000 * minutes / 30)` (at least 1): about a third of the roughly 100 steps a minute that
-the medium preset takes with 64-sentence batches in float32 on 2 CPU cores (DESIGN.md), so the
-learning rate peaks a third of the way in and decays for the rest, whatever the budget. A
-4000-step warm-up, the paper's, would never peak in 30 minutes here.
+the medium preset took with 64-sentence batches in float32 on 2 CPU cores, so the learning rate
+peaks a third of the way in and decays for the rest, whatever the budget. A 4000-step warm-up,
+the paper's, would never peak in 30 minutes on such a machine.
 """
 
 import argparse
@@ -61,28 +63,26 @@ import contextlib
 import hashlib
 import json
 import os
-import platform
-import resource
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+import common
 import keras
-import keras_hub
 import numpy as np
 import sacrebleu
 import tensorflow as tf
-import tensorflow_text
 from peers import KerasHubTransformer
 
 from keras_transformer.config import ATTENTION_INITIALIZATIONS, PRESETS, TrainConfig, preset
-from keras_transformer.data.parallel_text import read_parallel_files
-from keras_transformer.models import build_transformer
-from keras_transformer.data.translation_batches import encode_pairs, make_dataset
-from keras_transformer.evaluation import score_translations, translate_texts
-from keras_transformer.runs import MODEL_CONFIG_FILE, export_run, make_translator
+from keras_transformer.data.parallel_text import ParallelText, read_parallel_files
 from keras_transformer.data.tokenizers import END_ID, PAD_ID, SubwordTokenizer, learn_vocabulary, write_vocabulary
+from keras_transformer.data.translation_batches import EncodedPairs, encode_pairs, make_dataset
+from keras_transformer.evaluation import score_translations, translate_texts
+from keras_transformer.models import build_transformer
+from keras_transformer.runs import MODEL_CONFIG_FILE, export_run, make_translator
 from keras_transformer.training import averaged_weights, compile_transformer
 
 MODELS = ("ours", "keras-hub")
@@ -93,17 +93,22 @@ WARMUP_STEPS_PER_MINUTE = 1000 / 30  # see "Warm-up" in the module docstring
 FINGERPRINT_BATCHES = 20  # batches hashed to check that both models train on the same ones
 MAX_CHUNKS = 1_000_000  # `fit` epochs; the budget stops training long before
 WORKER_RESULT_FILE = "result.json"
+# The packages whose versions the JSON records: {JSON key: distribution name}.
+VERSIONS = {
+    "tensorflow": "tensorflow",
+    "tensorflow_text": "tensorflow-text",
+    "keras": "keras",
+    "keras_hub": "keras-hub",
+    "sacrebleu": "sacrebleu",
+    "numpy": "numpy",
+}
 
 
-class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows defaults, except `None` (those flags say in words what happens without them)."""
-
-    def _get_help_string(self, action):
-        return action.help if action.default is None else super()._get_help_string(action)
+# ---------------------------------------------------------------- flags
 
 
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=_HelpFormatter)
+def add_corpus_and_schedule_flags(parser):
+    """The data, budget, model size, batching and learning-rate flags."""
     parser.add_argument(
         "--data", required=True, help="Folder with Multi30k's {train,val,test_2016_flickr}.{de,en}.gz (read only)."
     )
@@ -128,6 +133,10 @@ def parse_args(argv=None):
     )
     parser.add_argument("--lr-scale", type=float, default=1.0, help="Multiplier of the Noam learning rate.")
     parser.add_argument("--label-smoothing", type=float, default=0.1, help="Label smoothing epsilon of the loss.")
+
+
+def add_model_and_decoding_flags(parser):
+    """The precision, XLA, initialization, weight-averaging, decoding, seed and model-choice flags."""
     parser.add_argument(
         "--precision",
         default="mixed_bfloat16",
@@ -158,6 +167,10 @@ def parse_args(argv=None):
     parser.add_argument(
         "--models", default=",".join(MODELS), help=f"Comma-separated models to train, from {', '.join(MODELS)}."
     )
+
+
+def add_measurement_and_output_flags(parser):
+    """The throughput chunk, curve, corpus-size and output flags (and the parent's `--worker`)."""
     parser.add_argument(
         "--chunk-steps", type=int, default=200, help="Steps per `fit` epoch: the unit of the tokens/s median."
     )
@@ -182,21 +195,20 @@ def parse_args(argv=None):
         help="Cached vocabularies and each worker's files (configs, result JSON).",
     )
     parser.add_argument("--worker", choices=MODELS, default=None, help=argparse.SUPPRESS)  # set by the parent
-    args = parser.parse_args(argv)
+
+
+def check_args(parser, args):
+    """Check the flags (`parser.error` on a bad one) and fill in the defaults that depend on others."""
     if not args.minutes > 0:
         parser.error(f"--minutes must be > 0. Received: {args.minutes}")
-    for name in ("vocab", "max_len", "batch_size", "beam_size", "chunk_steps", "curve_points", "curve_sentences"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1. Received: {getattr(args, name)}")
-    for name in ("batch_tokens", "train_size", "test_size"):
-        if getattr(args, name) < 0:
-            parser.error(f"--{name.replace('_', '-')} must be >= 0. Received: {getattr(args, name)}")
+    names = ("vocab", "max_len", "batch_size", "beam_size", "chunk_steps", "curve_points", "curve_sentences")
+    common.check_at_least(parser, args, names, 1)
+    common.check_at_least(parser, args, ("batch_tokens", "train_size", "test_size"), 0)
     if not 0 <= args.ema_momentum < 1:
         parser.error(f"--ema-momentum must be in [0, 1). Received: {args.ema_momentum}")
     if args.warmup is None:
         args.warmup = max(1, round(WARMUP_STEPS_PER_MINUTE * args.minutes))
-    elif args.warmup < 1:
-        parser.error(f"--warmup must be >= 1. Received: {args.warmup}")
+    common.check_at_least(parser, args, ("warmup",), 1)
     models = [name.strip() for name in args.models.split(",") if name.strip()]
     unknown = sorted(set(models) - set(MODELS))
     if unknown or not models:
@@ -210,6 +222,15 @@ def parse_args(argv=None):
             if not path.is_file():
                 parser.error(f"--data {args.data} has no {path.name}")
     return args
+
+
+def parse_args(argv=None):
+    """The benchmark's flags, checked and completed (`argv`: `sys.argv[1:]` when `None`)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=common.DefaultsHelpFormatter)
+    add_corpus_and_schedule_flags(parser)
+    add_model_and_decoding_flags(parser)
+    add_measurement_and_output_flags(parser)
+    return check_args(parser, parser.parse_args(argv))
 
 
 def split_paths(data_dir, split):
@@ -233,6 +254,17 @@ def vocabulary_paths(args):
     return {side: folder / f"{side}_vocab.txt" for side in ("source", "target")}
 
 
+def vocabulary_origin(args):
+    """What the vocabularies are learned from: a different corpus in the same work dir relearns."""
+    train_paths = split_paths(args.data, "train")
+    return {
+        "files": [str(path.resolve()) for path in train_paths],
+        "file_bytes": [path.stat().st_size for path in train_paths],
+        "train_size": args.train_size,
+        "vocab": args.vocab,
+    }
+
+
 def prepare_vocabularies(args):
     """Learn the vocabularies from the training split, unless cached for the same files and sizes.
 
@@ -241,14 +273,7 @@ def prepare_vocabularies(args):
     """
     paths = vocabulary_paths(args)
     folder = paths["source"].parent
-    train_paths = split_paths(args.data, "train")
-    # What the vocabularies were learned from: a different corpus in the same work dir relearns.
-    origin = {
-        "files": [str(path.resolve()) for path in train_paths],
-        "file_bytes": [path.stat().st_size for path in train_paths],
-        "train_size": args.train_size,
-        "vocab": args.vocab,
-    }
+    origin = vocabulary_origin(args)
     origin_path = folder / "origin.json"
     cached = all(path.is_file() for path in paths.values()) and (
         origin_path.is_file() and json.loads(origin_path.read_text()) == origin
@@ -279,6 +304,7 @@ def prepare_vocabularies(args):
 
 
 def worker_dir(args, name):
+    """The work folder of model `name`'s worker: its configs and result JSON."""
     return Path(args.work_dir) / name
 
 
@@ -290,7 +316,7 @@ def run_workers(args, argv):
         result_path.unlink(missing_ok=True)
         print(f"\n=== {name}: training for {args.minutes:g} minutes ===", flush=True)
         start = time.perf_counter()
-        completed = subprocess.run([sys.executable, str(Path(__file__).resolve()), *argv, "--worker", name])
+        completed = subprocess.run(common.worker_command(__file__, argv, "--worker", name))
         if completed.returncode != 0 or not result_path.is_file():
             raise RuntimeError(f"The {name} worker failed (exit status {completed.returncode}); see its output above")
         results[name] = json.loads(result_path.read_text())
@@ -298,24 +324,9 @@ def run_workers(args, argv):
     return results
 
 
-def _get(result, path):
-    """`result[path[0]][path[1]]...`"""
-    for key in path:
-        result = result[key]
-    return result
-
-
-def _ratio(results, *path):
-    """ours / keras-hub of the value at `path` in each model's result."""
-    return _get(results["ours"], path) / _get(results["keras-hub"], path)
-
-
-def print_report(args, results):
-    names = list(results)
-    both = len(names) == 2
-    first = results[names[0]]
-    print()
-    print(
+def report_header(args, first):
+    """The report's first line: the corpus, budget, model, batching and schedule of the run."""
+    return (
         f"Multi30k {SOURCE_LANGUAGE}->{TARGET_LANGUAGE}, {args.minutes:g} training minutes per model, preset "
         f"{args.preset}, vocab {first['vocab_sizes'][0]}/{first['vocab_sizes'][1]}, {first['train_pairs']:,} "
         f"training pairs ({first['dropped_pairs']} dropped, > {args.max_len} tokens), batch "
@@ -324,33 +335,58 @@ def print_report(args, results):
         f"{os.cpu_count()} CPUs; ours: {args.attention_initialization} attention initialization, "
         f"{f'weight averaging {args.ema_momentum:g}' if args.ema_momentum else 'no weight averaging'}"
     )
+
+
+def report_row(results, label, path, style, compare=None):
+    """One line of the report's table.
+
+    Args:
+        results: `{model name: worker result}`, one or both models.
+        label: the row's label.
+        path: the keys of the value in a worker result (`common.value_at`).
+        style: formats a value, e.g. `"{:.2f}".format`.
+        compare: with both models, `"ratio"` (ours / keras-hub), `"difference"` (ours -
+            keras-hub, in BLEU) or `None`.
+
+    Returns:
+        The line, without a newline.
+    """
+    values = [common.value_at(result, path) for result in results.values()]
+    line = f"{label:<34}" + "".join(f"{style(value):>18}" for value in values)
+    if len(values) == 2 and compare == "ratio":
+        line += common.format_ratio(values[0] / values[1], width=18)
+    elif len(values) == 2 and compare == "difference":
+        line += f"{values[0] - values[1]:>+13.2f} BLEU"
+    return line
+
+
+def print_report(args, results, cpu):
+    """Both models side by side: training, memory, curve and test scores."""
+    names = list(results)
+    both = len(names) == 2
+    first = results[names[0]]
+    print()
+    print(report_header(args, first))
+    print(common.cpu_line(cpu))
     header = f"{'':<34}" + "".join(f"{name:>18}" for name in names) + (f"{'ours / keras-hub':>18}" if both else "")
     print(header)
     print("-" * len(header))
-
-    def row(label, path, style, compare=None):
-        """One line: each model's value at `path`, formatted by `style`; `compare` is "ratio",
-        "difference" or None."""
-        values = [_get(results[name], path) for name in names]
-        line = f"{label:<34}" + "".join(f"{style(value):>18}" for value in values)
-        if both and compare == "ratio":
-            line += f"{values[0] / values[1]:>17.2f}x"
-        elif both and compare == "difference":
-            line += f"{values[0] - values[1]:>+13.2f} BLEU"
-        print(line)
-
-    row("parameters", ["parameters"], "{:,}".format, "ratio")
-    row("training minutes (clock)", ["train", "minutes"], "{:.2f}".format)
-    row("steps", ["train", "steps"], "{:,}".format, "ratio")
-    row("epochs", ["train", "epochs"], "{:.2f}".format, "ratio")
-    row("target tokens/s (median chunk)", ["train", "target_tokens_per_second_median"], "{:,}".format, "ratio")
-    row("peak memory MiB", ["peak_rss_mib"], "{:,.0f}".format, "ratio")
-    row(f"curve BLEU at end (greedy, {args.curve_sentences})", ["curve", -1, "bleu"], "{:.2f}".format, "difference")
-    row(f"test_2016 BLEU ({first['test']['sentences']} sent.)", ["test", "bleu"], "{:.2f}".format, "difference")
-    row("  decoding", ["decoding"], str)
-    row("test_2016 BLEU, greedy", ["test_greedy", "bleu"], "{:.2f}".format, "difference")
-    row("test_2016 chrF", ["test", "chrf"], "{:.2f}".format)
-    row("scoring pauses s (curve + test)", ["wall_seconds", "scoring"], "{:.0f}".format)
+    rows = [
+        ("parameters", ["parameters"], "{:,}".format, "ratio"),
+        ("training minutes (clock)", ["train", "minutes"], "{:.2f}".format),
+        ("steps", ["train", "steps"], "{:,}".format, "ratio"),
+        ("epochs", ["train", "epochs"], "{:.2f}".format, "ratio"),
+        ("target tokens/s (median chunk)", ["train", "target_tokens_per_second_median"], "{:,}".format, "ratio"),
+        ("peak memory MiB", ["peak_rss_mib"], "{:,.0f}".format, "ratio"),
+        (f"curve BLEU at end (greedy, {args.curve_sentences})", ["curve", -1, "bleu"], "{:.2f}".format, "difference"),
+        (f"test_2016 BLEU ({first['test']['sentences']} sent.)", ["test", "bleu"], "{:.2f}".format, "difference"),
+        ("  decoding", ["decoding"], str),
+        ("test_2016 BLEU, greedy", ["test_greedy", "bleu"], "{:.2f}".format, "difference"),
+        ("test_2016 chrF", ["test", "chrf"], "{:.2f}".format),
+        ("scoring pauses s (curve + test)", ["wall_seconds", "scoring"], "{:.0f}".format),
+    ]
+    for row in rows:
+        print(report_row(results, *row))
     print(f"sacreBLEU: {first['test']['bleu_signature']}")
     if both:
         same = results["ours"]["batch_fingerprint"] == results["keras-hub"]["batch_fingerprint"]
@@ -358,6 +394,7 @@ def print_report(args, results):
 
 
 def plot_curves(args, results, path):
+    """BLEU against training minutes, one line per model (and its test score as a star), as a PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -365,33 +402,7 @@ def plot_curves(args, results, path):
 
     figure, axes = plt.subplots(figsize=(7, 4.5))
     for name, result in results.items():
-        points = result["curve"]
-        averaged = "bleu_trained_weights" in points[0]
-        line = axes.plot(
-            [p["minutes"] for p in points],
-            [p["bleu"] for p in points],
-            marker="o",
-            label=f"{name}: greedy, first {args.curve_sentences} test sentences"
-            + (", averaged weights" if averaged else ""),
-        )[0]
-        if averaged:
-            axes.plot(
-                [p["minutes"] for p in points],
-                [p["bleu_trained_weights"] for p in points],
-                marker=".",
-                linestyle="--",
-                color=line.get_color(),
-                label=f"{name}: the same, weights as trained (no averaging)",
-            )
-        axes.plot(
-            [points[-1]["minutes"]],
-            [result["test"]["bleu"]],
-            marker="*",
-            markersize=14,
-            linestyle="none",
-            color=line.get_color(),
-            label=f"{name}: all {result['test']['sentences']} test sentences, {result['decoding']}",
-        )
+        plot_model_curve(axes, args, name, result)
     axes.set_xlabel("training minutes (clock paused while scoring)")
     axes.set_ylabel("sacreBLEU, test_2016_flickr")
     axes.set_title(f"Multi30k de->en, preset {args.preset}, {args.precision}, {os.cpu_count()} CPUs")
@@ -405,48 +416,73 @@ def plot_curves(args, results, path):
     plt.close(figure)
 
 
-def versions():
+def plot_model_curve(axes, args, name, result):
+    """One model's curve on `axes`: the scored weights, the trained ones if averaged, the test star."""
+    points = result["curve"]
+    averaged = "bleu_trained_weights" in points[0]
+    minutes = [p["minutes"] for p in points]
+    line = axes.plot(
+        minutes,
+        [p["bleu"] for p in points],
+        marker="o",
+        label=f"{name}: greedy, first {args.curve_sentences} test sentences"
+        + (", averaged weights" if averaged else ""),
+    )[0]
+    if averaged:
+        axes.plot(
+            minutes,
+            [p["bleu_trained_weights"] for p in points],
+            marker=".",
+            linestyle="--",
+            color=line.get_color(),
+            label=f"{name}: the same, weights as trained (no averaging)",
+        )
+    axes.plot(
+        [points[-1]["minutes"]],
+        [result["test"]["bleu"]],
+        marker="*",
+        markersize=14,
+        linestyle="none",
+        color=line.get_color(),
+        label=f"{name}: all {result['test']['sentences']} test sentences, {result['decoding']}",
+    )
+
+
+def comparison(results):
+    """The JSON's ours-against-keras-hub summary of two models' results."""
     return {
-        "python": platform.python_version(),
-        "tensorflow": tf.__version__,
-        "tensorflow_text": tensorflow_text.__version__,
-        "keras": keras.__version__,
-        "keras_hub": keras_hub.__version__,
-        "sacrebleu": sacrebleu.__version__,
-        "numpy": np.__version__,
+        "test_bleu_ours_minus_keras_hub": round(
+            results["ours"]["test"]["bleu"] - results["keras-hub"]["test"]["bleu"], 2
+        ),
+        "target_tokens_per_second_ours_over_keras_hub": round(
+            common.ours_over_keras_hub(results, "train", "target_tokens_per_second_median"), 3
+        ),
+        "steps_ours_over_keras_hub": round(common.ours_over_keras_hub(results, "train", "steps"), 3),
+        "peak_rss_ours_over_keras_hub": round(common.ours_over_keras_hub(results, "peak_rss_mib"), 3),
+        "same_batches": results["ours"]["batch_fingerprint"] == results["keras-hub"]["batch_fingerprint"],
     }
 
 
 def run_parent(args, argv):
+    """Vocabularies, then each model's worker, then the report, the JSON and the plot."""
     started = time.perf_counter()
+    cpu = common.cpu_info()
     vocabularies = prepare_vocabularies(args)
     results = run_workers(args, argv)
-    print_report(args, results)
+    print_report(args, results, cpu)
     report = {
         "config": {key: value for key, value in vars(args).items() if key != "worker"},
-        "command": " ".join([Path(sys.argv[0]).as_posix(), *argv]),
-        "versions": versions(),
-        "cpu_count": os.cpu_count(),
+        "command": common.command_line(argv),
+        "versions": common.package_versions(VERSIONS),
+        **common.machine(cpu),
         "usable_cpus": len(os.sched_getaffinity(0)),
         "vocabularies": vocabularies,
         "models": results,
         "wall_seconds": {"total": round(time.perf_counter() - started, 1), "vocabularies": vocabularies["seconds"]},
     }
     if len(results) == 2:
-        report["comparison"] = {
-            "test_bleu_ours_minus_keras_hub": round(
-                results["ours"]["test"]["bleu"] - results["keras-hub"]["test"]["bleu"], 2
-            ),
-            "target_tokens_per_second_ours_over_keras_hub": round(
-                _ratio(results, "train", "target_tokens_per_second_median"), 3
-            ),
-            "steps_ours_over_keras_hub": round(_ratio(results, "train", "steps"), 3),
-            "peak_rss_ours_over_keras_hub": round(_ratio(results, "peak_rss_mib"), 3),
-            "same_batches": results["ours"]["batch_fingerprint"] == results["keras-hub"]["batch_fingerprint"],
-        }
-    out, plot = Path(args.out), Path(args.plot)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
+        report["comparison"] = comparison(results)
+    out, plot = common.write_json(args.out, report), Path(args.plot)
     plot_curves(args, results, plot)
     print(f"wrote {out} and {plot}")
     if report.get("comparison", {}).get("same_batches") is False:
@@ -594,13 +630,12 @@ def batch_fingerprint(dataset, batches):
     return digest.hexdigest()
 
 
-def peak_rss_mib():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
-
-
 def worker_train_config(args, name):
-    """The `TrainConfig` of a worker: the loss, optimizer and schedule settings for
-    `compile_transformer`, and the corpus files and decoding settings for the export."""
+    """The `TrainConfig` of a worker.
+
+    It holds the loss, optimizer and schedule settings for `compile_transformer`, and the corpus
+    files and decoding settings for the export.
+    """
     return TrainConfig(
         preset=args.preset,
         corpus="files",
@@ -625,14 +660,24 @@ def worker_train_config(args, name):
     ).validate()
 
 
-def run_worker(args):
-    name = args.worker
-    started = time.perf_counter()
-    keras.mixed_precision.set_global_policy(args.precision)
-    keras.utils.set_random_seed(args.seed)
-    run_dir = worker_dir(args, name)
-    run_dir.mkdir(parents=True, exist_ok=True)
+@dataclass
+class WorkerData:
+    """What a worker trains and scores on: the tokenizers, the text and the encoded training pairs."""
 
+    source_tokenizer: SubwordTokenizer
+    target_tokenizer: SubwordTokenizer
+    train_text: ParallelText
+    test_text: ParallelText
+    pairs: EncodedPairs
+
+
+def load_worker_data(args):
+    """What a worker trains and scores on, as a `WorkerData`.
+
+    Returns:
+        The tokenizers of the parent's cached vocabularies, the training and test text, and the
+        training pairs that fit in `--max-len` tokens per side.
+    """
     paths = vocabulary_paths(args)
     if not all(path.is_file() for path in paths.values()):
         raise FileNotFoundError(f"No vocabularies in {paths['source'].parent}: run without --worker first")
@@ -643,12 +688,20 @@ def run_worker(args):
     pairs = encode_pairs(
         train_text.sources, train_text.targets, source_tokenizer, target_tokenizer, args.max_len, args.max_len
     )
-    pair_target_tokens = len(pairs) * pairs.mean_target_tokens()  # </s> included, as in the labels
+    return WorkerData(source_tokenizer, target_tokenizer, train_text, test_text, pairs)
 
+
+def save_worker_configs(args, name, data, run_dir):
+    """Make the worker's configs and save them into `run_dir`, where the export reads them.
+
+    Returns:
+        `(model_config, train_config)`: the `ModelConfig` at `--preset` with the vocabularies'
+        sizes, and `worker_train_config`.
+    """
     model_config = preset(
         args.preset,
-        source_vocab_size=source_tokenizer.vocab_size,
-        target_vocab_size=target_tokenizer.vocab_size,
+        source_vocab_size=data.source_tokenizer.vocab_size,
+        target_vocab_size=data.target_tokenizer.vocab_size,
         max_source_len=args.max_len,
         max_target_len=args.max_len,
         attention_initialization=args.attention_initialization,
@@ -656,12 +709,28 @@ def run_worker(args):
     model_config.save(run_dir / MODEL_CONFIG_FILE)
     train_config = worker_train_config(args, name)
     train_config.save(run_dir / "train_config.json")
+    return model_config, train_config
+
+
+def build_worker_model(args, name, model_config, train_config, data, run_dir):
+    """Model `name`, compiled by `compile_transformer`, and its translator factory.
+
+    Returns:
+        `(model, translator)`: `translator(beam_size)` gives an object with our `Translator`'s
+        `translate` (the keras-hub peer decodes greedily only: `beam_size` 1).
+    """
     if name == "ours":
         model = build_transformer(model_config)
 
         def translator(beam_size):
             return make_translator(
-                model, model_config, source_tokenizer, target_tokenizer, run_dir, train_config, beam_size=beam_size
+                model,
+                model_config,
+                data.source_tokenizer,
+                data.target_tokenizer,
+                run_dir,
+                train_config,
+                beam_size=beam_size,
             )
 
     else:
@@ -670,23 +739,35 @@ def run_worker(args):
 
         def translator(beam_size):
             assert beam_size == 1, "the keras-hub peer decodes greedily"
-            return KerasHubTranslator(hub, source_tokenizer, target_tokenizer, args.max_len, args.max_len)
+            return KerasHubTranslator(hub, data.source_tokenizer, data.target_tokenizer, args.max_len, args.max_len)
 
     compile_transformer(model, model_config, train_config)
     model.jit_compile = args.jit
-    print(
-        f"{name}: {model.count_params():,} parameters, {len(pairs):,} training pairs ({pairs.num_dropped} dropped), "
-        f"{args.precision}, warm-up {args.warmup} steps",
-        flush=True,
-    )
+    return model, translator
 
+
+def training_batches(args, pairs):
+    """The training batches and their fingerprint.
+
+    Returns:
+        `(fingerprint, dataset)`: the fingerprint of the first `FINGERPRINT_BATCHES` (taken
+        from a second, identical dataset) and the endless, shuffled, bucketed batches.
+    """
     batching = dict(batch_size=args.batch_size, batch_tokens=args.batch_tokens, shuffle=True, repeat=True)
     fingerprint = batch_fingerprint(make_dataset(pairs, seed=args.seed, **batching), FINGERPRINT_BATCHES)
-    train_data = make_dataset(pairs, seed=args.seed, **batching)
+    return fingerprint, make_dataset(pairs, seed=args.seed, **batching)
 
+
+def train_in_budget(args, model, train_data, greedy, test_text):
+    """`model.fit` until the training clock reaches `--minutes`, scoring the curve on the way.
+
+    Returns:
+        `(history, clock, curve, fit_seconds)`: `fit`'s history, the `TrainingClock`, the
+        `BleuCurve` (its last point at the end of training) and `fit`'s wall seconds, the curve's
+        scoring pauses included.
+    """
     budget = args.minutes * 60
     clock = TrainingClock(budget)
-    greedy = translator(1)
     curve = BleuCurve(
         clock,
         greedy,
@@ -702,18 +783,22 @@ def run_worker(args):
         callbacks=[clock, curve],
         verbose=2,
     )
-    fit_seconds = time.perf_counter() - fit_start  # training and the curve's scoring pauses
+    fit_seconds = time.perf_counter() - fit_start
     if not curve.scored_budget_end:  # fit ran out of chunks before the budget
         curve.score()
-    peak_after_training = peak_rss_mib()
+    return history, clock, curve, fit_seconds
 
+
+def training_summary(args, history, clock, pairs):
+    """The JSON's `train` section: clock minutes, steps, epochs, tokens/s, per-chunk times, last loss."""
+    pair_target_tokens = len(pairs) * pairs.mean_target_tokens()  # </s> included, as in the labels
     tokens = np.array(history.history["target_tokens"])  # per chunk
     seconds = np.array(clock.chunk_seconds)
     per_second = tokens / seconds
     # The median leaves out the last chunk, cut short by the budget (unless no chunk is complete).
     complete = np.array(clock.chunk_steps) == args.chunk_steps
     median_chunks = per_second[complete] if complete.any() else per_second
-    train = {
+    return {
         "minutes": round(clock.seconds() / 60, 3),
         "steps": clock.steps,
         "epochs": round(float(tokens.sum()) / pair_target_tokens, 3),
@@ -726,13 +811,17 @@ def run_worker(args):
         "final_loss": round(float(history.history["loss"][-1]), 4),
         "final_accuracy": round(float(history.history["accuracy"][-1]), 4),
     }
-    print(
-        f"{name}: trained {train['minutes']:.2f} min, {train['steps']} steps, {train['epochs']:.2f} epochs, "
-        f"{train['target_tokens_per_second_median']:,} target tokens/s (median chunk)",
-        flush=True,
-    )
 
-    score_start = time.perf_counter()
+
+def score_test(args, name, translator, greedy, test_text):
+    """Translate the test split with the model's final decoding and greedily; score both.
+
+    The final decoding is ours' beam search when `--beam-size` > 1, greedy otherwise.
+
+    Returns:
+        `(result, hypotheses, final)`: `{"model", "decoding", "test", "test_greedy"}`, the final
+        decoding's translations and its translator.
+    """
     references = test_text.targets
     result = {"model": name, "decoding": "greedy"}
     final = greedy
@@ -743,31 +832,68 @@ def run_worker(args):
     result["test"] = score_translations(hypotheses, references)
     greedy_hypotheses = hypotheses if final is greedy else translate_texts(greedy, test_text.sources)
     result["test_greedy"] = score_translations(greedy_hypotheses, references)
-    test_seconds = time.perf_counter() - score_start
     print(
         f"{name}: test_2016 BLEU {result['test']['bleu']:.2f} ({result['decoding']}), chrF {result['test']['chrf']:.2f}"
         + (f"; greedy BLEU {result['test_greedy']['bleu']:.2f}" if final is not greedy else ""),
         flush=True,
     )
+    return result, hypotheses, final
+
+
+def data_facts(model, model_config, data, fingerprint):
+    """The JSON's description of what a worker trained: size, vocabularies, pairs, config, batches."""
+    return {
+        "parameters": int(model.count_params()),
+        "vocab_sizes": [data.source_tokenizer.vocab_size, data.target_tokenizer.vocab_size],
+        "train_pairs": len(data.pairs),
+        "dropped_pairs": data.pairs.num_dropped,
+        "skipped_while_reading": data.train_text.skipped,
+        "model_config": model_config.to_dict(),
+        "batch_fingerprint": fingerprint,
+    }
+
+
+def run_worker(args):
+    """Train and score the model of `--worker` in the budget; write its result JSON to its work folder."""
+    name, started = args.worker, time.perf_counter()
+    keras.mixed_precision.set_global_policy(args.precision)
+    keras.utils.set_random_seed(args.seed)
+    run_dir = worker_dir(args, name)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    data = load_worker_data(args)
+    model_config, train_config = save_worker_configs(args, name, data, run_dir)
+    model, translator = build_worker_model(args, name, model_config, train_config, data, run_dir)
+    print(
+        f"{name}: {model.count_params():,} parameters, {len(data.pairs):,} training pairs "
+        f"({data.pairs.num_dropped} dropped), {args.precision}, warm-up {args.warmup} steps",
+        flush=True,
+    )
+    fingerprint, train_data = training_batches(args, data.pairs)
+    greedy = translator(1)
+    history, clock, curve, fit_seconds = train_in_budget(args, model, train_data, greedy, data.test_text)
+    peak_after_training = common.peak_rss_mib()
+    train = training_summary(args, history, clock, data.pairs)
+    print(
+        f"{name}: trained {train['minutes']:.2f} min, {train['steps']} steps, {train['epochs']:.2f} epochs, "
+        f"{train['target_tokens_per_second_median']:,} target tokens/s (median chunk)",
+        flush=True,
+    )
+    score_start = time.perf_counter()
+    result, hypotheses, final = score_test(args, name, translator, greedy, data.test_text)
+    test_seconds = time.perf_counter() - score_start
     if name == "ours" and args.export_dir:
         result["export_path"] = str(export_run(final, train_config))
         print(f"{name}: exported to {result['export_path']}", flush=True)
-
+    test = data.test_text
     result.update(
-        parameters=int(model.count_params()),
-        vocab_sizes=[source_tokenizer.vocab_size, target_tokenizer.vocab_size],
-        train_pairs=len(pairs),
-        dropped_pairs=pairs.num_dropped,
-        skipped_while_reading=train_text.skipped,
-        model_config=model_config.to_dict(),
-        batch_fingerprint=fingerprint,
+        **data_facts(model, model_config, data, fingerprint),
         train=train,
         curve=curve.points,
         examples=[
             {"source": s, "reference": r, "translation": h}
-            for s, r, h in list(zip(test_text.sources, references, hypotheses))[:5]
+            for s, r, h in list(zip(test.sources, test.targets, hypotheses))[:5]
         ],
-        peak_rss_mib=round(peak_rss_mib(), 1),
+        peak_rss_mib=round(common.peak_rss_mib(), 1),
         peak_rss_mib_after_training=round(peak_after_training, 1),
         wall_seconds={
             "fit": round(fit_seconds, 1),
@@ -775,11 +901,12 @@ def run_worker(args):
             "worker": round(time.perf_counter() - started, 1),
         },
     )
-    (run_dir / WORKER_RESULT_FILE).write_text(json.dumps(result, indent=2) + "\n")
+    common.write_json(run_dir / WORKER_RESULT_FILE, result)
     return 0
 
 
 def main(argv=None):
+    """The parent's run, or with `--worker NAME` one model's worker."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
     if args.worker:

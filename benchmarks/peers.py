@@ -64,7 +64,7 @@ class KerasHubTransformer:
         self.model = keras.Model([source_ids, target_in_ids], self.output_projection(hidden), name="keras_hub_peer")
 
     def encode(self, source_ids):
-        """int `[B, S]` -> encoder output `[B, S, D]` and padding mask `[B, S]` (True = real)."""
+        """Encode a batch: int `[B, S]` -> encoder output `[B, S, D]` and padding mask `[B, S]` (True = real)."""
         source_mask = ops.not_equal(source_ids, PAD_ID)
         hidden = self.source_embedding(source_ids)
         for block in self.encoder_blocks:

@@ -48,19 +48,15 @@ Python generator. Results go to `--out` as JSON.
 """
 
 import argparse
-import contextlib
-import importlib.metadata
 import itertools
 import json
 import os
-import platform
-import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import common
 import keras
 import numpy as np
 from keras import ops
@@ -75,6 +71,7 @@ FIRST_REGULAR_ID = END_ID + 1
 
 
 def parse_args(argv=None):
+    """The benchmark's flags, checked (`argv`: `sys.argv[1:]` when `None`)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", default="small", choices=sorted(PRESETS), help="Model size of both models.")
     parser.add_argument("--vocab", type=int, default=8000, help="Source and target vocabulary size V.")
@@ -115,15 +112,13 @@ def parse_args(argv=None):
     unknown = sorted(set(args.models) - {*MODELS, SHARED})
     if unknown or not args.models:
         parser.error(f"--models takes names from {','.join(MODELS)},{SHARED}; received {unknown or 'nothing'}")
-    for name in ("vocab", "batch_size", "length", "steps", "rounds", "batches", "peak_size"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be at least 1")
-    if args.length < 2:
-        parser.error("--length must be at least 2")
+    common.check_at_least(parser, args, ("vocab", "batch_size", "steps", "rounds", "batches", "peak_size"), 1)
+    common.check_at_least(parser, args, ("length",), 2)
     return args
 
 
 def model_config(args):
+    """The `ModelConfig` of both models: `--preset` at vocabulary `--vocab` and length `--length`."""
     return preset(
         args.preset,
         source_vocab_size=args.vocab,
@@ -134,8 +129,11 @@ def model_config(args):
 
 
 def train_step_flops(config, batch, source_length, target_length, blocks=True):
-    """Model FLOPs of one training step on a padded batch: 3x the forward matmul FLOPs (see the
-    module docstring for the formula); with `blocks=False`, the logits' only (the shared part)."""
+    """Model FLOPs of one training step on a padded batch.
+
+    That is 3x the forward matmul FLOPs (see the module docstring for the formula); with
+    `blocks=False`, the logits' only (the shared part).
+    """
     d, f, n, v = config.d_model, config.d_ff, config.num_blocks if blocks else 0, config.target_vocab_size
     s, t = source_length, target_length
     encoder = n * (s * (8 * d * d + 4 * d * f) + 4 * s * s * d)
@@ -145,9 +143,14 @@ def train_step_flops(config, batch, source_length, target_length, blocks=True):
 
 
 def synthetic_batches(args):
-    """`--batches` batches `((source_ids, target_in_ids), target_out_ids)`, int32 `[B, L]` each,
-    the same for every worker (seeded). Each sentence has `L // 2 .. L` real tokens; the target
-    input starts with `<s>` and the output ends with `</s>`, as the pipeline makes them."""
+    """The synthetic training batches, the same for every worker (seeded).
+
+    Each sentence has `L // 2 .. L` real tokens; the target input starts with `<s>` and the
+    output ends with `</s>`, as the pipeline makes them.
+
+    Returns:
+        `--batches` batches `((source_ids, target_in_ids), target_out_ids)`, int32 `[B, L]` each.
+    """
     rng = np.random.default_rng(args.seed)
     batch, length = args.batch_size, args.length
     positions = np.arange(length)[None, :]
@@ -166,9 +169,11 @@ def synthetic_batches(args):
 
 
 def training_data(batches):
-    """A function giving each round's data: an endless stream of `batches` from the first, in
-    order. Under TensorFlow one cached, prefetching `tf.data` pipeline (each `fit` starts a new
-    iterator over it); under other backends a new generator."""
+    """A function giving each round's data: an endless stream of `batches`, from the first, in order.
+
+    Under TensorFlow it gives one cached, prefetching `tf.data` pipeline (each `fit` starts a
+    new iterator over it); under other backends a new generator.
+    """
     if keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
@@ -181,16 +186,15 @@ def training_data(batches):
     return lambda: (batch for batch in itertools.cycle(batches))  # Keras takes generators, not iterators
 
 
-def peak_rss_mib():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
-
-
 def build_shared_part(config):
-    """What a step of either model computes besides its blocks: both embedding tables, the logits
-    projection, and (compiled) the loss and Adam over those weights. Our model's layers before
-    and after its blocks: source `[B, S]` ids -> `TokenEmbedding` -> `PositionalEncoding` ->
-    dropout, whose mean over time is added to every target position (so the table gets a
-    gradient); target `[B, T]` ids -> the same -> float32 `Dense(V)` logits `[B, T, V]`."""
+    """The shared part: what a step of either model computes besides its blocks.
+
+    That is both embedding tables, the logits projection, and (compiled) the loss and Adam over
+    those weights. Our model's layers before and after its blocks: source `[B, S]` ids ->
+    `TokenEmbedding` -> `PositionalEncoding` -> dropout, whose mean over time is added to every
+    target position (so the table gets a gradient); target `[B, T]` ids -> the same -> float32
+    `Dense(V)` logits `[B, T, V]`.
+    """
     from keras_transformer.layers import PositionalEncoding, TokenEmbedding
 
     def embed(ids, vocab_size, side):
@@ -207,6 +211,7 @@ def build_shared_part(config):
 
 
 def build_model(name, config):
+    """The uncompiled model of worker `name`: ours, keras-hub's or the shared part."""
     if name == SHARED:
         return build_shared_part(config)
     if name == "ours":
@@ -220,8 +225,10 @@ def build_model(name, config):
 
 
 class _RoundClock(keras.callbacks.Callback):
-    """Wall-clock seconds of the training steps of one `fit` call (from its first batch's start
-    to its last batch's end)."""
+    """Wall-clock seconds of the training steps of one `fit` call.
+
+    The clock runs from its first batch's start to its last batch's end.
+    """
 
     def on_train_batch_begin(self, batch, logs=None):
         if batch == 0:
@@ -255,7 +262,7 @@ def run_worker(args):
             "seconds": clock.ended - clock.started,
             "target_tokens": tokens,
             "loss": float(history.history["loss"][-1]),
-            "peak_rss_mib": peak_rss_mib(),
+            "peak_rss_mib": common.peak_rss_mib(),
         }
         print(json.dumps(report), flush=True)
     return 0
@@ -282,49 +289,39 @@ def matmul_peak(size, dtype, repeats=5, chain=4):
     return float(np.median(rates))
 
 
-class Worker:
-    """A `--worker` subprocess: one model, trained a round at a time on request."""
+def start_worker(args, name, precision):
+    """A `--worker` subprocess of this script for one model and precision, built and ready.
 
-    def __init__(self, args, name, precision):
-        command = [sys.executable, __file__, *args.argv, "--worker", name, "--worker-precision", precision]
-        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-        self.name = name
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-        self.parameters = self._answer()["parameters"]
-
-    def _answer(self):
-        for line in self.process.stdout:
-            if line.startswith("{"):
-                return json.loads(line)
-        raise RuntimeError(f"worker {self.name} exited with status {self.process.wait()} before answering")
-
-    def round(self):
-        self.process.stdin.write("round\n")
-        self.process.stdin.flush()
-        return self._answer()
-
-    def close(self):
-        if self.process.poll() is None:
-            self.process.stdin.close()
-            self.process.wait(timeout=60)
+    Returns:
+        `(worker, parameters)`: the `common.JsonLinesWorker` (one round per `request("round")`)
+        and the model's parameter count.
+    """
+    command = common.worker_command(__file__, args.argv, "--worker", name, "--worker-precision", precision)
+    worker = common.JsonLinesWorker(command, name)
+    return worker, worker.answer()["parameters"]
 
 
-def compare(args, precision, flops_per_step, peak):
-    """Alternate the workers of one precision; return their results (and the step split, with
-    the shared part's worker)."""
-    workers = []
+def alternate_rounds(args, precision):
+    """Train the workers of one precision a round at a time, in ABBA order.
+
+    Returns:
+        `(parameters, rounds)`: `{name: parameter count}` and `{name: [round report, ...]}`,
+        the counted rounds only (the warm-up rounds are printed, not kept).
+    """
+    workers, parameters = [], {}
     try:
         for name in args.models:
-            workers.append(Worker(args, name, precision))
+            worker, parameters[name] = start_worker(args, name, precision)
+            workers.append(worker)
         rounds = {worker.name: [] for worker in workers}
         for index in range(args.warmup_rounds + args.rounds):
-            order = workers if index % 2 == 0 else workers[::-1]
-            for worker in order:
-                report = worker.round()
-                if index >= args.warmup_rounds:
+            warmup = index < args.warmup_rounds
+            for worker in workers if index % 2 == 0 else workers[::-1]:
+                report = worker.request("round")
+                if not warmup:
                     rounds[worker.name].append(report)
                 print(
-                    f"  {precision} round {index + 1}{' (warm-up)' if index < args.warmup_rounds else ''} "
+                    f"  {precision} round {index + 1}{' (warm-up)' if warmup else ''} "
                     f"{worker.name:<9} {report['target_tokens'] / report['seconds']:>8,.0f} target tokens/s, "
                     f"loss {report['loss']:.3f}",
                     flush=True,
@@ -332,35 +329,53 @@ def compare(args, precision, flops_per_step, peak):
     finally:
         for worker in workers:
             worker.close()
+    return parameters, rounds
+
+
+def summarise_rounds(args, reports, parameters, flops, peak):
+    """One worker's results from its counted rounds: medians, MFU, peak memory, last loss."""
+    per_second = np.array([r["target_tokens"] / r["seconds"] for r in reports])
+    step_seconds = np.median([r["seconds"] / args.steps for r in reports])
+    return {
+        "parameters": parameters,
+        "target_tokens_per_second_median": float(np.median(per_second)),
+        "target_tokens_per_second_rounds": per_second.round(1).tolist(),
+        "step_ms_median": float(1000 * step_seconds),
+        "model_tflops_per_second": flops / step_seconds / 1e12,
+        "mfu_fp32_peak": flops / step_seconds / peak["float32"],
+        "peak_rss_mib": max(r["peak_rss_mib"] for r in reports),
+        "final_loss": reports[-1]["loss"],
+    }
+
+
+def compare(args, precision, flops_per_step, peak):
+    """Alternate the workers of one precision and summarise their rounds.
+
+    Returns:
+        `{name: results}` of each worker, with both models `"ours_over_keras_hub"` (the ratio
+        of the median tokens/s) and, with the shared part's worker too, `"split"`.
+    """
+    parameters, rounds = alternate_rounds(args, precision)
+    shared_flops = train_step_flops(model_config(args), args.batch_size, args.length, args.length, blocks=False)
     results = {}
-    for worker in workers:
-        flops = flops_per_step
-        if worker.name == SHARED:  # the logits' FLOPs only
-            flops = train_step_flops(model_config(args), args.batch_size, args.length, args.length, blocks=False)
-        reports = rounds[worker.name]
-        per_second = np.array([r["target_tokens"] / r["seconds"] for r in reports])
-        step_seconds = np.median([r["seconds"] / args.steps for r in reports])
-        results[worker.name] = {
-            "parameters": worker.parameters,
-            "target_tokens_per_second_median": float(np.median(per_second)),
-            "target_tokens_per_second_rounds": per_second.round(1).tolist(),
-            "step_ms_median": float(1000 * step_seconds),
-            "model_tflops_per_second": flops / step_seconds / 1e12,
-            "mfu_fp32_peak": flops / step_seconds / peak["float32"],
-            "peak_rss_mib": max(r["peak_rss_mib"] for r in reports),
-            "final_loss": reports[-1]["loss"],
-        }
+    for name, reports in rounds.items():
+        flops = shared_flops if name == SHARED else flops_per_step  # the shared part: the logits' FLOPs only
+        results[name] = summarise_rounds(args, reports, parameters[name], flops, peak)
     if all(name in results for name in MODELS):
-        ours, hub = (results[name]["target_tokens_per_second_median"] for name in MODELS)
-        results["ours_over_keras_hub"] = ours / hub
+        results["ours_over_keras_hub"] = common.ours_over_keras_hub(results, "target_tokens_per_second_median")
         if SHARED in results:
             results["split"] = step_split(results)
     return results
 
 
 def step_split(results, target=1.2):
-    """Milliseconds of a step in the shared part and in each model's blocks (its step minus the
-    shared part's), and the block time ours would need for `target` times keras-hub's speed."""
+    """Split a step into the shared part and each model's blocks.
+
+    Returns:
+        The milliseconds of a step in the shared part and in each model's blocks (its step minus
+        the shared part's), and the block time ours would need for `target` times keras-hub's
+        speed.
+    """
     shared, ours, hub = (results[name]["step_ms_median"] for name in (SHARED, *MODELS))
     return {
         "shared_ms": shared,
@@ -403,7 +418,8 @@ def bleu_by_precision(args):
     return scores
 
 
-def print_report(args, peak, flops_per_step, comparisons):
+def print_report(args, peak, flops_per_step, comparisons, cpu):
+    """The table: each precision's workers (tokens/s, step ms, MFU, peak MiB), ratio and split."""
     config = model_config(args)
     print()
     print(
@@ -412,6 +428,7 @@ def print_report(args, peak, flops_per_step, comparisons):
         f"jit {'on' if args.jit else 'off'}, {args.rounds} rounds of {args.steps} steps, backend "
         f"{keras.backend.backend()}, {os.cpu_count()} CPUs"
     )
+    print(common.cpu_line(cpu))
     print(
         f"matmul peak ({args.peak_size}^3): float32 {peak['float32'] / 1e9:,.0f} GFLOP/s, bfloat16 "
         f"{peak['bfloat16'] / 1e9:,.0f} GFLOP/s; model FLOPs per step {flops_per_step / 1e9:.2f} GFLOP"
@@ -427,21 +444,24 @@ def print_report(args, peak, flops_per_step, comparisons):
                 f"{r['mfu_fp32_peak']:>7.1%}{r['peak_rss_mib']:>10,.0f}"
             )
         if "ours_over_keras_hub" in results:
-            print(f"{precision:<16}ours / keras-hub: {results['ours_over_keras_hub']:.2f}x")
+            print(f"{precision:<16}ours / keras-hub: {common.format_ratio(results['ours_over_keras_hub'])}")
         if "split" in results:
             split = results["split"]
             print(
                 f"{precision:<16}step split: shared part {split['shared_ms']:.1f} ms "
                 f"({split['shared_fraction_of_keras_hub_step']:.0%} of keras-hub's step); blocks: ours "
                 f"{split['ours_blocks_ms']:.1f} ms, keras-hub {split['keras_hub_blocks_ms']:.1f} ms; "
-                f"{split['target_ratio']:g}x would need ours' blocks at {split['ours_blocks_ms_needed_for_target']:.1f} ms"
+                f"{split['target_ratio']:g}x would need ours' blocks at "
+                f"{split['ours_blocks_ms_needed_for_target']:.1f} ms"
             )
 
 
 def main(argv=None):
+    """The parent's run (peak, comparisons, BLEU, report, JSON), or with `--worker` a worker."""
     args = parse_args(argv)
     if args.worker:
         return run_worker(args)
+    cpu = common.cpu_info()
     config = model_config(args)
     flops_per_step = train_step_flops(config, args.batch_size, args.length, args.length)
     peak = {dtype: matmul_peak(args.peak_size, dtype) for dtype in ("float32", "bfloat16")}
@@ -453,30 +473,24 @@ def main(argv=None):
     bleu = {}
     if args.bleu_epochs and keras.backend.backend() == "tensorflow":
         bleu = bleu_by_precision(args)
-    print_report(args, peak, flops_per_step, comparisons)
-
-    versions = {"python": platform.python_version(), "keras": keras.__version__, "numpy": np.__version__}
-    for package in ("tensorflow", "keras-hub", "jax"):
-        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
-            versions[package] = importlib.metadata.version(package)
+    print_report(args, peak, flops_per_step, comparisons, cpu)
     results = {
-        "command": " ".join([Path(sys.argv[0]).as_posix(), *args.argv]),
+        "command": common.command_line(args.argv),
         "config": {
             **{k: v for k, v in vars(args).items() if not k.startswith("worker") and k != "argv"},
             "model": config.to_dict(),
         },
         "backend": keras.backend.backend(),
-        "versions": versions,
-        "cpu_count": os.cpu_count(),
+        "versions": common.package_versions(
+            {"keras": "keras", "numpy": "numpy", "tensorflow": "tensorflow", "keras-hub": "keras-hub", "jax": "jax"}
+        ),
+        **common.machine(cpu),
         "matmul_peak_flops": peak,
         "model_flops_per_step": flops_per_step,
         "precisions": comparisons,
         "bleu_by_precision": bleu,
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {out}")
+    print(f"wrote {common.write_json(args.out, results)}")
     return 0
 
 

@@ -1,7 +1,13 @@
-"""Tests of the benchmark scripts' own arithmetic and plumbing (not of speed: the benchmarks
-measure that). `benchmarks/` holds scripts, so its folder goes on `sys.path`."""
+"""Tests of the benchmark scripts' own arithmetic and plumbing.
 
+Not of speed: the benchmarks measure that. `benchmarks/` holds scripts, so its folder goes on
+`sys.path`.
+"""
+
+import importlib
 import json
+import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -15,14 +21,18 @@ from keras_transformer.models import build_transformer
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
+import common  # noqa: E402
 import train_throughput  # noqa: E402
 
 
 @pytest.mark.parametrize("name", ["tiny", "small"])
 def test_flop_formula_counts_every_matmul_weight_of_the_model(name):
-    """With one-token sentences the attention terms are 4 D per token and block; the rest of
-    the formula must be 6 FLOPs (forward 2, backward 4) per matmul weight of the built model:
-    every Dense/Conv1D kernel except the embedding tables."""
+    """The FLOP formula counts 6 FLOPs per matmul weight, plus attention.
+
+    With one-token sentences the attention terms are 4 D per token and block; the rest of the
+    formula must be 6 FLOPs (forward 2, backward 4) per matmul weight of the built model: every
+    Dense/Conv1D kernel except the embedding tables.
+    """
     config = preset(name, source_vocab_size=50, target_vocab_size=40, max_source_len=8, max_target_len=8)
     model = build_transformer(config)
     matmul_weights = sum(
@@ -35,12 +45,13 @@ def test_flop_formula_counts_every_matmul_weight_of_the_model(name):
 
 
 def test_shared_part_holds_every_weight_of_our_model_outside_its_blocks():
-    """The `shared` worker's step minus a model's step is that model's blocks only if the shared
-    part trains the same weights as the model outside its blocks: both embeddings and the logits."""
+    """The shared part trains exactly our model's weights outside its blocks.
+
+    The `shared` worker's step minus a model's step is that model's blocks only if the shared
+    part trains the same weights as the model outside its blocks: both embeddings and the logits.
+    """
     config = preset("tiny", source_vocab_size=50, target_vocab_size=40, max_source_len=8, max_target_len=8)
-    outside_blocks = {
-        (w.path, tuple(w.shape)) for w in build_transformer(config).weights if "_block_" not in w.path
-    }
+    outside_blocks = {(w.path, tuple(w.shape)) for w in build_transformer(config).weights if "_block_" not in w.path}
     shared = train_throughput.build_shared_part(config)
     assert {(w.path, tuple(w.shape)) for w in shared.weights} == outside_blocks
     logits_weights = config.d_model * config.target_vocab_size
@@ -80,10 +91,167 @@ def test_benchmark_runs_both_models_and_writes_their_ratio(tmp_path):
     result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "ours / keras-hub" in result.stdout
-    results = json.loads(out.read_text())["precisions"]["float32"]
+    assert common.cpu_line(common.cpu_info()) in result.stdout.splitlines()
+    written = json.loads(out.read_text())
+    assert written["cpu"] == common.cpu_info() and written["cpu_count"] == os.cpu_count()
+    results = written["precisions"]["float32"]
     for name in ("ours", "keras-hub"):
         assert len(results[name]["target_tokens_per_second_rounds"]) == 2
         assert results[name]["target_tokens_per_second_median"] > 0
         assert 0 < results[name]["mfu_fp32_peak"] < 1
     ratio = results["ours"]["target_tokens_per_second_median"] / results["keras-hub"]["target_tokens_per_second_median"]
     assert results["ours_over_keras_hub"] == pytest.approx(ratio)
+
+
+# ---------------------------------------------------------------- the shared plumbing (benchmarks/common.py)
+
+X86_CPUINFO = """processor\t: 0
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) Platinum 8480+
+flags\t\t: fpu sse2 avx2 avx fma avx512f amx_bf16 avx512_bf16 amx_tile
+
+processor\t: 1
+model name\t: another model
+flags\t\t: fpu
+"""
+ARM_CPUINFO = """processor\t: 0
+BogoMIPS\t: 50.00
+Features\t: fp asimd sve bf16
+CPU implementer\t: 0x41
+"""
+
+
+def test_cpuinfo_gives_the_first_processors_model_and_sorted_flags():
+    assert common.parse_cpuinfo(X86_CPUINFO) == {
+        "model": "Intel(R) Xeon(R) Platinum 8480+",
+        "flags": ["amx_bf16", "amx_tile", "avx", "avx2", "avx512_bf16", "avx512f", "fma", "fpu", "sse2"],
+    }
+    assert common.parse_cpuinfo(ARM_CPUINFO) == {"model": None, "flags": ["asimd", "bf16", "fp", "sve"]}
+
+
+def test_cpu_info_without_a_cpuinfo_file_names_the_processor_from_platform(tmp_path):
+    cpu = common.cpu_info(tmp_path / "no_cpuinfo")
+    assert cpu["flags"] == [] and cpu["model"] == (platform.processor() or platform.machine() or None)
+    (tmp_path / "cpuinfo").write_text(ARM_CPUINFO)
+    assert common.cpu_info(tmp_path / "cpuinfo")["model"] == (platform.processor() or platform.machine() or None)
+
+
+def test_cpu_line_names_the_model_and_the_matmul_flags_it_has():
+    cpu = common.parse_cpuinfo(X86_CPUINFO)
+    assert common.cpu_line(cpu) == (
+        "CPU Intel(R) Xeon(R) Platinum 8480+; matmul flags: avx avx2 fma avx512f avx512_bf16 amx_tile amx_bf16 "
+        "(all 9 flags in the JSON)"
+    )
+    assert common.cpu_line({"model": None, "flags": ["fpu"]}).startswith("CPU unknown; matmul flags: none of avx ")
+
+
+def test_results_json_records_the_cpu_model_and_flags(tmp_path):
+    cpu = common.parse_cpuinfo(X86_CPUINFO)
+    path = common.write_json(tmp_path / "new" / "folder" / "results.json", {"a": 1, **common.machine(cpu)})
+    assert path.read_text().endswith("}\n")
+    assert json.loads(path.read_text()) == {"a": 1, "cpu_count": os.cpu_count(), "cpu": cpu}
+    machine = common.machine()  # this machine's, read from /proc/cpuinfo where there is one
+    assert machine["cpu"] == common.cpu_info() and machine["cpu"]["model"]
+
+
+def test_package_versions_come_from_the_installed_distributions_and_skip_missing_ones():
+    versions = common.package_versions({"numpy": "numpy", "keras_hub": "keras-hub", "absent": "no-such-dist-xyz"})
+    assert versions == {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "keras_hub": importlib.import_module("keras_hub").__version__,
+    }
+
+
+def test_ratios_print_with_two_decimals_right_aligned():
+    assert common.format_ratio(0.9349) == "0.93x"
+    assert common.format_ratio(12.0, width=18) == " " * 12 + "12.00x"
+    results = {"ours": {"train": {"steps": 30}}, "keras-hub": {"train": {"steps": 20}}}
+    assert common.ours_over_keras_hub(results, "train", "steps") == 1.5
+
+
+def test_flag_checks_name_the_flag_the_bound_and_the_value(capsys):
+    with pytest.raises(SystemExit):
+        train_throughput.parse_args(["--length", "1"])
+    assert "--length must be >= 2. Received: 1" in capsys.readouterr().err
+
+
+def test_json_lines_worker_skips_chatter_and_reports_a_worker_that_dies():
+    script = (
+        "import json, sys\n"
+        "print('library chatter', flush=True)\n"
+        "print(json.dumps({'ready': True}), flush=True)\n"
+        "for line in sys.stdin:\n"
+        "    if line.strip() != 'round':\n"
+        "        sys.exit(3)\n"
+        "    print(json.dumps({'echo': line.strip()}), flush=True)\n"
+    )
+    worker = common.JsonLinesWorker([sys.executable, "-c", script], "echo")
+    try:
+        assert worker.answer() == {"ready": True}
+        assert worker.request("round") == {"echo": "round"}
+        with pytest.raises(RuntimeError, match="worker echo exited with status 3 before answering"):
+            worker.request("stop")
+    finally:
+        worker.close()
+
+
+# ---------------------------------------------------------------- the reports of multi30k.py and decode.py
+
+
+def fake_multi30k_result(name, parameters, steps, bleu):
+    """A worker result with the fields multi30k.py's report and comparison read."""
+    return {
+        "model": name,
+        "decoding": "greedy",
+        "parameters": parameters,
+        "vocab_sizes": [118, 104],
+        "train_pairs": 300,
+        "dropped_pairs": 0,
+        "batch_fingerprint": "same",
+        "train": {"minutes": 0.5, "steps": steps, "epochs": 1.0, "target_tokens_per_second_median": 100},
+        "peak_rss_mib": 1000.0,
+        "curve": [{"minutes": 0.5, "steps": steps, "bleu": bleu}],
+        "test": {"bleu": bleu, "chrf": 40.0, "sentences": 40, "bleu_signature": "nrefs:1"},
+        "test_greedy": {"bleu": bleu},
+        "wall_seconds": {"scoring": 10.0},
+    }
+
+
+def test_multi30k_report_prints_the_cpu_ratios_and_bleu_differences(tmp_path, capsys):
+    import multi30k
+
+    for split in ("train", "val", "test_2016_flickr"):
+        for language in ("de", "en"):
+            (tmp_path / f"{split}.{language}.gz").touch()
+    args = multi30k.parse_args(["--data", str(tmp_path), "--minutes", "0.5", "--curve-sentences", "20"])
+    results = {
+        "ours": fake_multi30k_result("ours", 31_912, 30, 12.5),
+        "keras-hub": fake_multi30k_result("keras-hub", 34_472, 20, 10.25),
+    }
+    multi30k.print_report(args, results, common.parse_cpuinfo(X86_CPUINFO))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2] == common.cpu_line(common.parse_cpuinfo(X86_CPUINFO))
+    assert f"{'parameters':<34}{'31,912':>18}{'34,472':>18}{'0.93x':>18}" in lines
+    assert f"{'steps':<34}{'30':>18}{'20':>18}{'1.50x':>18}" in lines
+    assert f"{'test_2016 BLEU (40 sent.)':<34}{'12.50':>18}{'10.25':>18}{'+2.25':>13} BLEU" in lines
+    assert lines[-1] == "same batches (first 20 fingerprinted): yes"
+    assert multi30k.comparison(results) == {
+        "test_bleu_ours_minus_keras_hub": 2.25,
+        "target_tokens_per_second_ours_over_keras_hub": 1.0,
+        "steps_ours_over_keras_hub": 1.5,
+        "peak_rss_ours_over_keras_hub": 1.0,
+        "same_batches": True,
+    }
+
+
+def test_decode_json_records_the_cpu_beside_the_versions():
+    import decode
+
+    args = decode.parse_args(["--preset", "tiny"])
+    model_config = preset("tiny", source_vocab_size=50, target_vocab_size=50, max_source_len=8, max_target_len=8)
+    cpu = common.parse_cpuinfo(X86_CPUINFO)
+    results = decode.results_json(args, ["--preset", "tiny"], model_config, {}, cpu, {"ratios": {}})
+    assert results["config"]["cpu"] == cpu and results["config"]["cpu_count"] == os.cpu_count()
+    assert set(results["config"]["versions"]) == {"python", "tensorflow", "keras", "keras_hub"}
+    assert results["config"]["command"].endswith("--preset tiny") and results["ratios"] == {}
