@@ -1,5 +1,7 @@
-"""Train the Transformer: `python train.py` trains the small preset on the built-in corpus,
-evaluates it and exports it. `python train.py --help` lists every flag."""
+"""Train the Transformer: `python train.py` trains the small preset on the built-in corpus.
+
+It also evaluates the model and exports it. `python train.py --help` lists every flag.
+"""
 
 import sys
 

@@ -1,6 +1,8 @@
-"""Training on several devices or machines with `tf.distribute`: a strategy chosen by name (the
-`--strategy` flag), which process is the chief, throwaway directories for the other workers, and
-the adaptations Keras 3's `model.fit` needs under a strategy.
+"""Training on several devices or machines with `tf.distribute`.
+
+A strategy chosen by name (the `--strategy` flag), which process is the chief, throwaway
+directories for the other workers, and the adaptations Keras 3's `model.fit` needs under a
+strategy.
 
 Under `MultiWorkerMirroredStrategy` every worker runs the same program: the same model, the same
 input pipeline (each worker keeps its own slice of every global batch) and the same saving,
@@ -65,8 +67,10 @@ def tf_config():
 
 
 def is_chief():
-    """Whether this process writes the run's files: the `chief` task of `TF_CONFIG`, or worker 0
-    when the cluster has no chief; True without `TF_CONFIG` (a single process).
+    """Whether this process writes the run's files.
+
+    The `chief` task of `TF_CONFIG` does, or worker 0 when the cluster has no chief; True without
+    `TF_CONFIG` (a single process).
 
     Raises:
         ValueError: `TF_CONFIG` is malformed (see `tf_config`).
@@ -81,7 +85,9 @@ def is_chief():
 
 
 def make_strategy(name):
-    """The `tf.distribute.Strategy` called `name`:
+    """The `tf.distribute.Strategy` called `name`.
+
+    The names:
 
     - "default": `tf.distribute.get_strategy()`, the no-op default strategy (one device);
     - "mirrored": `MirroredStrategy`, one replica per local GPU (the CPU when there is none);
@@ -89,6 +95,12 @@ def make_strategy(name):
       before any other TensorFlow work in the process;
     - "tpu": `TPUStrategy` on the TPU found by `TPUClusterResolver` (its `TPU_NAME` or a local
       TPU). Wired as the TensorFlow guide does it, but untested here: no TPU was available.
+
+    Args:
+        name: one of `STRATEGIES`.
+
+    Returns:
+        The strategy.
 
     Raises:
         ValueError: unknown `name`; "multi_worker" without a valid `TF_CONFIG`.
@@ -131,8 +143,9 @@ def describe(strategy):
 
 
 def adapt_keras_fit(model):
-    """Make Keras 3.15's `model.fit` and `model.evaluate` right under a strategy with several
-    replicas; `model` must have been built and compiled under the strategy's scope. Three gaps:
+    """Make Keras 3.15's `model.fit` and `model.evaluate` right under a strategy with several replicas.
+
+    `model` must have been built and compiled under the strategy's scope. Three gaps:
 
     1. Keras divides a compiled loss by the number of replicas (so that the sum of the replicas'
        gradients is the gradient of the global mean) only for its mean-like reductions. A loss
@@ -151,6 +164,9 @@ def adapt_keras_fit(model):
 
     Overrides, on this instance only, the loss's `call`, the model's `train_step` and
     `test_step`, and Keras's private `_maybe_symbolic_build`. Does nothing with one replica.
+
+    Args:
+        model: a Keras model built and compiled under its strategy's scope.
 
     Returns:
         `model`.

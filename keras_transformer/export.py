@@ -82,8 +82,11 @@ class IdsTranslator(tf.Module):
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")])
     def translate_ids(self, source_ids):
-        """`source_ids: int32[B, S]` (0 = padding) -> `{"output_ids": int32[B, L], "score":
-        float32[B], "truncated": bool[B]}`; `L` is `max_target_len`."""
+        """Translates token ids: `source_ids: int32[B, S]` (0 = padding) -> a dict of outputs.
+
+        The outputs: `{"output_ids": int32[B, L], "score": float32[B], "truncated": bool[B]}`;
+        `L` is `max_target_len`.
+        """
         vocab_size = self.model_config.source_vocab_size
         checks = [
             tf.debugging.assert_non_negative(source_ids, message="source_ids must be >= 0 (0 is padding)"),
@@ -148,8 +151,10 @@ class Translator(IdsTranslator):
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def translate(self, text):
-        """`text: string[B]` -> `{"translation": string[B], "score": float32[B], "truncated":
-        bool[B]}`."""
+        """Translates text: `text: string[B]` -> a dict of outputs.
+
+        The outputs: `{"translation": string[B], "score": float32[B], "truncated": bool[B]}`.
+        """
         pieces = self.source_tokenizer.tokenize(text)  # (B, (S))
         max_source_len = self.model_config.max_source_len
         truncated = pieces.row_lengths() > max_source_len
@@ -175,8 +180,9 @@ def _versions(model_dir):
 
 
 def export_translator(translator, export_dir, model_name, warmup_inputs=None):
-    """Save `translator` as the next version of `export_dir/model_name`, atomically, and
-    rewrite `export_dir/models.config`.
+    """Save `translator` as the next version of `export_dir/model_name`, atomically.
+
+    Then rewrite `export_dir/models.config`.
 
     Args:
         translator: a `Translator` or an `IdsTranslator`.
@@ -227,9 +233,14 @@ def write_warmup_requests(path, model_name, warmup_inputs):
 
 
 def write_models_config(export_dir, serving_root="/models"):
-    """Write `export_dir/models.config`, the model server's `--model_config_file`, listing every
-    model folder under `export_dir` that holds versions, at `serving_root/<name>` (where the
-    README's Docker command mounts `export_dir`). Replaced atomically.
+    """Write `export_dir/models.config`, the model server's `--model_config_file`.
+
+    It lists every model folder under `export_dir` that holds versions, at `serving_root/<name>`
+    (where the Docker command in docs/serving.md mounts `export_dir`). Replaced atomically.
+
+    Args:
+        export_dir: export root, one folder per model.
+        serving_root: where the model server sees `export_dir`.
 
     Returns:
         `Path` of the file.
@@ -270,6 +281,12 @@ def saved_model_op_types(export_dir) -> set[str]:
 
     Args:
         export_dir: directory holding `saved_model.pb`.
+
+    Returns:
+        The set of op type names.
+
+    Raises:
+        FileNotFoundError: `export_dir` holds no `saved_model.pb`.
     """
     from tensorflow.core.protobuf import saved_model_pb2
 

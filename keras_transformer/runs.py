@@ -1,5 +1,6 @@
-"""A training run, end to end: corpus -> vocabularies -> tf.data -> `model.fit` -> evaluation ->
-export, with everything kept in one run directory so a run can be resumed or re-exported:
+"""A training run, end to end: corpus -> vocabularies -> tf.data -> `model.fit` -> evaluation -> export.
+
+Everything is kept in one run directory so a run can be resumed or re-exported:
 
     RUN_DIR/train_config.json, model_config.json   the configs (rebuild the model from these)
     RUN_DIR/source_vocab.txt, target_vocab.txt     WordPiece vocabularies (cached)
@@ -60,9 +61,11 @@ class RunError(Exception):
 
 
 def _tokenizers(run_dir, train_config, train_text):
-    """The run's source and target `SubwordTokenizer`s, learned from the training split once
-    (then read from `RUN_DIR/{source,target}_vocab.txt`); with `joint_vocab`, one vocabulary
-    learned from both sides is written to both files."""
+    """The run's source and target `SubwordTokenizer`s, learned from the training split once.
+
+    Later they are read from `RUN_DIR/{source,target}_vocab.txt`; with `joint_vocab`, one
+    vocabulary learned from both sides is written to both files.
+    """
     paths = {side: Path(run_dir) / f"{side}_vocab.txt" for side in ("source", "target")}
     if not all(path.is_file() for path in paths.values()):
         if train_config.joint_vocab:
@@ -86,6 +89,7 @@ def prepare_run(train_config, model_overrides=None, resume=False, log=print, rep
             saved one, and the saved one is used otherwise).
         model_overrides: dict of `ModelConfig` fields that override the preset (new runs only).
         resume: continue the run saved in `train_config.run_dir`.
+        log: callable taking one line of progress text (default `print`).
         replicas: replicas in sync; the global batch must give each at least one pair (checked
             before a new run directory is made).
 
@@ -307,7 +311,10 @@ def _callbacks(model, model_config, train_config, data, timer, extra_callbacks):
 
 
 def _training_summary(model, model_config, train_config, data, history, timer, replicas):
-    """The summary of `model.fit`: configs, sizes, time and throughput of this session, last metrics."""
+    """The summary of `model.fit`: configs, sizes, time and throughput of this call, last metrics.
+
+    On resume, time and throughput count only the epochs trained by this call.
+    """
     train_seconds = sum(timer.seconds)
     summary = {
         "model_config": model_config.to_dict(),
@@ -361,8 +368,7 @@ def load_run(run_dir):
 
 
 def make_translator(model, model_config, source_tokenizer, target_tokenizer, run_dir, train_config, beam_size=None):
-    """The run's `Translator`, decoding with the run's `beam_size` (unless given) and
-    `length_penalty`."""
+    """The run's `Translator`, decoding with the run's `beam_size` (unless given) and `length_penalty`."""
     return Translator(
         model,
         model_config,
@@ -375,8 +381,15 @@ def make_translator(model, model_config, source_tokenizer, target_tokenizer, run
 
 
 def export_run(translator, train_config, export_dir=None, ids_only=False):
-    """Export a run's translator (text, or `ids_only`) with warm-up requests made of a few
-    validation sentences; the ids-only model is named `MODEL_NAME_ids`.
+    """Export a run's translator (text, or `ids_only`) with warm-up requests made of a few validation sentences.
+
+    The ids-only model is named `MODEL_NAME_ids`.
+
+    Args:
+        translator: the run's `Translator`.
+        train_config: the run's `TrainConfig`: validation corpus, model name, export root.
+        export_dir: export root; `train_config.export_dir` when None.
+        ids_only: export the ids-in, ids-out model instead of the text one.
 
     Returns:
         `Path` of the new version folder.

@@ -1,5 +1,8 @@
-"""Training pieces for `model.compile` / `model.fit`: the tutorial's label-smoothed loss that
-ignores padding, masked token accuracy, and the paper's learning-rate schedule (section 5.3)."""
+"""Training pieces for `model.compile` / `model.fit`.
+
+The tutorial's label-smoothed loss that ignores padding, masked token accuracy, and the paper's
+learning-rate schedule (section 5.3).
+"""
 
 import contextlib
 
@@ -88,8 +91,10 @@ class MaskedAccuracy(keras.metrics.Metric):
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class TargetTokens(keras.metrics.Metric):
-    """Number of real target tokens (label != 0) seen since the metric was reset: an epoch's
-    token count, for throughput, exact whether batches are by sentences or by tokens."""
+    """Number of real target tokens (label != 0) seen since the metric was reset.
+
+    An epoch's token count, for throughput, exact whether batches are by sentences or by tokens.
+    """
 
     def __init__(self, name="target_tokens", **kwargs):
         super().__init__(name=name, **kwargs)
@@ -109,7 +114,7 @@ class TargetTokens(keras.metrics.Metric):
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
-    """The paper's learning rate (section 5.3), with an overall scale:
+    """The paper's learning rate (section 5.3), with an overall scale.
 
     `lr(step) = scale * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)`,
     rising linearly for `warmup_steps` steps, then decaying as `1 / sqrt(step)`. Steps count
@@ -138,8 +143,10 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
 @contextlib.contextmanager
 def dtype_policy(name):
-    """Layers created inside take the Keras dtype policy `name` (e.g. "mixed_bfloat16"); the
-    global policy is restored on exit, so one run's precision does not leak into the next."""
+    """Layers created inside take the Keras dtype policy `name` (e.g. "mixed_bfloat16").
+
+    The global policy is restored on exit, so one run's precision does not leak into the next.
+    """
     previous = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy(name)
     try:
@@ -154,12 +161,19 @@ def _base_optimizer(optimizer):
 
 @contextlib.contextmanager
 def averaged_weights(model):
-    """Inside, the model's trainable weights are the optimizer's moving averages of them (when it
-    keeps them: `TrainConfig.ema_momentum > 0`); on exit the trained weights are put back. For
-    scoring during training the weights that training will end with: `model.fit` replaces the
-    weights with their averages when it returns (Keras's `finalize_variable_values`).
+    """Inside, the model's trainable weights are the optimizer's moving averages of them.
 
-    Yields True when averages were swapped in, False when the model has none (yet)."""
+    That is when the optimizer keeps them (`TrainConfig.ema_momentum > 0`); on exit the trained
+    weights are put back. For scoring during training the weights that training will end with:
+    `model.fit` replaces the weights with their averages when it returns (Keras's
+    `finalize_variable_values`).
+
+    Args:
+        model: a compiled Keras model.
+
+    Yields:
+        True when averages were swapped in, False when the model has none (yet).
+    """
     optimizer = _base_optimizer(model.optimizer)
     if optimizer is None or not optimizer.use_ema or not optimizer.built:
         yield False
@@ -174,15 +188,26 @@ def averaged_weights(model):
 
 
 def compile_transformer(model, model_config, train_config):
-    """`model.compile` with the paper's optimizer: Adam(0.9, 0.98, 1e-9) on the Noam schedule,
-    the masked label-smoothed loss, masked token accuracy and the target token count; XLA when
-    `train_config.jit_compile`. Under `mixed_float16` Keras wraps the optimizer in a
-    `LossScaleOptimizer` (the model's policy decides).
+    """`model.compile` with the paper's optimizer: Adam(0.9, 0.98, 1e-9) on the Noam schedule.
+
+    Compiles with the masked label-smoothed loss, masked token accuracy and the target token
+    count; XLA when `train_config.jit_compile`. Under `mixed_float16` Keras wraps the optimizer in
+    a `LossScaleOptimizer` (the model's policy decides).
 
     With `train_config.ema_momentum > 0` the optimizer also keeps an exponential moving average
     of every trainable weight, `average = momentum * average + (1 - momentum) * weight` after each
     step, and `model.fit` ends by replacing the weights with their averages (Polyak averaging; the
-    paper averages its last checkpoints to the same end)."""
+    paper averages its last checkpoints to the same end).
+
+    Args:
+        model: the Keras model to compile.
+        model_config: `ModelConfig`; its `d_model` sets the schedule.
+        train_config: `TrainConfig`: warmup steps, learning-rate scale, label smoothing, EMA
+            momentum, `jit_compile`.
+
+    Returns:
+        `model`, compiled.
+    """
     schedule = NoamSchedule(model_config.d_model, train_config.warmup_steps, train_config.learning_rate_scale)
     ema = train_config.ema_momentum
     optimizer = keras.optimizers.Adam(

@@ -46,7 +46,8 @@ def to_numpy(x):
 def ids(lengths, max_length, vocab_size, rng, start=False):
     """Int32 `[len(lengths), max_length]` of random real ids (>= 4) then padding (0).
 
-    With `start`, each row begins with `<s>` (the decoder input `target_in_ids`)."""
+    With `start`, each row begins with `<s>` (the decoder input `target_in_ids`).
+    """
     out = np.zeros((len(lengths), max_length), "int32")
     for b, length in enumerate(lengths):
         out[b, :length] = rng.integers(4, vocab_size, size=length)

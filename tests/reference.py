@@ -109,7 +109,8 @@ def multihead_attention(
             document's code has it commented out).
         mask_function: `sign_mask` (the document's code) or `repository_sign_mask`.
         epsilon: `normalize`'s epsilon.
-        queries_mask, keys_mask: optional `[B, T]` arrays replacing the sign masks.
+        queries_mask: optional `[B, T_q]` array replacing the queries' sign mask.
+        keys_mask: optional `[B, T_k]` array replacing the keys' sign mask.
         zero_padding_rows: the package's deviation, multiply the outputs by the query mask.
 
     Returns:
@@ -217,14 +218,20 @@ def feedforward(
 
 
 def document_multihead_attention(queries, keys, weights, num_heads, causality=False):
-    """The document's `multihead_attention` (the keys are the values): linear projections, masks
-    `sign(sum(|x|))`, residual connection without `normalize`. Returns `(outputs, weights)`."""
+    """The document's `multihead_attention` (the keys are the values).
+
+    Linear projections, masks `sign(sum(|x|))`, residual connection without `normalize`.
+    Returns `(outputs, weights)`.
+    """
     return multihead_attention(queries, keys, None, weights, num_heads, causality)
 
 
 def repository_multihead_attention(queries, keys, weights, num_heads, causality=False, epsilon=1e-8):
-    """Kyubyong's repository's `multihead_attention` (the keys are the values): relu projections,
-    masks `sign(|sum(x)|)`, residual connection and `normalize`. Returns `(outputs, weights)`."""
+    """Kyubyong's repository's `multihead_attention` (the keys are the values).
+
+    Relu projections, masks `sign(|sum(x)|)`, residual connection and `normalize`.
+    Returns `(outputs, weights)`.
+    """
     return multihead_attention(
         queries,
         keys,
@@ -240,8 +247,10 @@ def repository_multihead_attention(queries, keys, weights, num_heads, causality=
 
 
 def document_feedforward(x, inner_kernel, inner_bias, outer_kernel, outer_bias):
-    """The document's `feedforward`: `x + relu(x W_1 + b_1) W_2 + b_2`, no `normalize` (its
-    dropout, rate 0.2 after each convolution, is left out: inference)."""
+    """The document's `feedforward`: `x + relu(x W_1 + b_1) W_2 + b_2`, no `normalize`.
+
+    Its dropout, rate 0.2 after each convolution, is left out: inference.
+    """
     return feedforward(x, inner_kernel, inner_bias, outer_kernel, outer_bias)
 
 

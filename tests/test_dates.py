@@ -179,7 +179,9 @@ def test_same_call_gives_same_lists():
 
 
 def test_deterministic_across_processes():
-    code = "from keras_transformer.data.dates import builtin_corpus;print(repr(builtin_corpus('test', size=50, seed=5)))"
+    code = (
+        "from keras_transformer.data.dates import builtin_corpus;print(repr(builtin_corpus('test', size=50, seed=5)))"
+    )
     repository_root = pathlib.Path(__file__).resolve().parents[1]
     outputs = {
         subprocess.run(

@@ -1,5 +1,6 @@
-"""Tests of `keras_transformer.distribute` and of `runs.train` under tf.distribute strategies:
-strategy names and `TF_CONFIG` errors, who is the chief, throwaway directories for the other
+"""Tests of `keras_transformer.distribute` and of `runs.train` under tf.distribute strategies.
+
+Strategy names and `TF_CONFIG` errors, who is the chief, throwaway directories for the other
 workers, a `MirroredStrategy` run on this machine, and a real two-worker
 `MultiWorkerMirroredStrategy` run: two processes on loopback, each with its own `TF_CONFIG`.
 """
@@ -178,6 +179,8 @@ def test_worker_directory_is_the_real_one_for_the_chief_and_a_removed_copy_for_t
 # Training under a strategy
 # ---------------------------------------------------------------------------
 class InterruptAfterFirstEpoch(keras.callbacks.Callback):
+    """Stops `model.fit` at the end of the first epoch (raises `KeyboardInterrupt`), leaving a run to resume."""
+
     def on_epoch_end(self, epoch, logs=None):
         raise KeyboardInterrupt
 
@@ -260,8 +263,10 @@ def free_ports(count):
 
 
 def run_workers(root, out, num_workers=2):
-    """Start `num_workers` worker processes of one cluster and wait for all of them; kill them
-    all when one fails or the time is up. Returns each worker's output."""
+    """Start `num_workers` worker processes of one cluster and wait for all of them.
+
+    Kill them all when one fails or the time is up. Returns each worker's output.
+    """
     script = root / "worker.py"
     script.write_text(WORKER_SCRIPT)
     ports = free_ports(num_workers)

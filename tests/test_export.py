@@ -1,5 +1,7 @@
-"""The exported SavedModel: TF Serving layout, atomic versions, a graph that loads and translates
-without the project, with an op set TF Serving 2.12+ can run."""
+"""The exported SavedModel: TF Serving layout, atomic versions, a graph that runs without the project.
+
+The graph loads and translates without the project's code, with an op set TF Serving 2.12+ can run.
+"""
 
 import json
 import subprocess
@@ -60,8 +62,10 @@ def test_models_config_lists_every_exported_model_for_the_model_server(trained_r
 
 
 def test_warmup_requests_are_prediction_logs_the_model_answers(trained_run):
-    """TF Serving replays assets.extra/tf_serving_warmup_requests before serving: every record
-    must parse as a PredictionLog whose request the export's signature answers."""
+    """TF Serving replays assets.extra/tf_serving_warmup_requests before serving.
+
+    Every record must parse as a PredictionLog whose request the export's signature answers.
+    """
     _, summary = trained_run
     loaded = tf.saved_model.load(summary["export_path"])
     signatures = []
@@ -157,8 +161,11 @@ def test_ids_only_export_runs_in_a_process_that_never_imports_tensorflow_text(tr
 
 
 def _saved_model_cli(*args, preload_tensorflow_text=False):
-    """Run TensorFlow's `saved_model_cli`; with `preload_tensorflow_text`, the same tool in a Python
-    that has registered the tensorflow-text ops first (the text export needs them to load)."""
+    """Run TensorFlow's `saved_model_cli`.
+
+    With `preload_tensorflow_text`, the same tool runs in a Python that has registered the
+    tensorflow-text ops first (the text export needs them to load).
+    """
     if preload_tensorflow_text:
         code = (
             "import sys, tensorflow_text; from tensorflow.python.tools import saved_model_cli; saved_model_cli.main()"

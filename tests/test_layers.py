@@ -63,8 +63,10 @@ def real_positions(x):
 
 
 def randomize(layer, rng, scale=0.5):
-    """Set every weight of a built layer (gamma, beta and biases included) to random values, so
-    that a comparison with the reference exercises every weight."""
+    """Set every weight of a built layer (gamma, beta and biases included) to random values.
+
+    So a comparison with the reference exercises every weight.
+    """
     layer.set_weights([rng.normal(scale=scale, size=w.shape).astype("float32") for w in layer.get_weights()])
 
 
@@ -249,8 +251,10 @@ def test_layer_norm_weights_have_channel_shape_and_start_at_ones_and_zeros():
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16", "mixed_float16"])
 def test_layer_norm_of_zero_row_is_beta(policy):
-    """A padding row normalizes to `beta`, finite in every compute dtype (the sublayers then
-    multiply it by 0, which only gives 0 when it is finite)."""
+    """A padding row normalizes to `beta`, finite in every compute dtype.
+
+    The sublayers then multiply it by 0, which only gives 0 when it is finite.
+    """
     rng = np.random.default_rng(0)
     layer = built(LayerNorm(dtype=policy), np.ones((1, 1, D), "float32"), rng=rng)
     outputs = to_numpy(keras.ops.cast(layer(np.zeros((1, 1, D), "float32")), "float32"))
@@ -318,8 +322,10 @@ def repository_attention(causality):
 @pytest.mark.parametrize("kind", ["self", "cross"])
 @pytest.mark.parametrize("causality", [False, True])
 def test_document_configuration_of_attention_is_the_document_code(causality, kind):
-    """`use_output_projection=False, normalize=False` is the document's code, padding rows
-    included: without `W^O` and LayerNorm, the residual sum is already zero at padding queries."""
+    """`use_output_projection=False, normalize=False` is the document's code, padding rows included.
+
+    Without `W^O` and LayerNorm, the residual sum is already zero at padding queries.
+    """
     rng = np.random.default_rng(0)
     queries, keys, _ = attention_inputs(rng, kind)
     layer = built(document_attention(causality), queries, keys, rng=rng)
@@ -334,9 +340,9 @@ def test_document_configuration_of_attention_is_the_document_code(causality, kin
 
 @pytest.mark.parametrize("causality", [False, True])
 def test_repository_configuration_of_attention_is_the_repository_code_at_real_positions(causality):
-    """`use_output_projection=False, projection_activation="relu"` is Kyubyong's repository's
-    code where no real vector sums to zero (where its masks and the document's agree).
+    """`use_output_projection=False, projection_activation="relu"` is Kyubyong's repository's code.
 
+    That holds where no real vector sums to zero (where its masks and the document's agree).
     Padding rows differ by design: the repository leaves LayerNorm's `beta` there, the layer
     zeros them (so that sign masks stay right in later layers).
     """
@@ -355,8 +361,10 @@ def test_repository_configuration_of_attention_is_the_repository_code_at_real_po
 
 
 def test_document_configuration_of_feed_forward_is_the_document_code_at_real_positions():
-    """At inference, `FeedForward(dropout_rate=0.2, inner_dropout_rate=0.2, normalize=False)` is
-    the document's code. At padding rows the document leaves `FFN(0)`; the layer, zeros."""
+    """At inference, `FeedForward(dropout_rate=0.2, inner_dropout_rate=0.2, normalize=False)` is the document's code.
+
+    At padding rows the document leaves `FFN(0)`; the layer, zeros.
+    """
     rng = np.random.default_rng(0)
     x = padded(rng, [2, T], T)
     layer = built(FeedForward((F, D), dropout_rate=0.2, inner_dropout_rate=0.2, normalize=False), x, rng=rng)
@@ -394,9 +402,11 @@ def test_document_configuration_of_encoder_block_is_the_document_code_at_real_po
 
 
 def test_vector_summing_to_zero_is_real_as_in_the_document_but_padding_to_the_repository():
-    """The one difference of the two versions' masks. The layer's sign mask is the document's
-    `sum(|x|) > 0`; Kyubyong's repository's `|sum(x)| > 0` calls a real vector whose entries
-    sum to zero padding."""
+    """The one difference of the two versions' masks.
+
+    The layer's sign mask is the document's `sum(|x|) > 0`; Kyubyong's repository's
+    `|sum(x)| > 0` calls a real vector whose entries sum to zero padding.
+    """
     rng = np.random.default_rng(0)
     x = padded(rng, [T, T], T)
     x[0, 1] = np.tile([1.0, -1.0], D // 2)  # sums to exactly zero, is not padding
@@ -496,8 +506,11 @@ def test_explicit_queries_mask_takes_precedence_over_sign_mask():
 
 
 def masked_embeddings():
-    """Embeddings with a Keras mask that differs from the sign mask: token 3's row is zeroed, so
-    it embeds to a zero vector but is a real token. Returns (embedding layer, embed function)."""
+    """Embeddings with a Keras mask that differs from the sign mask.
+
+    Token 3's row is zeroed, so it embeds to a zero vector but is a real token. Returns
+    (embedding layer, embed function).
+    """
     embedding = TokenEmbedding(V, D, mask_zero=True)
     embedding(np.ones((1, 1), "int32"))
     table = to_numpy(embedding.embeddings).copy()
@@ -752,9 +765,11 @@ def test_learned_positional_encoding_has_max_length_by_d_weight_added_at_real_po
 
 @pytest.mark.parametrize("num_heads", [2, 4])
 def test_per_head_initialization_uses_the_fans_of_the_per_head_kernel_views(num_heads):
-    """`initialization="per_head"` draws W^Q, W^K, W^V, W^O from Glorot uniform with the fans of
-    their per-head views [D, H, K] and [H, K, D]; "glorot" (the tutorial's) from Glorot uniform
-    on the [D, D] kernels."""
+    """`initialization="per_head"` draws W^Q, W^K, W^V, W^O from Glorot uniform with per-head fans.
+
+    The fans are those of their per-head views [D, H, K] and [H, K, D]; "glorot" (the
+    tutorial's) draws from Glorot uniform on the [D, D] kernels.
+    """
     width, heads = 64, num_heads
     head_width = width // heads
     x = np.zeros((1, 3, width), "float32")
@@ -1025,9 +1040,11 @@ def test_feed_forward_outside_training_equals_feed_forward_without_dropout():
 
 
 def test_inner_dropout_drops_the_relu_activations():
-    """With an orthogonal `W_2` and no LayerNorm, `(outputs - inputs - b_2) W_2^T` are the inner
-    activations after dropout: each one dropped (zero) or kept and scaled by `1 / (1 - rate)`.
-    (Dropout after `W_2` instead would mix them.)"""
+    """With an orthogonal `W_2` and no LayerNorm, `(outputs - inputs - b_2) W_2^T` are the inner activations.
+
+    They are the activations after dropout: each one dropped (zero) or kept and scaled by
+    `1 / (1 - rate)`. (Dropout after `W_2` instead would mix them.)
+    """
     rng = np.random.default_rng(0)
     x = padded(rng, [T, T], T)
     layer = built(FeedForward((D, D), inner_dropout_rate=0.5, normalize=False), x, rng=rng)
@@ -1053,8 +1070,10 @@ def test_inner_dropout_drops_the_relu_activations():
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
 def test_mixed_precision_keeps_padding_rows_zero_and_outputs_finite(policy):
-    """Two stacked encoder blocks: the padding rows of the first must stay exactly zero (not NaN),
-    or the second block's matmuls spread NaN to every real position of the sequence."""
+    """Two stacked encoder blocks: the padding rows of the first must stay exactly zero (not NaN).
+
+    Otherwise the second block's matmuls spread NaN to every real position of the sequence.
+    """
     rng = np.random.default_rng(0)
     x = padded(rng, [3, S], S)
     first, second = EncoderBlock(H, F, dtype=policy), EncoderBlock(H, F, dtype=policy)

@@ -1,5 +1,7 @@
-"""Tests of the assembled encoder-decoder model (`keras_transformer.models.translation`), its config
-(`keras_transformer.config`) and greedy decoding (`keras_transformer.decoding`).
+"""Tests of the assembled encoder-decoder model, its config and greedy decoding.
+
+The modules: `keras_transformer.models.translation`, `keras_transformer.config` and
+`keras_transformer.decoding`.
 
 The model is held to the properties the rest of the project relies on: the closed-form parameter
 count, padding invariance (logits and loss), exactly-zero padding rows after every block, sign
@@ -34,8 +36,10 @@ def model():
 
 @pytest.fixture
 def batch():
-    """`(source_ids [2, 5], target_in_ids [2, 4], target_out_ids [2, 4])`, both rows padded
-    in the first example, full length in the second."""
+    """`(source_ids [2, 5], target_in_ids [2, 4], target_out_ids [2, 4])`.
+
+    Both rows are padded in the first example, full length in the second.
+    """
     rng = np.random.default_rng(0)
     source = ids([3, S], S, V_S, rng)
     target_in = ids([2, T], T, V_T, rng, start=True)
@@ -44,8 +48,11 @@ def batch():
 
 
 def run_blocks(model, source, target_in, explicit_masks=True):
-    """Run the model layer by layer. Returns `(encoder_io, decoder_io, logits)`, where each
-    `*_io` is a list over blocks of `(block_input, block_output)` NumPy arrays."""
+    """Run the model layer by layer.
+
+    Returns `(encoder_io, decoder_io, logits)`, where each `*_io` is a list over blocks of
+    `(block_input, block_output)` NumPy arrays.
+    """
     layers = TransformerLayers.from_model(model)
     source_mask, target_mask = masks.padding_mask(source), masks.padding_mask(target_in)
     hidden = layers.source_dropout(layers.source_positions(layers.source_embedding(source), mask=source_mask))
@@ -71,9 +78,9 @@ def run_blocks(model, source, target_in, explicit_masks=True):
 # Parameter count
 # ---------------------------------------------------------------------------
 def expected_parameter_count(config):
-    """The closed-form count from the config (DESIGN.md):
+    """The closed-form parameter count from the config.
 
-    embeddings V_s D + V_t D;
+    The terms: embeddings V_s D + V_t D;
     encoder block: attention 4D^2 + 4D (W^Q, W^K, W^V, W^O with biases; 3D^2 + 3D without
         W^O) + its LayerNorm 2D, feed-forward 2DF + F + D + its LayerNorm 2D;
     decoder block: two attentions with their LayerNorms, plus the feed-forward and its LayerNorm;

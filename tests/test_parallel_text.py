@@ -1,6 +1,8 @@
-"""Real corpora: line-aligned text files (plain or gzip) and TFDS datasets (offline, with
-`tfds.testing.mock_data`), bad files, token-budget batches, joint vocabularies, chrF and the
-per-epoch validation BLEU."""
+"""Real corpora: line-aligned text files (plain or gzip) and TFDS datasets.
+
+TFDS datasets are read offline, with `tfds.testing.mock_data`. Also: bad files, token-budget
+batches, joint vocabularies, chrF and the per-epoch validation BLEU.
+"""
 
 import gzip
 import json
@@ -47,8 +49,10 @@ def test_plain_and_gzip_files_read_the_same_pairs(tmp_path):
 
 
 def test_only_newline_separates_sentences(tmp_path):
-    """CRLF endings are removed, but U+2028, U+0085 and a lone \\r inside a line stay inside it:
-    splitting on them would shift one file against the other."""
+    r"""CRLF endings are removed, but U+2028, U+0085 and a lone `\r` inside a line stay inside it.
+
+    Splitting on them would shift one file against the other.
+    """
     sources = ["eins\u2028zwei", "drei\x85vier", "fünf\rsechs"]
     targets = ["one two", "three four", "five six"]
     text = read_parallel_files(

@@ -1,5 +1,8 @@
-"""The exported signatures as a deployer meets them: awkward input, concurrent callers, and the
-REST/gRPC clients against a loopback stand-in of the model server."""
+"""The exported signatures as a deployer meets them.
+
+Awkward input, concurrent callers, and the REST/gRPC clients against a loopback stand-in of the
+model server.
+"""
 
 import threading
 from concurrent import futures
@@ -89,8 +92,10 @@ def test_out_of_range_ids_are_rejected_and_the_model_keeps_serving(loaded, bad_i
 
 
 def test_eight_threads_get_the_same_answers_as_sequential_calls(loaded):
-    """200 requests of 1-3 sentences from 8 threads at once: all answered, each equal to the
-    same request made alone."""
+    """200 requests of 1-3 sentences from 8 threads at once.
+
+    All are answered, each equal to the same request made alone.
+    """
     rng = np.random.default_rng(0)
     requests = [list(rng.choice(SENTENCES + ["", "21.03.1987 ☃"], size=rng.integers(1, 4))) for _ in range(200)]
     sequential = [translate(loaded, texts) for texts in requests]

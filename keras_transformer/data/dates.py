@@ -1,9 +1,7 @@
 """Built-in parallel corpus: dates written many ways -> one canonical ISO date.
 
-The task
---------
-Each example pairs a *source* sentence, a calendar date written in one of many
-human surface forms, with a *target*, the same date in ISO 8601 form::
+The task: each example pairs a *source* sentence, a calendar date written in
+one of many human surface forms, with a *target*, the same date in ISO 8601 form:
 
     "saturday, march 21, 1987"                        -> "1987-03-21"
     "the twenty-first of march nineteen eighty-seven" -> "1987-03-21"
@@ -11,28 +9,26 @@ human surface forms, with a *target*, the same date in ISO 8601 form::
 
 Dates are drawn uniformly from 1900-01-01 .. 2099-12-31.
 
-Why it needs attention
-----------------------
-* **Reordering.**  The target is always year-month-day, but sources put the
+Why it needs attention:
+
+- Reordering.  The target is always year-month-day, but sources put the
   day, the month or the year first.  To emit the year the decoder has to look
   at wherever the year is in *this* source, which is what cross-attention does;
   attention heatmaps show the target year pieces attending to the source year
   words, the month pieces to the month name, and so on.
-* **Many-to-one surface forms.**  "march", "Mar", "03" and "3" all mean the
-  month ``03``; "21st", "twenty-first" and "21" all mean the day ``21``;
+- Many-to-one surface forms.  "march", "Mar", "03" and "3" all mean the
+  month `03`; "21st", "twenty-first" and "21" all mean the day `21`;
   "1905", "nineteen oh five" and "two thousand and four" style years must be
   read as numbers.  The model has to learn what the pieces mean, not copy them.
-* **Variable length.**  Sources run from 1 whitespace token ("21.03.1987") to
+- Variable length.  Sources run from 1 whitespace token ("21.03.1987") to
   about 12 ("the twenty-first day of march in the year two thousand and
   twenty-one"), while the target is a fixed 10-character word.
-* **Consistency constraints.**  An optional weekday prefix is always the true
+- Consistency constraints.  An optional weekday prefix is always the true
   weekday of the date, so it is redundant information the model may learn to
   ignore (or to check).
 
-Held-out evaluation
--------------------
-Every calendar date belongs to exactly one split (about 90% train, 5%
-validation, 5% test), decided by a stable hash (``zlib.crc32``) of its ISO
+Held-out evaluation: every calendar date belongs to exactly one split (about
+90% train, 5% validation, 5% test), decided by a stable hash (`zlib.crc32`) of its ISO
 string and the seed.  No validation or test *target* ever occurs in train, so
 exact match on the test split measures generalisation to unseen dates, not
 memorisation.  A consequence for tokenisation: a purely word-level target
@@ -200,11 +196,11 @@ def _ordinal_suffix(number):
 def _spell_year(year, style="paired"):
     """Spell a year the way people say it.
 
-    ``style="paired"`` (the usual spoken form):
+    `style="paired"` (the usual spoken form):
         1900 -> "nineteen hundred", 1905 -> "nineteen oh five",
         1987 -> "nineteen eighty-seven", 2000 -> "two thousand",
         2004 -> "two thousand and four", 2021 -> "twenty twenty-one".
-    ``style="cardinal"`` reads the year as a plain number:
+    `style="cardinal"` reads the year as a plain number:
         2021 -> "two thousand and twenty-one",
         1987 -> "one thousand nine hundred and eighty-seven".
     """
@@ -225,8 +221,11 @@ def _spell_year(year, style="paired"):
 
 
 def _spoken_year(date, rng):
-    """A spelled-out year; years from 2010 are said either way ("twenty ten" /
-    "two thousand and ten"), older years in the paired form."""
+    """A spelled-out year for `date`, drawn with `rng`.
+
+    Years from 2010 are said either way ("twenty ten" / "two thousand and ten"),
+    older years in the paired form.
+    """
     if date.year >= 2010 and rng.random() < 0.5:
         return _spell_year(date.year, style="cardinal")
     return _spell_year(date.year)
@@ -361,7 +360,7 @@ def _format_names():
 
 
 def _render(date, format_name, rng):
-    """The source string for ``date`` in the named surface form."""
+    """The source string for `date` in the named surface form."""
     return _FORMATS[format_name](date, rng)
 
 
@@ -389,7 +388,7 @@ def _dates_by_split(seed):
 
 
 def _sample(split, size, seed):
-    """(date, format name, source) triples; the engine behind builtin_corpus."""
+    """(date, format name, source) triples; the engine behind `builtin_corpus`."""
     dates = _dates_by_split(seed)[split]
     rng = random.Random(f"keras_transformer.builtin_corpus:{seed}:{split}")
     samples, seen_sources = [], set()
@@ -417,22 +416,22 @@ def builtin_corpus(split, size=None, seed=0):
     """Generate the built-in date-normalisation parallel corpus.
 
     Sources are dates written in one of many English surface forms; targets
-    are the same dates in ISO form (``YYYY-MM-DD``).  Every calendar date in
+    are the same dates in ISO form (`YYYY-MM-DD`).  Every calendar date in
     1900-01-01 .. 2099-12-31 belongs to exactly one split (decided by a stable
-    hash of the date and ``seed``), so validation and test dates never occur in
+    hash of the date and `seed`), so validation and test dates never occur in
     train.  Within a split no source string repeats (a date may repeat, written
     differently).  The result depends only on the arguments, in any process,
-    and a smaller ``size`` gives a prefix of a larger one.
+    and a smaller `size` gives a prefix of a larger one.
 
     Args:
-        split: One of ``SPLITS``: "train", "validation" or "test".
+        split: One of `SPLITS`: "train", "validation" or "test".
         size: Number of pairs; defaults to 20000 for train and 1000 for
             validation and test.  0 gives two empty lists.
         seed: Integer selecting both the date-to-split assignment and the
             sampling.
 
     Returns:
-        ``(sources, targets)``: two lists of ``str`` of equal length ``size``.
+        `(sources, targets)`: two lists of `str` of equal length `size`.
 
     Raises:
         ValueError: for an unknown split, a negative size, or a size larger
@@ -445,8 +444,7 @@ def builtin_corpus(split, size=None, seed=0):
         >>> all(len(target) == 10 and target[4] == "-" for target in targets)
         True
 
-        A typical pair: ``("the twenty-first of march nineteen eighty-seven",
-        "1987-03-21")``.
+        A typical pair: `("the twenty-first of march nineteen eighty-seven", "1987-03-21")`.
     """
     if split not in SPLITS:
         raise ValueError(f"Unknown split {split!r}; expected one of {SPLITS}")

@@ -1,11 +1,11 @@
-"""Sentence pairs by split: the built-in dates, the user's line-aligned text files, TFDS datasets.
+r"""Sentence pairs by split: the built-in dates, the user's line-aligned text files, TFDS datasets.
 
 Every source gives a `ParallelText` per split: equal-length lists of source and target
 sentences, plus counts of the pairs it skipped and why. Nothing is dropped silently and nothing
 can shift out of alignment:
 
 - text files (plain or gzip, told apart by their first bytes, not their names) are split on
-  `\\n` only, as bytes, so a U+2028 or a stray `\\r` inside a sentence never moves the lines of
+  `\n` only, as bytes, so a U+2028 or a stray `\r` inside a sentence never moves the lines of
   one file against the other; files whose line counts differ are an error; a pair whose line is
   not valid UTF-8 on either side, is empty on either side, or is longer than `MAX_LINE_BYTES`
   is skipped and counted;
@@ -109,7 +109,8 @@ def read_parallel_files(source_path, target_path):
     """Read a line-aligned pair of text files (plain or gzip, UTF-8, one sentence per line).
 
     Args:
-        source_path, target_path: paths.
+        source_path: path of the source-language file (str or path-like).
+        target_path: path of the target-language file; line `i` translates line `i` of `source_path`.
 
     Returns:
         `ParallelText`.

@@ -1,42 +1,43 @@
 """Subword tokenization for the translation Transformer: whitespace split + WordPiece, in-graph.
 
-Why whitespace + WordPiece
---------------------------
-* **Lossless round trip.** Text is cleaned (invalid UTF-8 replaced by U+FFFD, Unicode NFKC), split
+Why whitespace + WordPiece:
+
+- Lossless round trip. Text is cleaned (invalid UTF-8 replaced by U+FFFD, Unicode NFKC), split
   on whitespace, and each word is cut into WordPiece pieces: the first piece of a word is stored
-  as is, the following ones with a ``##`` prefix. Nothing but whitespace is thrown away, so
-  ``detokenize`` can rebuild the text exactly: glue ``##`` pieces to the previous piece, separate
+  as is, the following ones with a `##` prefix. Nothing but whitespace is thrown away, so
+  `detokenize` can rebuild the text exactly: glue `##` pieces to the previous piece, separate
   words with one space. For any text whose characters were all seen when the vocabulary was
-  learned::
+  learned:
 
       detokenize(tokenize([x])) == [" ".join(unicodedata.normalize("NFKC", x).split())]
 
-  (for NFKC-normal text, that is just ``" ".join(x.split())``). "Whitespace" means exactly
-  Python's ``str.isspace`` characters, so the in-graph split agrees with ``str.split()``.
+  (for NFKC-normal text, that is just `" ".join(x.split())`). "Whitespace" means exactly
+  Python's `str.isspace` characters, so the in-graph split agrees with `str.split()`.
   Case is kept (no lowercasing), as are punctuation and digits.
-* **Ops a model server has.** Tokenization runs inside the exported graph: core TensorFlow ops
-  plus two tensorflow-text ops (``NormalizeUTF8``, ``WordpieceTokenizeWithOffsets``) that the TF
-  Text build linked into TF Serving 2.12 to 2.19 provides. :func:`saved_model_op_types` lists the
-  op types of an export so tests can check them against the server's op list.
-* **The vocabulary travels with the model.** Both lookup tables read the vocabulary file through
-  one ``tf.saved_model.Asset``, so ``tf.saved_model.save`` copies it into ``assets/`` and the
+- Ops a model server has. Tokenization runs inside the exported graph: core TensorFlow ops
+  plus two tensorflow-text ops (`NormalizeUTF8`, `WordpieceTokenizeWithOffsets`) that the TF
+  Text build linked into TF Serving 2.12 to 2.19 provides. `saved_model_op_types` (in
+  `keras_transformer.export`) lists the op types of an export so tests can check them against
+  the server's op list.
+- The vocabulary travels with the model. Both lookup tables read the vocabulary file through
+  one `tf.saved_model.Asset`, so `tf.saved_model.save` copies it into `assets/` and the
   loaded model reads it from there.
 
-Special cases (all handled in-graph, documented here once)
-----------------------------------------------------------
-* **Unknown characters** (not seen when the vocabulary was learned) become ``<unk>`` (id
-  :data:`UNK_ID`), one per character; the known rest of the word is kept. ``detokenize`` writes
-  ``<unk>`` as a word-initial piece, so an unknown character inside a word comes back with a
-  space before it: ``"a☃b"`` -> ``"a <unk>b"``, ``"x ☃ y"`` -> ``"x <unk> y"``. A word longer
-  than :data:`MAX_BYTES_PER_WORD` UTF-8 bytes becomes a single ``<unk>``.
-* **Literal reserved strings or a leading ``##`` in the text** (``"</s>"``, ``"<s>x"``,
-  ``"##tag"``) would be ambiguous with the special tokens / the suffix marker, so such a
-  word-initial piece is re-emitted character by character (``"<"``, ``"##/"``, ``"##s"``, ...).
-  They therefore never turn into ``<pad>``/``<s>``/``</s>`` ids and round-trip exactly.
-* ``tokenize`` adds no ``<s>``/``</s>``; the model code adds them.
+Special cases (all handled in-graph, documented here once):
 
-Shapes: ``tokenize``: ``tf.string [batch]`` -> ``int32 RaggedTensor [batch, (pieces)]``;
-``detokenize``: ``int [batch, T]`` (dense or ragged ``[batch, (T)]``) -> ``tf.string [batch]``.
+- Unknown characters (not seen when the vocabulary was learned) become `<unk>` (id
+  `UNK_ID`), one per character; the known rest of the word is kept. `detokenize` writes
+  `<unk>` as a word-initial piece, so an unknown character inside a word comes back with a
+  space before it: `"a☃b"` -> `"a <unk>b"`, `"x ☃ y"` -> `"x <unk> y"`. A word longer
+  than `MAX_BYTES_PER_WORD` UTF-8 bytes becomes a single `<unk>`.
+- Literal reserved strings or a leading `##` in the text (`"</s>"`, `"<s>x"`,
+  `"##tag"`) would be ambiguous with the special tokens / the suffix marker, so such a
+  word-initial piece is re-emitted character by character (`"<"`, `"##/"`, `"##s"`, ...).
+  They therefore never turn into `<pad>`/`<s>`/`</s>` ids and round-trip exactly.
+- `tokenize` adds no `<s>`/`</s>`; the model code adds them.
+
+Shapes: `tokenize`: `tf.string [batch]` -> `int32 RaggedTensor [batch, (pieces)]`;
+`detokenize`: `int [batch, T]` (dense or ragged `[batch, (T)]`) -> `tf.string [batch]`.
 """
 
 from __future__ import annotations
@@ -93,16 +94,16 @@ _LEARN_BATCH_SIZE = 1024
 
 
 def split_words(texts) -> tf.RaggedTensor:
-    """The text pipeline shared by vocabulary learning and :meth:`SubwordTokenizer.tokenize`.
+    """The text pipeline shared by vocabulary learning and `SubwordTokenizer.tokenize`.
 
     Replaces invalid UTF-8 by U+FFFD, applies Unicode NFKC, and splits on runs of whitespace
-    (Python's ``str.isspace`` set). Case is kept.
+    (Python's `str.isspace` set). Case is kept.
 
     Args:
-      texts: ``tf.string [batch]``.
+      texts: `tf.string [batch]`.
 
     Returns:
-      ``tf.string`` RaggedTensor ``[batch, (words)]``.
+      `tf.string` RaggedTensor `[batch, (words)]`.
     """
     texts = tf.convert_to_tensor(texts, dtype=tf.string)
     texts = tf.strings.unicode_transcode(
@@ -135,7 +136,7 @@ def _batches(texts: Iterable, size: int) -> Iterator[list[bytes]]:
 
 
 def _count_words(texts: Iterable) -> tuple[collections.Counter, int]:
-    """Counts words exactly as the tokenizer splits them (runs :func:`split_words` eagerly)."""
+    """Counts words exactly as the tokenizer splits them (runs `split_words` eagerly)."""
     counts: collections.Counter = collections.Counter()
     num_texts = 0
     for batch in _batches(texts, _LEARN_BATCH_SIZE):
@@ -147,27 +148,27 @@ def _count_words(texts: Iterable) -> tuple[collections.Counter, int]:
 
 
 def learn_vocabulary(texts: Iterable[str], vocab_size: int) -> list[str]:
-    """Learns a WordPiece vocabulary of at most ``vocab_size`` tokens from training text.
+    """Learns a WordPiece vocabulary of at most `vocab_size` tokens from training text.
 
     Words are counted after the same cleaning and whitespace split as
-    :meth:`SubwordTokenizer.tokenize` uses, then fed to tensorflow-text's
-    ``wordpiece_tokenizer_learner_lib.learn`` (with ``lower_thresh=1`` so that small corpora come
-    close to ``vocab_size``; its default of 10 leaves them far below).
+    `SubwordTokenizer.tokenize` uses, then fed to tensorflow-text's
+    `wordpiece_tokenizer_learner_lib.learn` (with `lower_thresh=1` so that small corpora come
+    close to `vocab_size`; its default of 10 leaves them far below).
 
-    Layout: :data:`RESERVED_TOKENS` (ids 0..3), every character seen in training as a
-    word-initial piece, the same characters as ``##`` suffix pieces, then the learned pieces
-    (most frequent first) up to ``vocab_size``. Because every seen character is there in both
-    forms, text made of seen characters never tokenizes to ``<unk>``.
+    Layout: `RESERVED_TOKENS` (ids 0..3), every character seen in training as a
+    word-initial piece, the same characters as `##` suffix pieces, then the learned pieces
+    (most frequent first) up to `vocab_size`. Because every seen character is there in both
+    forms, text made of seen characters never tokenizes to `<unk>`.
 
     Args:
-      texts: iterable of ``str`` (or UTF-8 ``bytes``); one sentence or document each.
+      texts: iterable of `str` (or UTF-8 `bytes`); one sentence or document each.
       vocab_size: maximum number of tokens, reserved tokens included.
 
     Returns:
-      The vocabulary, a list of at most ``vocab_size`` unique tokens.
+      The vocabulary, a list of at most `vocab_size` unique tokens.
 
     Raises:
-      ValueError: ``vocab_size`` < ``len(RESERVED_TOKENS) + 1``; too small to hold every seen
+      ValueError: `vocab_size` < `len(RESERVED_TOKENS) + 1`; too small to hold every seen
         character in both forms; or the corpus has no words.
     """
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, numbers.Integral):
@@ -227,10 +228,14 @@ def _check_token(token, index: int) -> None:
 
 
 def write_vocabulary(tokens: Sequence[str], path) -> None:
-    """Writes ``tokens`` one per line (UTF-8, ``\\n``) to ``path``, atomically.
+    r"""Writes `tokens` one per line (UTF-8, `\n`) to `path`, atomically.
 
     The file is written to a temporary file in the same directory and moved into place with
-    ``os.replace``, so readers never see a half-written vocabulary.
+    `os.replace`, so readers never see a half-written vocabulary.
+
+    Args:
+      tokens: the vocabulary, in id order (line `i` is token id `i`).
+      path: file to write (str or path-like); an existing file is replaced.
 
     Raises:
       ValueError: a token is empty, contains a line break, or occurs twice (the lookup table
@@ -262,12 +267,18 @@ def write_vocabulary(tokens: Sequence[str], path) -> None:
 
 
 def read_vocabulary(path) -> list[str]:
-    """Reads a vocabulary written by :func:`write_vocabulary` (line ``i`` is token id ``i``).
+    r"""Reads a vocabulary written by `write_vocabulary` (line `i` is token id `i`).
+
+    Args:
+      path: vocabulary file (str or path-like).
+
+    Returns:
+      The tokens, in id order.
 
     Raises:
-      FileNotFoundError: ``path`` does not exist (the message names it).
-      ValueError: the first lines are not :data:`RESERVED_TOKENS`, the file is not UTF-8, or it
-        has empty lines, ``\\r`` characters or duplicate tokens.
+      FileNotFoundError: `path` does not exist (the message names it).
+      ValueError: the first lines are not `RESERVED_TOKENS`, the file is not UTF-8, or it
+        has empty lines, `\r` characters or duplicate tokens.
     """
     path = os.fspath(path)
     try:
@@ -321,11 +332,11 @@ class SubwordTokenizer(tf.Module):
     """In-graph WordPiece tokenizer over a vocabulary file; safe to save in a SavedModel.
 
     Both directions use lookup tables built from the vocabulary file through one
-    ``tf.saved_model.Asset``, so a SavedModel containing the tokenizer carries the file in
-    ``assets/``. ``tokenize`` and ``detokenize`` work eagerly and inside ``tf.function``.
+    `tf.saved_model.Asset`, so a SavedModel containing the tokenizer carries the file in
+    `assets/`. `tokenize` and `detokenize` work eagerly and inside `tf.function`.
 
     Args:
-      vocab_path: vocabulary file (see :func:`read_vocabulary`); it is validated here.
+      vocab_path: vocabulary file (see `read_vocabulary`); it is validated here.
       name: module name.
     """
 
@@ -370,7 +381,7 @@ class SubwordTokenizer(tf.Module):
 
     @property
     def vocab_size(self) -> int:
-        """Number of tokens in the vocabulary (ids are ``0 .. vocab_size - 1``)."""
+        """Number of tokens in the vocabulary (ids are `0 .. vocab_size - 1`)."""
         return self._vocab_size
 
     @property
@@ -380,18 +391,18 @@ class SubwordTokenizer(tf.Module):
 
     @property
     def vocab_asset(self) -> tf.saved_model.Asset:
-        """The ``tf.saved_model.Asset`` wrapping :attr:`vocab_path` (read by both tables)."""
+        """The `tf.saved_model.Asset` wrapping `vocab_path` (read by both tables)."""
         return self._vocab_asset
 
     def tokenize(self, texts) -> tf.RaggedTensor:
         """Splits sentences into subword ids.
 
         Args:
-          texts: ``tf.string [batch]`` (or a list of str/bytes).
+          texts: `tf.string [batch]` (or a list of str/bytes).
 
         Returns:
-          ``int32`` RaggedTensor ``[batch, (pieces)]``, all words of a sentence in one row; no
-          ``<s>``/``</s>``. An empty or all-whitespace text gives an empty row.
+          `int32` RaggedTensor `[batch, (pieces)]`, all words of a sentence in one row; no
+          `<s>`/`</s>`. An empty or all-whitespace text gives an empty row.
         """
         texts = tf.convert_to_tensor(texts, dtype=tf.string)
         if texts.shape.rank is not None and texts.shape.rank != 1:
@@ -420,17 +431,17 @@ class SubwordTokenizer(tf.Module):
     def detokenize(self, ids) -> tf.Tensor:
         """Turns subword ids back into text.
 
-        Per row: everything from the first ``</s>`` on is ignored, ``<pad>`` and ``<s>`` are
-        dropped, ``##`` pieces are glued to the previous piece and word-initial pieces are
-        separated by one space. ``<unk>`` (and any id outside the vocabulary) is written as the
-        word ``<unk>``.
+        Per row: everything from the first `</s>` on is ignored, `<pad>` and `<s>` are
+        dropped, `##` pieces are glued to the previous piece and word-initial pieces are
+        separated by one space. `<unk>` (and any id outside the vocabulary) is written as the
+        word `<unk>`.
 
         Args:
-          ids: ``int32``/``int64`` ``[batch, T]`` dense (padded with ``<pad>``) or RaggedTensor
-            ``[batch, (T)]``.
+          ids: `int32`/`int64` `[batch, T]` dense (padded with `<pad>`) or RaggedTensor
+            `[batch, (T)]`.
 
         Returns:
-          ``tf.string [batch]``; an empty row gives ``""``.
+          `tf.string [batch]`; an empty row gives `""`.
         """
         if isinstance(ids, tf.RaggedTensor):
             ids = ids.to_tensor(default_value=tf.cast(PAD_ID, ids.dtype))

@@ -55,12 +55,19 @@ def encode_pairs(sources, targets, source_tokenizer, target_tokenizer, max_sourc
     `max_target_len - 1` tokens (one place is kept for `<s>` / `</s>`).
 
     Args:
-        sources, targets: equal-length lists of str.
-        source_tokenizer, target_tokenizer: `SubwordTokenizer`s.
-        max_source_len, max_target_len: ints.
+        sources: list of source sentences (str).
+        targets: list of target sentences (str), as long as `sources`.
+        source_tokenizer: `SubwordTokenizer` for `sources`.
+        target_tokenizer: `SubwordTokenizer` for `targets`.
+        max_source_len: int, the most source tokens a kept pair may have.
+        max_target_len: int, the most target tokens a kept pair may have once `<s>` / `</s>` is
+            added (so at most `max_target_len - 1` tokens of text).
 
     Returns:
         `EncodedPairs`.
+
+    Raises:
+        ValueError: `sources` and `targets` differ in length.
     """
     if len(sources) != len(targets):
         raise ValueError(f"Sources and targets differ in length: {len(sources)} != {len(targets)}")

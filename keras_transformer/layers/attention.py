@@ -69,7 +69,8 @@ class MultiheadAttention(keras.layers.Layer):
             views `[D, H, K]` of W^Q, W^K, W^V (fans `D*H`, `D*K`) and `[H, K, D]` of W^O (as
             Keras computes fans for such kernels, the first axis being the receptive field):
             `(H + K) / 2` and `(1 + H) / 2` times less variance. Attention starts nearer uniform,
-            and the model learns faster early on (measured on Multi30k; see the README).
+            and the model learns faster early on (measured on Multi30k; see
+            benchmarks/README.md).
 
     Call arguments:
         queries: float tensor `[B, T_q, D]`.
@@ -135,7 +136,7 @@ class MultiheadAttention(keras.layers.Layer):
 
     @property
     def head_width(self):
-        """int K = num_units // num_heads, the width of one head; None until the layer is built."""
+        """Width of one head, the int K = num_units // num_heads; None until the layer is built."""
         return self._head_width
 
     def _initializer(self, per_head_scale):
@@ -240,7 +241,8 @@ class MultiheadAttention(keras.layers.Layer):
 
         Args:
             queries: float tensor `[B, T_q, D]` (not yet projected).
-            key, value: float tensors `[B, H, T_k, K]`.
+            key: float tensor `[B, H, T_k, K]`, the projected keys split into heads.
+            value: float tensor `[B, H, T_k, K]`, the projected values split into heads.
             allowed: bool tensor broadcastable to `[B, H, T_q, T_k]`, True where query `i` may
                 attend to key `j`.
             queries_mask: bool tensor `[B, T_q]`, True at real query positions.

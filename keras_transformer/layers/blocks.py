@@ -1,5 +1,4 @@
-"""Encoder and decoder blocks: the loop bodies of the tutorial's encoder and decoder
-(paper section 3.1, figure 1)."""
+"""Encoder and decoder blocks: the loop bodies of the tutorial's encoder and decoder (paper section 3.1, figure 1)."""
 
 import keras
 from keras import ops

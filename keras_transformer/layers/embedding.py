@@ -1,5 +1,7 @@
-"""Token embeddings and positional encodings, the tutorial's `embedding` and
-`positional_encoding` (paper sections 3.4 and 3.5)."""
+"""Token embeddings and positional encodings (paper sections 3.4 and 3.5).
+
+They are the tutorial's `embedding` and `positional_encoding`.
+"""
 
 import math
 
@@ -84,14 +86,23 @@ class TokenEmbedding(keras.layers.Layer):
 
 
 def sinusoidal_encoding(length, depth, dtype="float32", start=0):
-    """The paper's positional encodings (section 3.5) of positions `start .. start + length - 1`,
-    as a `[length, depth]` tensor.
+    """The paper's positional encodings (section 3.5) as a `[length, depth]` tensor.
 
+    The rows are positions `start .. start + length - 1`:
     `PE(pos, 2i) = sin(pos / 10000^(2i / depth))`, `PE(pos, 2i + 1) = cos(pos / 10000^(2i / depth))`.
 
     Deviation: the tutorial computes `pos / 10000^(2j / depth)` with the column index `j` itself
     (not `2 * (j // 2)`), so its sine and cosine pairs have different frequencies; this follows
     the paper.
+
+    Args:
+        length: int, number of positions (rows).
+        depth: int, width of an encoding (columns), the model width D.
+        dtype: dtype of the result; the encodings are computed in float32.
+        start: int, position of the first row.
+
+    Returns:
+        float tensor `[length, depth]`.
     """
     positions = ops.cast(ops.arange(length) + start, "float32")[:, None]  # (T, 1)
     columns = ops.arange(depth)  # (D,)
@@ -109,7 +120,7 @@ class PositionalEncoding(keras.layers.Layer):
     position embeddings (the tutorial's `embedding` of positions) with `learned=True`.
 
     Deviation: the tutorial adds encodings at every position, which makes padding vectors
-    non-zero and silently breaks its own sign masks (issue #33 of the original repository).
+    non-zero and silently breaks its own sign masks (reported as issue 33 on Kyubyong's GitHub repository).
     Here padding positions get no encoding and stay exactly zero.
 
     Args:

@@ -25,8 +25,10 @@ from keras_transformer.masks import padding_mask
 
 @dataclasses.dataclass
 class TransformerLayers:
-    """The layers of one Transformer, by role. Create them with `create`, or find them in a
-    built model with `from_model`."""
+    """The layers of one Transformer, by role.
+
+    Create them with `create`, or find them in a built model with `from_model`.
+    """
 
     source_embedding: TokenEmbedding
     target_embedding: TokenEmbedding
