@@ -122,7 +122,10 @@ def prepare_run(train_config, model_overrides=None, resume=False, log=print, rep
         return train_config, model_config
     if saved_train.is_file():
         raise RunError(f"{run_dir} already holds a run; pass --resume to continue it, or choose another --run-dir")
-    model_config = preset(train_config.preset, **(model_overrides or {}))
+    try:
+        model_config = preset(train_config.preset, **(model_overrides or {}))
+    except (TypeError, ValueError) as error:  # an unknown field, or a value the config refuses
+        raise RunError(f"{error} (model: the {train_config.preset!r} preset with {model_overrides or {}})") from None
     _check_global_batch(train_config, model_config, replicas)
     run_dir.mkdir(parents=True, exist_ok=True)
     train_config.save(saved_train)

@@ -359,3 +359,17 @@ def test_summary_reports_metrics_throughput_and_paths(trained_run):
         assert key in summary
     assert summary["test"]["sentences"] == 1000  # its scores: see test_evaluate_export_and_translate_commands
     assert summary["test"]["bleu_signature"].startswith("nrefs:1|")
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [({"d_model": 100, "num_heads": 8}, "d_model=100, num_heads=8"), ({"colour": "blue"}, "colour")],
+    ids=["indivisible", "unknown-field"],
+)
+def test_a_bad_model_setting_given_to_the_python_api_is_a_run_error_before_anything_is_written(
+    tmp_path, overrides, message
+):
+    train_config = tiny_train_config(tmp_path)
+    with pytest.raises(runs.RunError, match=message):
+        runs.prepare_run(train_config, overrides, log=lambda line: None)
+    assert not (tmp_path / "run").exists()

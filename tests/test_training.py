@@ -1,6 +1,7 @@
-"""Tests of the training pieces (`keras_transformer.training`): the tutorial's masked,
-label-smoothed loss against a NumPy reference, masked token accuracy, the paper's Noam learning
-rate schedule, and `compile_transformer` + `model.fit` on a tiny batch.
+"""Tests of the training pieces (`keras_transformer.training`).
+
+The tutorial's masked, label-smoothed loss against a NumPy reference, masked token accuracy, the
+paper's Noam learning rate schedule, and `compile_transformer` + `model.fit` on a tiny batch.
 
 Tiny sizes: B=2..4, S=5, T=4, D=8, H=2, F=16, two blocks, dropout 0, fixed seeds.
 """
@@ -54,8 +55,7 @@ def toy_batch(lengths=(2, 4, 3, 4), seed=0):
 
 
 def compiled_tiny_model(**train_settings):
-    """A seeded tiny model built under the precision of `TrainConfig(**train_settings)` and
-    compiled by `compile_transformer` with it."""
+    """A seeded tiny model built and compiled (`compile_transformer`) under `TrainConfig(**train_settings)`."""
     keras.utils.set_random_seed(0)
     model_config, train_config = tiny_config(), TrainConfig(**train_settings)
     with dtype_policy(train_config.precision):
@@ -66,8 +66,11 @@ def compiled_tiny_model(**train_settings):
 # MaskedLabelSmoothedLoss
 # ---------------------------------------------------------------------------
 def reference_loss(labels, logits, epsilon):
-    """The tutorial's loss, in float64: `y_smoothed = (1 - eps) one_hot(y) + eps / V`, softmax
-    cross-entropy with the logits, mean over the positions where `y != 0` (`istarget`)."""
+    """The tutorial's loss, in float64.
+
+    `y_smoothed = (1 - eps) one_hot(y) + eps / V`, softmax cross-entropy with the logits, mean over
+    the positions where `y != 0` (`istarget`).
+    """
     logits = np.asarray(logits, np.float64)
     vocab_size = logits.shape[-1]
     smoothed = (1.0 - epsilon) * np.eye(vocab_size)[labels] + epsilon / vocab_size  # (B, T, V)
@@ -299,8 +302,10 @@ def test_fit_overfits_a_fixed_tiny_batch_without_nan():
 
 
 def test_target_tokens_counts_each_epochs_training_and_validation_tokens_apart():
-    """32 training pairs and 8 validation pairs of 4 real target tokens (then padding): an epoch
-    reports 128 training and 32 validation tokens, each its own count."""
+    """32 training pairs and 8 validation pairs of 4 real target tokens (then padding).
+
+    An epoch reports 128 training and 32 validation tokens, each its own count.
+    """
     model = compiled_tiny_model(warmup_steps=10)
 
     def pairs(n):
@@ -318,8 +323,11 @@ def test_target_tokens_counts_each_epochs_training_and_validation_tokens_apart()
 # Weight averaging (TrainConfig.ema_momentum)
 # ---------------------------------------------------------------------------
 class _RecordAverages(keras.callbacks.Callback):
-    """NumPy reference of the moving average of the trained weights, step by step; after step
-    `check_step` (counted from 1) it also reads the weights inside `averaged_weights` and after it."""
+    """NumPy reference of the moving average of the trained weights, step by step.
+
+    After step `check_step` (counted from 1) it also reads the weights inside `averaged_weights`
+    and after it.
+    """
 
     def __init__(self, momentum, check_step):
         super().__init__()
