@@ -15,7 +15,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's C++ start-up chatter quiet
 
-from keras_transformer.config import PRESETS, ModelConfig, TrainConfig, preset  # noqa: E402
+from keras_transformer.config import PRESETS, ModelConfig, TrainConfig  # noqa: E402
 
 _BOOLEAN_CHOICES = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
 
@@ -169,29 +169,6 @@ def _load_config_file(path):
     return _split_by_config(values)
 
 
-def _check_model_config(preset_name, model_overrides):
-    """Validate the model a new run will build, before any training starts.
-
-    That model is the preset with the --config file's and the flags' model settings on top
-    (what `runs.prepare_run` builds).
-
-    Args:
-        preset_name: the run's `TrainConfig.preset`.
-        model_overrides: dict of `ModelConfig` fields from the --config file and the flags.
-
-    Raises:
-        RunError: the combination is invalid; the message names the values and where they came from.
-    """
-    from keras_transformer.runs import RunError
-
-    try:
-        preset(preset_name, **model_overrides)
-    except ValueError as error:
-        given = ", ".join(f"{name}={value!r}" for name, value in sorted(model_overrides.items()))
-        source = f"the {preset_name!r} preset" + (f" with {given}" if given else "")
-        raise RunError(f"{error} (model: {source})") from None
-
-
 def _train(args):
     from keras_transformer import runs
 
@@ -215,8 +192,6 @@ def _train(args):
         train_config = TrainConfig(**{**base, **explicit}).validate()
     except ValueError as error:
         raise runs.RunError(str(error)) from None
-    if not args.resume:  # a resumed run keeps its saved model config, and refuses model flags
-        _check_model_config(train_config.preset, model_overrides)
     summary = runs.train(train_config, model_overrides, resume=args.resume)
     test = summary["test"]
     print(

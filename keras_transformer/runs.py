@@ -122,10 +122,7 @@ def prepare_run(train_config, model_overrides=None, resume=False, log=print, rep
         return train_config, model_config
     if saved_train.is_file():
         raise RunError(f"{run_dir} already holds a run; pass --resume to continue it, or choose another --run-dir")
-    try:
-        model_config = preset(train_config.preset, **(model_overrides or {}))
-    except (TypeError, ValueError) as error:  # an unknown field, or a value the config refuses
-        raise RunError(f"{error} (model: the {train_config.preset!r} preset with {model_overrides or {}})") from None
+    model_config = _model_config(train_config.preset, model_overrides or {})
     _check_global_batch(train_config, model_config, replicas)
     run_dir.mkdir(parents=True, exist_ok=True)
     train_config.save(saved_train)
@@ -337,6 +334,21 @@ def _training_summary(model, model_config, train_config, data, history, timer, r
         summary["target_tokens_per_second"] = round(float(tokens.sum()) / train_seconds)
         summary["target_tokens_per_second_median_epoch"] = round(float(np.median(tokens / np.array(timer.seconds))))
     return summary
+
+
+def _model_config(preset_name, model_overrides):
+    """The model of a new run: the preset with the overrides on top, validated once.
+
+    Raises:
+        RunError: an unknown field or an invalid combination; the message names the values and
+            where they came from.
+    """
+    try:
+        return preset(preset_name, **model_overrides)
+    except (TypeError, ValueError) as error:  # TypeError: a field ModelConfig does not have
+        given = ", ".join(f"{name}={value!r}" for name, value in sorted(model_overrides.items()))
+        source = f"the {preset_name!r} preset" + (f" with {given}" if given else "")
+        raise RunError(f"{error} (model: {source})") from None
 
 
 def _check_global_batch(train_config, model_config, replicas):
