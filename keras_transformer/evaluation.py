@@ -45,13 +45,22 @@ def score_translations(hypotheses, references):
         references: list of str, one per hypothesis.
 
     Returns:
-        dict with `sentences`, `exact_match` (a fraction), `bleu`, `chrf` and their sacreBLEU signatures.
+        dict with `sentences`, `exact_match` (a fraction), `bleu`, `chrf` and their sacreBLEU
+        signatures; with no sentences, every score is 0 and the signatures are empty.
     """
+    if not references:  # sacreBLEU cannot score an empty corpus
+        return {
+            "sentences": 0,
+            "exact_match": 0.0,
+            "bleu": 0.0,
+            "bleu_signature": "",
+            "chrf": 0.0,
+            "chrf_signature": "",
+        }
     bleu, chrf = sacrebleu.metrics.BLEU(), sacrebleu.metrics.CHRF()
-    matches = [same_translation(h, r) for h, r in zip(hypotheses, references)]
     return {
         "sentences": len(references),
-        "exact_match": float(np.mean(matches)) if matches else 0.0,
+        "exact_match": float(np.mean([same_translation(h, r) for h, r in zip(hypotheses, references)])),
         "bleu": round(bleu.corpus_score(hypotheses, [references]).score, 2),
         "bleu_signature": str(bleu.get_signature()),
         "chrf": round(chrf.corpus_score(hypotheses, [references]).score, 2),
