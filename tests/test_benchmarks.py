@@ -4,6 +4,7 @@ Not of speed: the benchmarks measure that. `benchmarks/` holds scripts, so its f
 `sys.path`.
 """
 
+import argparse
 import importlib
 import json
 import os
@@ -255,3 +256,100 @@ def test_decode_json_records_the_cpu_beside_the_versions():
     assert results["config"]["cpu"] == cpu and results["config"]["cpu_count"] == os.cpu_count()
     assert set(results["config"]["versions"]) == {"python", "tensorflow", "keras", "keras_hub"}
     assert results["config"]["command"].endswith("--preset tiny") and results["ratios"] == {}
+
+
+# ---------------------------------------------------------------- attention_scores.py scaling (why self-attention)
+
+
+def test_scaling_flop_formulas_count_every_matmul_weight_and_attentions_n_squared():
+    import attention_scores
+
+    args = attention_scores.parse_args(["scaling", "--width", "8", "--heads", "2", "--kernel-size", "3"])
+    layers = attention_scores.build_layers(args)
+    kernels = {
+        name: sum(int(np.prod(w.shape)) for w in layer.trainable_weights if w.path.endswith("kernel"))
+        for name, (layer, _) in layers.items()
+    }
+    d, k = 8, 3
+    assert kernels == {"self_attention": 4 * d * d, "gru": 6 * d * d, "conv": k * d * d}
+    # One token: 2 FLOPs per matmul weight, plus attention's scores and weighted sum (4 n^2 d).
+    for name in attention_scores.MODELS:
+        extra = 4 * d if name == "self_attention" else 0
+        assert attention_scores.forward_flops(name, 1, d, k) == 2 * kernels[name] + extra
+        assert attention_scores.train_step_flops(name, 5, d, 3, k) == 9 * attention_scores.forward_flops(name, 5, d, k)
+    # Doubling n: 4x for attention once n >> d, 2x for the GRU and the convolution.
+    n = 2**16
+    ratio = {
+        name: attention_scores.forward_flops(name, 2 * n, d) / attention_scores.forward_flops(name, n, d)
+        for name in kernels
+    }
+    assert ratio["self_attention"] == pytest.approx(4, rel=1e-3) and ratio["gru"] == ratio["conv"] == 2
+    assert attention_scores.forward_flops("self_attention", 2 * d, d) == 2 * 8 * (2 * d) * d * d  # n = 2d: halves equal
+    with pytest.raises(ValueError, match="must be one of"):
+        attention_scores.forward_flops("lstm", 4, d)
+
+
+def test_scaling_slope_fit_recovers_power_laws_over_the_lengths_above_the_width():
+    import attention_scores
+
+    lengths = [16, 32, 64, 128, 256, 512, 1024]
+    assert attention_scores.fit_slope(lengths, [3.0 * n**2 for n in lengths]) == pytest.approx(2)
+    assert attention_scores.fit_slope(lengths, [0.5 * n for n in lengths]) == pytest.approx(1)
+    assert attention_scores.fit_slope([10, 20, 40], [1.0, 1.0, 1.0]) == pytest.approx(0, abs=1e-12)
+    with pytest.raises(ValueError, match="two or more distinct lengths"):
+        attention_scores.fit_slope([16, 16], [1.0, 2.0])
+    assert attention_scores.fit_lengths(lengths, 128) == [256, 512, 1024]  # n > d
+    assert attention_scores.fit_lengths(lengths, 128, fit_from=128) == [128, 256, 512, 1024]
+    assert attention_scores.fit_lengths([16, 32], 128) == [16, 32]  # too few above d: the two largest
+    # The FLOP formula's own slope over 256..1024 at d = 128 (the module docstring's "about 1.7").
+    flops = [attention_scores.forward_flops("self_attention", n, 128) for n in (256, 512, 1024)]
+    assert 1.6 < attention_scores.fit_slope([256, 512, 1024], flops) < 1.75
+
+
+def test_scaling_flags_are_checked_and_every_flag_has_help(capsys):
+    import attention_scores
+
+    args = attention_scores.parse_args(["scaling", "--lengths", "64,16,32,16"])
+    assert args.lengths == [16, 32, 64] and args.width == 128 and args.heads == 4 and args.kernel_size == 3
+    for argv, message in (
+        (["scaling", "--width", "128", "--heads", "3"], "--heads must divide --width"),
+        (["scaling", "--lengths", "16"], "two or more distinct lengths"),
+        (["scaling", "--repeats", "0"], "--repeats must be >= 1. Received: 0"),
+        ([], "required: EXPERIMENT"),
+    ):
+        with pytest.raises(SystemExit):
+            attention_scores.parse_args(argv)
+        assert message in capsys.readouterr().err
+    parser = attention_scores.build_parser()
+    subcommands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    for name, subparser in subcommands.items():
+        missing = [a.dest for a in subparser._actions if not a.help]
+        assert missing == [], f"{name}: flags without --help text: {missing}"
+
+
+def test_scaling_smoke_run_writes_every_model_and_length_the_cpu_and_the_plot(tmp_path):
+    command = [sys.executable, str(BENCHMARKS / "attention_scores.py"), "scaling", "--lengths", "16,32"]
+    command += ["--repeats", "1", "--warmup", "0", "--steps", "1", "--width", "16", "--heads", "2", "--batch", "2"]
+    command += ["--out", str(tmp_path)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert common.cpu_line(common.cpu_info()) in result.stdout.splitlines()
+    assert "log-log slope of time over n = 16..32" in result.stdout and "O(log_k n)" in result.stdout
+    written = json.loads((tmp_path / "attention_scores_scaling.json").read_text())
+    assert written["cpu"] == common.cpu_info() and written["cpu_count"] == os.cpu_count()
+    assert written["settings"]["width"] == 16 and written["settings"]["dtype"] == "float32"
+    assert written["lengths"] == [16, 32]
+    assert list(written["models"]) == ["self_attention", "gru", "conv"]
+    for name, model in written["models"].items():
+        assert len(model["ms_per_step_median"]) == len(model["ms_per_step_repeats"]) == 2
+        assert all(ms > 0 for ms in model["ms_per_step_median"]) and all(
+            len(r) == 1 for r in model["ms_per_step_repeats"]
+        )
+        assert all(rate > 0 for rate in model["gflops_per_second"]) and model["parameters"] > 0
+        assert set(model["paper_table_1"]) >= {"complexity_per_layer", "sequential_operations", "maximum_path_length"}
+        assert model["slope"]["lengths"] == [16, 32] and np.isfinite(model["slope"]["measured"])
+    assert written["models"]["self_attention"]["paper_table_1"]["complexity_per_layer"] == "O(n^2 d)"
+    assert written["models"]["gru"]["paper_table_1"]["sequential_operations"] == "O(n)"
+    attention, gru = (written["models"][name]["ms_per_step_median"] for name in ("self_attention", "gru"))
+    assert written["ratios"]["self_attention_over_gru"] == pytest.approx([a / g for a, g in zip(attention, gru)])
+    assert (tmp_path / "attention_scores_scaling.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
