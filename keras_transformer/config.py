@@ -122,6 +122,8 @@ def _check_rate(config, *names):
 
 
 ATTENTION_INITIALIZATIONS = ("glorot", "per_head")  # MultiheadAttention's `initialization`
+# The score functions s(x, q) of `keras_transformer.layers.AttentionScore`, the paper's first.
+ATTENTION_SCORES = ("scaled_dot", "dot", "additive", "bilinear", "cosine")
 
 
 @dataclasses.dataclass

@@ -24,8 +24,15 @@ to the document's code, plus the package's own: `W^O` (`use_output_projection=Tr
 arguments), and the zeroing of the outputs at padding positions (`zero_padding_rows=True`; the
 tutorial leaves `normalize`'s `beta` there, or `FFN(0)`).
 
+The attention family, written from the papers' formulas: `attention_score` (the score functions
+s(x, q): additive, Bahdanau et al. 2015; dot and bilinear, Luong et al. 2015; scaled dot, Vaswani
+et al. 2017; cosine similarity times a scale), `attention` (single-head attention as addressing:
+scores, softmax, weighted average, no projections), and `multihead_attention(score=...)`, the
+tutorial's function with its scaled dot product replaced by another score of each head.
+
 Shape letters as in the package: B batch (the tutorial's N), T_q / T_k query / key lengths,
-D width (the tutorial's C), H heads (the tutorial's h), F feed-forward inner width.
+D width (the tutorial's C), H heads (the tutorial's h), F feed-forward inner width, K / K_q key /
+query width of a head, A the additive score's hidden width.
 """
 
 import numpy as np
@@ -72,6 +79,106 @@ def softmax(x, axis=-1):
     return exps / np.sum(exps, axis=axis, keepdims=True)
 
 
+# The smallest norm a vector is divided by in the cosine score (a zero vector has cosine 0).
+NORM_EPSILON = 1e-12
+
+
+def attention_score(x, q, score, weights=None, head=0):
+    """The score `s(x, q)` of one key `x` (width K) against one query `q` (width K_q), one head.
+
+    Args:
+        x: `[K]`, the key.
+        q: `[K_q]`, the query.
+        score: "additive", "dot", "scaled_dot", "bilinear" or "cosine".
+        weights: the score's weights, every head's: additive `W [H, K, A]`, `U [H, K_q, A]`,
+            `v [H, A]`; bilinear `W [H, K, K_q]`; cosine `g [H]` (the scale).
+        head: the head whose weights are used.
+
+    Returns:
+        float, in float64.
+    """
+    x, q = np.asarray(x, np.float64), np.asarray(q, np.float64)
+    if score == "additive":  # Bahdanau et al. 2015: v^T tanh(W x + U q)
+        W, U, v = (np.asarray(weights[name][head], np.float64) for name in ("W", "U", "v"))
+        return v @ np.tanh(W.T @ x + U.T @ q)
+    if score == "dot":  # Luong et al. 2015: x^T q
+        return x @ q
+    if score == "scaled_dot":  # Vaswani et al. 2017: x^T q / sqrt(K)
+        return x @ q / np.sqrt(len(x))
+    if score == "bilinear":  # Luong et al. 2015 ("general"): x^T W q
+        return x @ np.asarray(weights["W"][head], np.float64) @ q
+    if score == "cosine":  # g cos(x, q)
+        norms = max(np.linalg.norm(x), NORM_EPSILON) * max(np.linalg.norm(q), NORM_EPSILON)
+        return float(weights["g"][head]) * (x @ q) / norms
+    raise ValueError(f"unknown score: {score}")
+
+
+def attention_scores(queries, keys, score, weights=None):
+    """`attention_score` of every query against every key, head by head, position by position.
+
+    Args:
+        queries: `[B, H, T_q, K_q]`.
+        keys: `[B, H, T_k, K]`.
+        score: see `attention_score`.
+        weights: see `attention_score`.
+
+    Returns:
+        `[B, H, T_q, T_k]`, in float64.
+    """
+    batch, heads, query_length, _ = np.shape(queries)
+    key_length = np.shape(keys)[2]
+    scores = np.zeros((batch, heads, query_length, key_length))
+    for b in range(batch):
+        for h in range(heads):
+            for i in range(query_length):
+                for j in range(key_length):
+                    scores[b, h, i, j] = attention_score(keys[b, h, j], queries[b, h, i], score, weights, h)
+    return scores
+
+
+def attention(
+    queries,
+    keys,
+    values,
+    score,
+    weights=None,
+    causality=False,
+    queries_mask=None,
+    keys_mask=None,
+):
+    """Single-head attention as addressing, no projections: input, distribution, weighted average.
+
+    1. Input: the keys `x_1 .. x_N` (and the values `v_j`; the keys when `values` is None).
+    2. Attention distribution: `alpha_ij = softmax_j(s(x_j, q_i))` over the allowed keys (real,
+       and with `causality` not after `i`); the others get the tutorial's `-2^32 + 1`, weight 0.
+    3. Weighted average: `context_i = sum_j alpha_ij v_j`, zero at padding queries.
+
+    Args:
+        queries: `[B, T_q, D_q]`.
+        keys: `[B, T_k, D_k]`.
+        values: `[B, T_k, D_v]`, or None (the keys are the values).
+        score: see `attention_score`.
+        weights: the score's weights, with one head; see `attention_score`.
+        causality: hide the future with a `tril` mask.
+        queries_mask: optional `[B, T_q]`, default the sign mask of the queries.
+        keys_mask: optional `[B, T_k]`, default the sign mask of the keys.
+
+    Returns:
+        `(context [B, T_q, D_v], weights [B, T_q, T_k])`, the weights zero at padding queries.
+    """
+    queries, keys = np.asarray(queries, np.float64), np.asarray(keys, np.float64)
+    values = keys if values is None else np.asarray(values, np.float64)
+    real_queries = sign_mask(queries) if queries_mask is None else np.asarray(queries_mask, float)  # (B, T_q)
+    real_keys = sign_mask(keys) if keys_mask is None else np.asarray(keys_mask, float)  # (B, T_k)
+    scores = attention_scores(queries[:, None], keys[:, None], score, weights)[:, 0]  # (B, T_q, T_k)
+    allowed = np.broadcast_to(real_keys[:, None, :] != 0, scores.shape)
+    if causality:
+        allowed = allowed & (np.tril(np.ones(scores.shape[1:])) != 0)[None]
+    alpha = softmax(np.where(allowed, scores, MASKED_SCORE), axis=-1) * real_queries[:, :, None]  # (B, T_q, T_k)
+    context = alpha @ values  # (B, T_q, D_v)
+    return context, alpha
+
+
 def multihead_attention(
     queries,
     keys,
@@ -87,6 +194,8 @@ def multihead_attention(
     queries_mask=None,
     keys_mask=None,
     zero_padding_rows=False,
+    score="scaled_dot",
+    score_weights=None,
 ):
     """The tutorial's `multihead_attention`, step by step (dropout left out: inference).
 
@@ -112,6 +221,10 @@ def multihead_attention(
         queries_mask: optional `[B, T_q]` array replacing the queries' sign mask.
         keys_mask: optional `[B, T_k]` array replacing the keys' sign mask.
         zero_padding_rows: the package's deviation, multiply the outputs by the query mask.
+        score: the package's extension: "scaled_dot" (the tutorial's multiplication and scale)
+            or another score function of each head's projected queries and keys (see
+            `attention_score`).
+        score_weights: that score's weights, `[H, ...]` (see `attention_score`).
 
     Returns:
         `(outputs [B, T_q, D], attention weights [B, H, T_q, T_k])`; the weights are the
@@ -134,9 +247,18 @@ def multihead_attention(
     K_ = np.concatenate(np.split(K, h, axis=2), axis=0)  # (h*N, T_k, C/h)
     V_ = np.concatenate(np.split(V, h, axis=2), axis=0)  # (h*N, T_k, C/h)
 
-    # Multiplication, scale
-    outputs = Q_ @ np.transpose(K_, (0, 2, 1))  # (h*N, T_q, T_k)
-    outputs = outputs / K_.shape[-1] ** 0.5
+    if score == "scaled_dot":
+        # Multiplication, scale
+        outputs = Q_ @ np.transpose(K_, (0, 2, 1))  # (h*N, T_q, T_k)
+        outputs = outputs / K_.shape[-1] ** 0.5
+    else:  # the package's extension: the score s(k, q) of each head
+        batch = queries.shape[0]
+
+        def by_head(x):  # (h*N, T, C/h) -> (N, h, T, C/h)
+            return np.transpose(x.reshape((h, batch) + x.shape[1:]), (1, 0, 2, 3))
+
+        outputs = attention_scores(by_head(Q_), by_head(K_), score, score_weights)  # (N, h, T_q, T_k)
+        outputs = np.transpose(outputs, (1, 0, 2, 3)).reshape((h * batch,) + outputs.shape[2:])  # (h*N, T_q, T_k)
 
     # Key masking
     key_masks = np.tile(real_keys, (h, 1))  # (h*N, T_k)

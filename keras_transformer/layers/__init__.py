@@ -5,8 +5,12 @@ from keras_transformer.layers.blocks import DecoderBlock, EncoderBlock
 from keras_transformer.layers.embedding import PositionalEncoding, TokenEmbedding, sinusoidal_encoding
 from keras_transformer.layers.feedforward import FeedForward
 from keras_transformer.layers.normalization import LayerNorm
+from keras_transformer.layers.scoring import AttentionScore
+from keras_transformer.layers.single_head import Attention
 
 __all__ = [
+    "Attention",
+    "AttentionScore",
     "DecoderBlock",
     "EncoderBlock",
     "FeedForward",

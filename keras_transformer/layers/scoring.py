@@ -1,0 +1,228 @@
+"""Attention score functions `s(x, q)`: how well a key `x` matches a query `q`.
+
+Attention reads its input as a memory addressed by content: every key `x_i` gets a score
+`s(x_i, q)` against the query `q`, the scores become the attention distribution
+`alpha_i = softmax_i(s(x_i, q))`, and the output is the average of the values weighted by it.
+Only the score function differs between the classic attention mechanisms, so it is one layer,
+`AttentionScore`, shared by the single-head `keras_transformer.layers.Attention` (one head) and by
+`keras_transformer.layers.MultiheadAttention` (on each head's projected queries and keys).
+
+The score functions (per head; `x` a key of width K, `q` a query of width K_q):
+
+    additive     v^T tanh(W x + U q)         Bahdanau et al. 2015, https://arxiv.org/abs/1409.0473
+    dot          x^T q                       Luong et al. 2015 ("dot"), https://arxiv.org/abs/1508.04025
+    scaled_dot   x^T q / sqrt(K)             Vaswani et al. 2017, https://arxiv.org/abs/1706.03762
+    bilinear     x^T W q                     Luong et al. 2015 ("general")
+    cosine       g cos(x, q)                 cosine similarity times a scale g (see `AttentionScore`)
+"""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_transformer.config import ATTENTION_SCORES as SCORES
+from keras_transformer.masks import MASKED_SCORE
+
+# Scores that compare the query and the key coordinate by coordinate: their widths must agree.
+EQUAL_WIDTH_SCORES = ("dot", "scaled_dot", "cosine")
+# A vector shorter than this (e.g. an all-zero padding key) is not divided by its norm.
+_NORM_EPSILON = 1e-12
+
+
+def check_score(score):
+    """Check a score function's name.
+
+    Args:
+        score: the name given as `score`.
+
+    Returns:
+        `score`, one of `ATTENTION_SCORES`.
+
+    Raises:
+        ValueError: `score` is not one of `ATTENTION_SCORES`; the message names the value.
+    """
+    if score not in SCORES:
+        raise ValueError(f"`score` must be one of {SCORES}. Received: score={score!r}")
+    return score
+
+
+def _uniform(variance):
+    """Uniform initializer on `[-limit, limit]` with the given variance (`limit = sqrt(3 variance)`)."""
+    limit = math.sqrt(3.0 * variance)
+    return keras.initializers.RandomUniform(-limit, limit)
+
+
+def _unit_vectors(x):
+    """`x / max(|x|, 1e-12)` along the last axis, in float32 (an all-zero vector stays zero)."""
+    x = ops.cast(x, "float32")
+    squared_norm = ops.sum(ops.square(x), axis=-1, keepdims=True)
+    return x * ops.rsqrt(ops.maximum(squared_norm, _NORM_EPSILON**2))
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class AttentionScore(keras.layers.Layer):
+    """Attention scores `s(x_j, q_i)` of every query against every key, per head, in float32.
+
+    For head `h`, query `q = queries[b, h, i]` (width K_q) and key `x = keys[b, h, j]` (width K),
+    `scores[b, h, i, j]` is, by `score`:
+
+        "additive"    v_h^T tanh(W_h x + U_h q)     W_h [K, A], U_h [K_q, A], v_h [A]
+        "dot"         x^T q
+        "scaled_dot"  x^T q / sqrt(K)
+        "bilinear"    x^T W_h q                     W_h [K, K_q]
+        "cosine"      g_h x^T q / (|x| |q|)         g_h a scalar, learned by default
+
+    - additive: Bahdanau et al. 2015, "Neural Machine Translation by Jointly Learning to Align
+      and Translate" (https://arxiv.org/abs/1409.0473), the score of a one-hidden-layer network
+      of width A (`attention_width`). No biases, as in the paper.
+    - dot and bilinear: Luong et al. 2015, "Effective Approaches to Attention-based Neural
+      Machine Translation" (https://arxiv.org/abs/1508.04025), "dot" and "general".
+    - scaled_dot: Vaswani et al. 2017, "Attention Is All You Need", section 3.2.1: dot products
+      grow like sqrt(K) with the width, which would push the softmax into saturation.
+    - cosine: cosine similarities lie in [-1, 1], too flat for a softmax to pick out a key, so
+      they are multiplied by a per-head scale (inverse temperature) `g_h`, initialized to
+      `cosine_scale` and learned (`learn_cosine_scale=False` keeps it fixed, no weight), as in
+      query-key normalization (Henry et al. 2020, https://arxiv.org/abs/2010.04245) and Swin
+      Transformer V2's scaled cosine attention (Liu et al. 2022, https://arxiv.org/abs/2111.09883,
+      initial scale 10). An all-zero vector (padding) has cosine 0 with everything.
+
+    Initialization, per head: W, U Glorot uniform with the fans of one head's kernel (K and A,
+    K_q and A), v Glorot uniform as a `Dense(1)` kernel (fans A and 1); the bilinear W uniform
+    with variance `1 / (K K_q)`, so that for unit-variance inputs the bilinear scores start with
+    the variance of the scaled dot products (1).
+
+    "dot", "scaled_dot" and "bilinear" multiply in the compute dtype and cast the products to
+    float32 (as `MultiheadAttention` always has); "cosine" normalizes and multiplies in float32;
+    "additive" computes `tanh` in the compute dtype and casts its weighted sum. So masked scores
+    (`-2^32 + 1`) never overflow under mixed precision. "scaled_dot" (the default) and "dot"
+    create no weights.
+
+    Args:
+        score: one of `"scaled_dot"` (default), `"dot"`, `"additive"`, `"bilinear"`, `"cosine"`.
+        attention_width: int A, the hidden width of the additive score; None (default) for the
+            key width K. Used only by `"additive"`.
+        cosine_scale: float > 0, the scale `g` of the cosine score (its initial value when
+            learned). Used only by `"cosine"`.
+        learn_cosine_scale: bool, whether `g` is a trainable weight, one per head (True), or the
+            constant `cosine_scale`. Used only by `"cosine"`.
+        **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`).
+
+    Call arguments:
+        queries: float tensor `[B, H, T_q, K_q]`.
+        keys: float tensor `[B, H, T_k, K]`.
+        allowed: optional bool tensor broadcastable to `[B, H, T_q, T_k]`, True where query `i`
+            may attend to key `j`; elsewhere the score is the tutorial's `-2^32 + 1`, whose
+            softmax weight is exactly 0.
+
+    Returns:
+        float32 tensor `[B, H, T_q, T_k]`.
+
+    Raises:
+        ValueError: an unknown `score`, a bad `attention_width` or `cosine_scale` (at
+            construction), or queries and keys of different widths for `"dot"`, `"scaled_dot"`
+            or `"cosine"`, or of different head counts (when built).
+
+    Example:
+    >>> scores = AttentionScore("additive")
+    >>> queries, keys = np.ones((2, 4, 3, 8), "float32"), np.ones((2, 4, 5, 6), "float32")
+    >>> scores(queries, keys).shape
+    (2, 4, 3, 5)
+    """
+
+    def __init__(self, score="scaled_dot", attention_width=None, cosine_scale=10.0, learn_cosine_scale=True, **kwargs):
+        super().__init__(**kwargs)
+        check_score(score)
+        if attention_width is not None and (
+            not isinstance(attention_width, int) or isinstance(attention_width, bool) or attention_width < 1
+        ):
+            raise ValueError(
+                f"`attention_width` must be a positive int or None. Received: attention_width={attention_width!r}"
+            )
+        if isinstance(cosine_scale, bool) or not isinstance(cosine_scale, (int, float)) or not cosine_scale > 0:
+            raise ValueError(f"`cosine_scale` must be a positive number. Received: cosine_scale={cosine_scale!r}")
+        self.score = score
+        self.attention_width = attention_width
+        self.cosine_scale = float(cosine_scale)
+        self.learn_cosine_scale = bool(learn_cosine_scale)
+        self._key_width = None  # K, known in `build`
+
+    def build(self, queries_shape, keys_shape):
+        heads, query_width, key_width = queries_shape[1], queries_shape[-1], keys_shape[-1]
+        if heads is None or query_width is None or key_width is None:
+            raise ValueError(
+                "The head count and the widths of the queries and keys must be known. "
+                f"Received: queries_shape={queries_shape}, keys_shape={keys_shape}"
+            )
+        if keys_shape[1] != heads:
+            raise ValueError(
+                f"Queries and keys must have as many heads. Received: queries_shape={queries_shape}, "
+                f"keys_shape={keys_shape}"
+            )
+        if self.score in EQUAL_WIDTH_SCORES and query_width != key_width:
+            raise ValueError(
+                f"The {self.score!r} score needs queries and keys of the same width. "
+                f"Received: query width={query_width}, key width={key_width}"
+            )
+        self._key_width = key_width
+        if self.score == "additive":
+            width = self.attention_width or key_width
+            self.key_kernel = self.add_weight(
+                shape=(heads, key_width, width),
+                initializer=_uniform(2.0 / (key_width + width)),
+                name="key_kernel",
+            )  # W
+            self.query_kernel = self.add_weight(
+                shape=(heads, query_width, width),
+                initializer=_uniform(2.0 / (query_width + width)),
+                name="query_kernel",
+            )  # U
+            self.score_vector = self.add_weight(
+                shape=(heads, width), initializer=_uniform(2.0 / (width + 1)), name="score_vector"
+            )  # v
+        elif self.score == "bilinear":
+            self.kernel = self.add_weight(
+                shape=(heads, key_width, query_width),
+                initializer=_uniform(1.0 / (key_width * query_width)),
+                name="kernel",
+            )  # W
+        elif self.score == "cosine" and self.learn_cosine_scale:
+            self.scale = self.add_weight(
+                shape=(heads,), initializer=keras.initializers.Constant(self.cosine_scale), name="scale"
+            )  # g
+
+    def call(self, queries, keys, allowed=None):
+        if self.score in ("dot", "scaled_dot"):
+            scores = ops.matmul(queries, ops.transpose(keys, (0, 1, 3, 2)))  # (B, H, T_q, T_k)
+            scores = ops.cast(scores, "float32")
+            if self.score == "scaled_dot":
+                scores = scores / math.sqrt(self._key_width)
+        elif self.score == "bilinear":
+            transformed = ops.einsum("bhqj,hkj->bhqk", queries, self.kernel)  # W q: (B, H, T_q, K)
+            scores = ops.cast(ops.matmul(transformed, ops.transpose(keys, (0, 1, 3, 2))), "float32")
+        elif self.score == "additive":
+            key_features = ops.einsum("bhtk,hka->bhta", keys, self.key_kernel)  # W x: (B, H, T_k, A)
+            query_features = ops.einsum("bhqj,hja->bhqa", queries, self.query_kernel)  # U q: (B, H, T_q, A)
+            hidden = ops.tanh(key_features[:, :, None, :, :] + query_features[:, :, :, None, :])  # (B, H, T_q, T_k, A)
+            scores = ops.cast(ops.einsum("bhqta,ha->bhqt", hidden, self.score_vector), "float32")
+        else:  # cosine
+            scores = ops.matmul(_unit_vectors(queries), ops.transpose(_unit_vectors(keys), (0, 1, 3, 2)))
+            if self.learn_cosine_scale:
+                scores = scores * ops.reshape(ops.cast(self.scale, "float32"), (-1, 1, 1))  # g_h per head
+            else:
+                scores = scores * self.cosine_scale
+        if allowed is not None:
+            scores = ops.where(allowed, scores, MASKED_SCORE)
+        return scores
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "score": self.score,
+                "attention_width": self.attention_width,
+                "cosine_scale": self.cosine_scale,
+                "learn_cosine_scale": self.learn_cosine_scale,
+            }
+        )
+        return config

@@ -1,0 +1,144 @@
+"""Single-head attention without projections: attention as content-based addressing."""
+
+import keras
+from keras import ops
+
+from keras_transformer.layers.scoring import AttentionScore
+from keras_transformer.masks import causal_mask, sign_mask, zero_padding_rows
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Attention(keras.layers.Layer):
+    """Attention as addressing: a query reads a weighted average of its input, in three steps.
+
+    The input is a set of keys `X = [x_1, ..., x_N]` (rows of `keys`), each a memory slot; a query
+    `q` (a row of `queries`) reads from it:
+
+        1. input                  X = keys, and V = values (plain mode: V = X)
+        2. attention distribution alpha_i = softmax_i(s(x_i, q))
+        3. weighted average       context = sum_i alpha_i v_i
+
+    `s` is the score function `score` (`keras_transformer.layers.AttentionScore` with one head):
+    "scaled_dot" `x^T q / sqrt(K)` (Vaswani et al. 2017), "dot" `x^T q` and "bilinear"
+    `x^T W q` (Luong et al. 2015), "additive" `v^T tanh(W x + U q)` (Bahdanau et al. 2015), or
+    "cosine" `g cos(x, q)`. The layer has no query, key or value projections: its only weights
+    are the score function's ("scaled_dot" and "dot": none). It is the soft addressing of
+    neural machine translation's attention, one head of `MultiheadAttention` without the
+    projections, residual connection and LayerNorm.
+
+    In plain mode (`values=None`) the keys are also the values: `context = sum_i alpha_i x_i`. In
+    key-value mode, `keys` address and `values` (as many positions, any width) are read.
+
+    Masks, as in `MultiheadAttention`: padding keys get weight exactly 0, and the context is
+    exactly 0 at padding queries. They are, in order of precedence, the `queries_mask` /
+    `keys_mask` arguments, the Keras masks of `queries` / `keys` (e.g. from a `mask_zero`
+    embedding), and otherwise the sign masks of `queries` / `keys`: an all-zero vector is
+    padding (`keras_transformer.masks.sign_mask`). With `causality`, query `i` only sees keys
+    `0..i`. Scores and softmax are float32 whatever the compute dtype.
+
+    Args:
+        score: `"scaled_dot"` (default), `"dot"`, `"additive"`, `"bilinear"` or `"cosine"`.
+            `"dot"`, `"scaled_dot"` and `"cosine"` need queries as wide as the keys.
+        causality: bool, whether query `i` may only attend to keys `0..i`.
+        attention_width: int A of the additive score; None for the key width. See
+            `AttentionScore`.
+        cosine_scale: float, the cosine score's scale (initial value when learned).
+        learn_cosine_scale: bool, whether the cosine score's scale is learned.
+        **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`).
+
+    Call arguments:
+        queries: float tensor `[B, T_q, D_q]`.
+        keys: float tensor `[B, T_k, D_k]`.
+        values: float tensor `[B, T_k, D_v]`, or None (plain mode: the keys are the values).
+        queries_mask: optional bool tensor `[B, T_q]`, True at real query positions.
+        keys_mask: optional bool tensor `[B, T_k]`, True at real key positions.
+        return_attention_scores: bool; also return the attention distribution
+            `[B, T_q, T_k]` (zero rows at padding queries).
+
+    Returns:
+        float tensor `[B, T_q, D_v]` (`D_v = D_k` in plain mode), zero at padding queries; and
+        the weights if requested.
+
+    Raises:
+        ValueError: an unknown `score` or bad score settings (at construction), or queries and
+            keys of different widths for `"dot"`, `"scaled_dot"` or `"cosine"` (when built).
+
+    Example:
+    >>> attention = Attention(score="additive")
+    >>> queries, keys = np.random.rand(2, 3, 4).astype("float32"), np.random.rand(2, 5, 6).astype("float32")
+    >>> context, weights = attention(queries, keys, return_attention_scores=True)
+    >>> context.shape, weights.shape
+    ((2, 3, 6), (2, 3, 5))
+    """
+
+    def __init__(
+        self,
+        score="scaled_dot",
+        causality=False,
+        attention_width=None,
+        cosine_scale=10.0,
+        learn_cosine_scale=True,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.causality = causality
+        # Made here, so bad score arguments fail at construction.
+        self.scoring = AttentionScore(
+            score,
+            attention_width=attention_width,
+            cosine_scale=cosine_scale,
+            learn_cosine_scale=learn_cosine_scale,
+            dtype=self.dtype_policy,
+            name="scoring",
+        )
+        self.supports_masking = True
+
+    @property
+    def score(self):
+        """The name of the score function, e.g. `"scaled_dot"`."""
+        return self.scoring.score
+
+    def build(self, queries_shape, keys_shape, values_shape=None):
+        # One head: the score function sees [B, 1, T, D].
+        self.scoring.build((None, 1, None, queries_shape[-1]), (None, 1, None, keys_shape[-1]))
+
+    def call(
+        self,
+        queries,
+        keys,
+        values=None,
+        queries_mask=None,
+        keys_mask=None,
+        return_attention_scores=False,
+    ):
+        values = keys if values is None else values
+        queries_mask = sign_mask(queries) if queries_mask is None else ops.cast(queries_mask, "bool")
+        keys_mask = sign_mask(keys) if keys_mask is None else ops.cast(keys_mask, "bool")
+        allowed = keys_mask[:, None, None, :]  # (B, 1, 1, T_k)
+        if self.causality:
+            future_hidden = causal_mask(ops.shape(queries)[1], ops.shape(keys)[1])  # (T_q, T_k)
+            allowed = ops.logical_and(allowed, future_hidden[None, None, :, :])  # (B, 1, T_q, T_k)
+
+        # 2. attention distribution: alpha = softmax(s(x, q)), scores float32 and masked.
+        scores = self.scoring(queries[:, None], keys[:, None], allowed)[:, 0]  # (B, T_q, T_k)
+        weights = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)  # (B, T_q, T_k)
+        # 3. weighted average of the values.
+        context = ops.matmul(weights, values)  # (B, T_q, D_v)
+        context = zero_padding_rows(context, queries_mask)
+        if return_attention_scores:
+            return context, weights * ops.cast(queries_mask[:, :, None], weights.dtype)
+        return context
+
+    def get_config(self):
+        config = super().get_config()
+        scoring = self.scoring.get_config()
+        config.update(
+            {
+                "score": scoring["score"],
+                "causality": self.causality,
+                "attention_width": scoring["attention_width"],
+                "cosine_scale": scoring["cosine_scale"],
+                "learn_cosine_scale": scoring["learn_cosine_scale"],
+            }
+        )
+        return config
