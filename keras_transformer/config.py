@@ -156,6 +156,12 @@ class ModelConfig(_JsonConfig):
         "[D, H, K] per-head kernel views: smaller, a faster start).",
         choices=ATTENTION_INITIALIZATIONS,
     )
+    attention_score: str = _field(
+        "scaled_dot",
+        "Score function of every attention sublayer: scaled_dot (paper), dot or bilinear (Luong et al. 2015), "
+        "additive (Bahdanau et al. 2015), cosine (cosine similarity times a learned per-head scale).",
+        choices=ATTENTION_SCORES,
+    )
 
     def validate(self):
         _check_positive(
@@ -179,6 +185,11 @@ class ModelConfig(_JsonConfig):
             raise ValueError(
                 f"`attention_initialization` must be one of {ATTENTION_INITIALIZATIONS}. "
                 f"Received: {self.attention_initialization!r}"
+            )
+        if self.attention_score not in ATTENTION_SCORES:
+            raise ValueError(
+                f"`attention_score` must be one of {ATTENTION_SCORES}. "
+                f"Received: attention_score={self.attention_score!r}"
             )
         if self.projection_activation not in ("linear", "relu"):
             raise ValueError(

@@ -112,8 +112,12 @@ def test_greedy_decode_equals_python_loop_reference(decoding_model, use_cache):
         {"learned_positions": True},
         {"use_output_projection": False, "projection_activation": "relu"},
         {"num_blocks": 3, "num_heads": 4},
+        # Scores other than the default's, through the cache's `attend`: the one of most shapes, and
+        # the one that divides by norms (of the cache's empty, all-zero slots too).
+        {"attention_score": "additive"},
+        {"attention_score": "cosine"},
     ],
-    ids=["default", "learned-positions", "tutorial-attention", "deeper"],
+    ids=["default", "learned-positions", "tutorial-attention", "deeper", "additive-score", "cosine-score"],
 )
 def test_cached_greedy_is_token_for_token_the_uncached_decode(overrides):
     model = tiny_model(seed=11, target_vocab_size=9, max_target_len=10, **overrides)

@@ -1,13 +1,12 @@
 """Multi-head attention, the tutorial's `multihead_attention` (paper section 3.2)."""
 
-import math
-
 import keras
 from keras import ops
 
 from keras_transformer.config import ATTENTION_INITIALIZATIONS as INITIALIZATIONS
 from keras_transformer.layers.normalization import LayerNorm
-from keras_transformer.masks import MASKED_SCORE, causal_mask, sign_mask, zero_padding_rows
+from keras_transformer.layers.scoring import AttentionScore, check_score
+from keras_transformer.masks import causal_mask, sign_mask, zero_padding_rows
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -19,7 +18,7 @@ class MultiheadAttention(keras.layers.Layer):
 
         Q = queries W^Q, K = keys W^K, V = values W^V         projections (linear), with bias
         split into H heads of width K = num_units / H
-        scores = Q K^T / sqrt(K)                                scaled dot products
+        scores = Q K^T / sqrt(K)                                scaled dot products (`score`)
         scores[key is padding] = -2^32 + 1                      key masking
         scores[key is in the future] = -2^32 + 1                tril causality (optional)
         weights = softmax(scores) * (query is real)             query masking
@@ -51,6 +50,13 @@ class MultiheadAttention(keras.layers.Layer):
     Deviation: scores and softmax are computed in float32 whatever the compute dtype, so the
     tutorial's `-2^32 + 1` cannot overflow under mixed precision.
 
+    Extension: `score` replaces the scaled dot product by another score function of each head's
+    projected queries and keys (`keras_transformer.layers.AttentionScore`, shared with the
+    single-head `Attention`): `"dot"`, `"additive"` (Bahdanau et al. 2015), `"bilinear"` (Luong et
+    al. 2015's "general") or `"cosine"`, with their default settings (additive width A = K,
+    learned cosine scale initialized to 10). The default, `"scaled_dot"`, is the paper's and
+    creates no weights: the layer's weights are those of the tutorial port.
+
     Args:
         num_heads: int, number of heads H.
         num_units: int or None, width of the projected queries/keys/values (H * K). Defaults to
@@ -71,6 +77,8 @@ class MultiheadAttention(keras.layers.Layer):
             `(H + K) / 2` and `(1 + H) / 2` times less variance. Attention starts nearer uniform,
             and the model learns faster early on (measured on Multi30k; see
             benchmarks/README.md).
+        score: the score function of each head: `"scaled_dot"` (default, the paper), `"dot"`,
+            `"additive"`, `"bilinear"` or `"cosine"`; see `AttentionScore`.
 
     Call arguments:
         queries: float tensor `[B, T_q, D]`.
@@ -107,9 +115,11 @@ class MultiheadAttention(keras.layers.Layer):
         normalize=True,
         epsilon=1e-8,
         initialization="glorot",
+        score="scaled_dot",
         **kwargs,
     ):
         super().__init__(**kwargs)
+        check_score(score)
         if initialization not in INITIALIZATIONS:
             raise ValueError(
                 f"`initialization` must be one of {INITIALIZATIONS}. Received: initialization={initialization!r}"
@@ -131,6 +141,7 @@ class MultiheadAttention(keras.layers.Layer):
         self.normalize = normalize
         self.epsilon = epsilon
         self.initialization = initialization
+        self.score = score
         self.supports_masking = True
         self._head_width = None  # K, known in `build`
 
@@ -178,6 +189,9 @@ class MultiheadAttention(keras.layers.Layer):
         self.key_dense.build(keys_shape)
         self.value_dense = projection("value_dense")
         self.value_dense.build(values_shape)
+        # The score function of the heads; "scaled_dot" (the default) has no weights.
+        self.scoring = AttentionScore(self.score, dtype=self.dtype_policy, name="scoring")
+        self.scoring.build((None, heads, None, width), (None, heads, None, width))
         if self.use_output_projection:
             self.output_dense = keras.layers.Dense(
                 model_width,
@@ -253,9 +267,7 @@ class MultiheadAttention(keras.layers.Layer):
             float tensor `[B, T_q, D]`, zero at padding queries; and the weights if requested.
         """
         query = self._split_heads(self.query_dense(queries))  # (B, H, T_q, K)
-        scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))  # (B, H, T_q, T_k)
-        scores = ops.cast(scores, "float32") / math.sqrt(self._head_width)
-        scores = ops.where(allowed, scores, MASKED_SCORE)
+        scores = self.scoring(query, key, allowed)  # float32 (B, H, T_q, T_k), masked
         weights = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)  # (B, H, T_q, T_k)
         # Query masking (the tutorial's `outputs *= query_masks`) is applied to the returned
         # weights only: the rows of padding queries are zeroed at the end anyway, so the outputs
@@ -289,6 +301,7 @@ class MultiheadAttention(keras.layers.Layer):
                 "normalize": self.normalize,
                 "epsilon": self.epsilon,
                 "initialization": self.initialization,
+                "score": self.score,
             }
         )
         return config

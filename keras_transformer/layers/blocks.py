@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_transformer.config import ATTENTION_SCORES
 from keras_transformer.layers.attention import MultiheadAttention
 from keras_transformer.layers.feedforward import FeedForward
 
@@ -23,11 +24,16 @@ class _Block(keras.layers.Layer):
         normalize=True,
         epsilon=1e-8,
         attention_initialization="glorot",
+        attention_score="scaled_dot",
         **kwargs,
     ):
         super().__init__(**kwargs)
         if not isinstance(d_ff, int) or d_ff < 1:
             raise ValueError(f"`d_ff` must be a positive int. Received: d_ff={d_ff}")
+        if attention_score not in ATTENTION_SCORES:
+            raise ValueError(
+                f"`attention_score` must be one of {ATTENTION_SCORES}. Received: attention_score={attention_score!r}"
+            )
         self.num_heads = num_heads
         self.d_ff = d_ff
         self.dropout_rate = dropout_rate
@@ -37,6 +43,7 @@ class _Block(keras.layers.Layer):
         self.normalize = normalize
         self.epsilon = epsilon
         self.attention_initialization = attention_initialization
+        self.attention_score = attention_score
         self.supports_masking = True
         # Attention sublayers are made here, so bad arguments fail at construction.
         self.self_attention = self._attention("self_attention", causality=self.causal_self_attention)
@@ -51,6 +58,7 @@ class _Block(keras.layers.Layer):
             normalize=self.normalize,
             epsilon=self.epsilon,
             initialization=self.attention_initialization,
+            score=self.attention_score,
             dtype=self.dtype_policy,
             name=name,
         )
@@ -79,6 +87,7 @@ class _Block(keras.layers.Layer):
                 "normalize": self.normalize,
                 "epsilon": self.epsilon,
                 "attention_initialization": self.attention_initialization,
+                "attention_score": self.attention_score,
             }
         )
         return config
@@ -105,6 +114,8 @@ class EncoderBlock(_Block):
         use_output_projection, projection_activation, normalize, epsilon: see
             `MultiheadAttention`; `normalize` also applies to `FeedForward`.
         attention_initialization: `MultiheadAttention`'s `initialization`.
+        attention_score: `MultiheadAttention`'s `score`, the score function of every attention
+            sublayer: `"scaled_dot"` (default), `"dot"`, `"additive"`, `"bilinear"` or `"cosine"`.
 
     Call arguments:
         inputs: float tensor `[B, S, D]`.

@@ -52,6 +52,7 @@ class TransformerLayers:
             use_output_projection=config.use_output_projection,
             projection_activation=config.projection_activation,
             attention_initialization=config.attention_initialization,
+            attention_score=config.attention_score,
         )
         return cls(
             source_embedding=TokenEmbedding(config.source_vocab_size, config.d_model, name="source_embedding"),
