@@ -126,7 +126,7 @@ class AttentionScore(keras.layers.Layer):
     Example:
     >>> scores = AttentionScore("additive")
     >>> queries, keys = np.ones((2, 4, 3, 8), "float32"), np.ones((2, 4, 5, 6), "float32")
-    >>> scores(queries, keys).shape
+    >>> tuple(scores(queries, keys).shape)
     (2, 4, 3, 5)
     """
 

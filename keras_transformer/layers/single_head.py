@@ -67,7 +67,7 @@ class Attention(keras.layers.Layer):
     >>> attention = Attention(score="additive")
     >>> queries, keys = np.random.rand(2, 3, 4).astype("float32"), np.random.rand(2, 5, 6).astype("float32")
     >>> context, weights = attention(queries, keys, return_attention_scores=True)
-    >>> context.shape, weights.shape
+    >>> tuple(context.shape), tuple(weights.shape)
     ((2, 3, 6), (2, 3, 5))
     """
 
