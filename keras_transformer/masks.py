@@ -47,3 +47,26 @@ def causal_mask(query_length, key_length):
 def zero_padding_rows(outputs, mask):
     """Multiply `outputs [B, T, D]` by `mask [B, T]`, so padding rows are exactly zero."""
     return outputs * ops.cast(ops.expand_dims(mask, -1), outputs.dtype)
+
+
+def attention_masks(queries, keys, queries_mask=None, keys_mask=None, causality=False):
+    """The padding and causality masks of one attention call, in the one convention (True = may attend).
+
+    Args:
+        queries: float tensor `[B, T_q, D_q]`.
+        keys: float tensor `[B, T_k, D_k]`.
+        queries_mask: optional bool tensor `[B, T_q]`; None for the sign mask of `queries`.
+        keys_mask: optional bool tensor `[B, T_k]`; None for the sign mask of `keys`.
+        causality: bool, whether query `i` may only attend to keys `0..i` (`tril`).
+
+    Returns:
+        `(queries_mask, allowed)`: bool `[B, T_q]`, True at real queries, and bool `[B, 1, 1, T_k]`
+        (`[B, 1, T_q, T_k]` with causality), True where a query may attend to a key.
+    """
+    queries_mask = sign_mask(queries) if queries_mask is None else ops.cast(queries_mask, "bool")
+    keys_mask = sign_mask(keys) if keys_mask is None else ops.cast(keys_mask, "bool")
+    allowed = keys_mask[:, None, None, :]  # (B, 1, 1, T_k)
+    if causality:
+        future_hidden = causal_mask(ops.shape(queries)[1], ops.shape(keys)[1])  # (T_q, T_k)
+        allowed = ops.logical_and(allowed, future_hidden[None, None, :, :])  # (B, 1, T_q, T_k)
+    return queries_mask, allowed

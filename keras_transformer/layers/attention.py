@@ -6,7 +6,7 @@ from keras import ops
 from keras_transformer.config import ATTENTION_INITIALIZATIONS as INITIALIZATIONS
 from keras_transformer.layers.normalization import LayerNorm
 from keras_transformer.layers.scoring import AttentionScore, check_score
-from keras_transformer.masks import causal_mask, sign_mask, zero_padding_rows
+from keras_transformer.masks import attention_masks, zero_padding_rows
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -238,13 +238,8 @@ class MultiheadAttention(keras.layers.Layer):
         keys_mask=None,
         return_attention_scores=False,
     ):
-        queries_mask = sign_mask(queries) if queries_mask is None else ops.cast(queries_mask, "bool")
-        keys_mask = sign_mask(keys) if keys_mask is None else ops.cast(keys_mask, "bool")
+        queries_mask, allowed = attention_masks(queries, keys, queries_mask, keys_mask, self.causality)
         key, value = self.project_keys_values(keys, values)  # (B, H, T_k, K) each
-        allowed = keys_mask[:, None, None, :]  # (B, 1, 1, T_k)
-        if self.causality:
-            future_hidden = causal_mask(ops.shape(queries)[1], ops.shape(keys)[1])  # (T_q, T_k)
-            allowed = ops.logical_and(allowed, future_hidden[None, None, :, :])  # (B, 1, T_q, T_k)
         return self.attend(queries, key, value, allowed, queries_mask, training, return_attention_scores)
 
     def attend(self, queries, key, value, allowed, queries_mask, training=None, return_attention_scores=False):

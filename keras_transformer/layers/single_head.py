@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.scoring import AttentionScore
-from keras_transformer.masks import causal_mask, sign_mask, zero_padding_rows
+from keras_transformer.masks import attention_masks, zero_padding_rows
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -112,12 +112,7 @@ class Attention(keras.layers.Layer):
         return_attention_scores=False,
     ):
         values = keys if values is None else values
-        queries_mask = sign_mask(queries) if queries_mask is None else ops.cast(queries_mask, "bool")
-        keys_mask = sign_mask(keys) if keys_mask is None else ops.cast(keys_mask, "bool")
-        allowed = keys_mask[:, None, None, :]  # (B, 1, 1, T_k)
-        if self.causality:
-            future_hidden = causal_mask(ops.shape(queries)[1], ops.shape(keys)[1])  # (T_q, T_k)
-            allowed = ops.logical_and(allowed, future_hidden[None, None, :, :])  # (B, 1, T_q, T_k)
+        queries_mask, allowed = attention_masks(queries, keys, queries_mask, keys_mask, self.causality)
 
         # 2. attention distribution: alpha = softmax(s(x, q)), scores float32 and masked.
         scores = self.scoring(queries[:, None], keys[:, None], allowed)[:, 0]  # (B, T_q, T_k)
