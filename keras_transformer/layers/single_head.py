@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_transformer.layers.hard_attention import check_hard_attention, hard_weights
 from keras_transformer.layers.scoring import AttentionScore
 from keras_transformer.masks import attention_masks, zero_padding_rows
 
@@ -36,6 +37,15 @@ class Attention(keras.layers.Layer):
     padding (`keras_transformer.masks.sign_mask`). With `causality`, query `i` only sees keys
     `0..i`. Scores and softmax are float32 whatever the compute dtype.
 
+    Soft or hard (`keras_transformer.layers.hard_attention`): by default (`hard=None`) the
+    context is the weighted average above. Hard attention reads exactly one value, `v_z`:
+    `hard="argmax"` takes the highest-scoring allowed key, `hard="sample"` samples
+    `z ~ Categorical(alpha)` when called with `training=True` and takes the argmax otherwise.
+    The weights are then one-hot. No gradient reaches the score function through the choice
+    except with `estimator="gumbel"` (straight-through Gumbel-softmax, when sampling); with
+    `estimator="reinforce"` the caller trains it from `return_log_prob=True`'s log alpha_z and
+    `keras_transformer.layers.hard_attention.reinforce_loss`. Values get gradients either way.
+
     Args:
         score: `"scaled_dot"` (default), `"dot"`, `"additive"`, `"bilinear"` or `"cosine"`.
             `"dot"`, `"scaled_dot"` and `"cosine"` need queries as wide as the keys.
@@ -44,6 +54,10 @@ class Attention(keras.layers.Layer):
             `AttentionScore`.
         cosine_scale: float, the cosine score's scale (initial value when learned).
         learn_cosine_scale: bool, whether the cosine score's scale is learned.
+        hard: None (soft attention, default), `"argmax"` or `"sample"`.
+        estimator: `"reinforce"` (default) or `"gumbel"`: how `hard="sample"` is trained.
+        temperature: positive float, the Gumbel-softmax relaxation's temperature (`"gumbel"`).
+        seed: int or None, the seed of the sampling noise (`hard="sample"`).
         **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`).
 
     Call arguments:
@@ -52,16 +66,22 @@ class Attention(keras.layers.Layer):
         values: float tensor `[B, T_k, D_v]`, or None (plain mode: the keys are the values).
         queries_mask: optional bool tensor `[B, T_q]`, True at real query positions.
         keys_mask: optional bool tensor `[B, T_k]`, True at real key positions.
-        return_attention_scores: bool; also return the attention distribution
-            `[B, T_q, T_k]` (zero rows at padding queries).
+        return_attention_scores: bool; also return the attention weights `[B, T_q, T_k]`
+            (zero rows at padding queries): the distribution alpha, or the one-hot choice of
+            hard attention.
+        return_log_prob: bool; also return `[B, T_q]`, log alpha_z of hard attention's chosen
+            key `z` (differentiable with respect to the scores; 0 at padding queries). For soft
+            attention, zeros.
+        training: bool; `hard="sample"` samples only when True.
 
     Returns:
-        float tensor `[B, T_q, D_v]` (`D_v = D_k` in plain mode), zero at padding queries; and
-        the weights if requested.
+        float tensor `[B, T_q, D_v]` (`D_v = D_k` in plain mode), zero at padding queries; then
+        the weights and the log-probabilities if requested, in that order.
 
     Raises:
-        ValueError: an unknown `score` or bad score settings (at construction), or queries and
-            keys of different widths for `"dot"`, `"scaled_dot"` or `"cosine"` (when built).
+        ValueError: an unknown `score`, `hard` or `estimator`, or bad score or temperature
+            settings (at construction), or queries and keys of different widths for `"dot"`,
+            `"scaled_dot"` or `"cosine"` (when built).
 
     Example:
     >>> attention = Attention(score="additive")
@@ -78,10 +98,20 @@ class Attention(keras.layers.Layer):
         attention_width=None,
         cosine_scale=10.0,
         learn_cosine_scale=True,
+        hard=None,
+        estimator="reinforce",
+        temperature=1.0,
+        seed=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        check_hard_attention(hard, estimator, temperature)
         self.causality = causality
+        self.hard = hard
+        self.estimator = estimator
+        self.temperature = float(temperature)
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed) if hard == "sample" else None
         # Made here, so bad score arguments fail at construction.
         self.scoring = AttentionScore(
             score,
@@ -110,19 +140,31 @@ class Attention(keras.layers.Layer):
         queries_mask=None,
         keys_mask=None,
         return_attention_scores=False,
+        return_log_prob=False,
+        training=None,
     ):
         values = keys if values is None else values
         queries_mask, allowed = attention_masks(queries, keys, queries_mask, keys_mask, self.causality)
 
         # 2. attention distribution: alpha = softmax(s(x, q)), scores float32 and masked.
         scores = self.scoring(queries[:, None], keys[:, None], allowed)[:, 0]  # (B, T_q, T_k)
-        weights = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)  # (B, T_q, T_k)
-        # 3. weighted average of the values.
+        if self.hard is None:
+            weights = ops.softmax(scores, axis=-1)  # (B, T_q, T_k)
+            log_prob = ops.zeros_like(scores[:, :, 0]) if return_log_prob else None  # (B, T_q)
+        else:  # one-hot: the argmax, or a sample of alpha
+            weights, log_prob = hard_weights(
+                scores, allowed[:, 0], self.hard, self.estimator, self.temperature, self.seed_generator, bool(training)
+            )
+        weights = ops.cast(weights, self.compute_dtype)
+        # 3. weighted average of the values (hard attention: the chosen value).
         context = ops.matmul(weights, values)  # (B, T_q, D_v)
         context = zero_padding_rows(context, queries_mask)
+        outputs = [context]
         if return_attention_scores:
-            return context, weights * ops.cast(queries_mask[:, :, None], weights.dtype)
-        return context
+            outputs.append(weights * ops.cast(queries_mask[:, :, None], weights.dtype))
+        if return_log_prob:
+            outputs.append(log_prob * ops.cast(queries_mask, log_prob.dtype))
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def get_config(self):
         config = super().get_config()
@@ -134,6 +176,10 @@ class Attention(keras.layers.Layer):
                 "attention_width": scoring["attention_width"],
                 "cosine_scale": scoring["cosine_scale"],
                 "learn_cosine_scale": scoring["learn_cosine_scale"],
+                "hard": self.hard,
+                "estimator": self.estimator,
+                "temperature": self.temperature,
+                "seed": self.seed,
             }
         )
         return config

@@ -1,0 +1,158 @@
+"""Soft against hard attention on the key-value lookup task: learning curves and gradient noise.
+
+Trains `keras_transformer.models.lookup.KeyValueLookup` in each variant (soft, REINFORCE,
+straight-through Gumbel-softmax, and the untrainable argmax as a control) from the same initial
+weights on the same stream of examples, and records every `every` steps:
+
+- the held-out accuracy (`training=False`: hard variants read the argmax), and
+- the noise of the gradient the optimizer gets for the score function's weights (the key and
+  query embeddings, and the score's own weights if any): over `gradient_batches` fresh
+  minibatches (new examples and new sampling noise) at the current weights, the total variance
+  `tr Cov[g] = mean_m |g_m - mean g|^2` and the noise-to-signal ratio `tr Cov[g] / |mean g|^2`.
+
+Gradients are taken with `tf.GradientTape`, so this module needs the TensorFlow backend; the
+model and the task are backend-neutral.
+"""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer.data.lookup import lookup_examples
+from keras_transformer.models.lookup import VARIANTS, KeyValueLookup, LookupAccuracyCurve
+
+
+def score_weights(model):
+    """The variables of the score function of a `KeyValueLookup`: key and query embeddings, the score's own."""
+    return [model.key_embedding.embeddings, model.query_embedding.embeddings, *model.attention.scoring.weights]
+
+
+def score_gradient(model, inputs, answers):
+    """The training loss's gradient for the score function's weights, on one minibatch, flattened.
+
+    Args:
+        model: a `KeyValueLookup`.
+        inputs: dict of int arrays, a minibatch (see `lookup_examples`).
+        answers: int array `[B]`.
+
+    Returns:
+        float64 NumPy vector; zeros where no gradient reaches a weight.
+    """
+    with tf.GradientTape() as tape:  # watches the trainable variables (the argmax control's are not)
+        loss = model.compute_loss(y=answers, y_pred=model(inputs, training=True), training=True)
+    variables = score_weights(model)
+    gradients = tape.gradient(loss, variables)
+    return np.concatenate(
+        [
+            np.zeros(np.prod(variable.shape)) if gradient is None else np.ravel(tf.convert_to_tensor(gradient))
+            for variable, gradient in zip(variables, gradients)
+        ]
+    ).astype("float64")
+
+
+def gradient_noise(model, examples, batch_size):
+    """Variance of the score function's gradient over minibatches, at the model's current weights.
+
+    Args:
+        model: a `KeyValueLookup`.
+        examples: `(inputs, answers)` of `M * batch_size` examples, cut into `M >= 2` minibatches.
+        batch_size: int, examples per minibatch.
+
+    Returns:
+        dict: `"variance"` (tr Cov of the gradient), `"mean_norm_squared"` (|mean gradient|^2) and
+        `"noise_to_signal"` (their ratio; inf when the mean gradient is zero).
+    """
+    inputs, answers = examples
+    count = len(answers) // batch_size
+    gradients = np.stack(
+        [
+            score_gradient(
+                model,
+                {name: array[m * batch_size : (m + 1) * batch_size] for name, array in inputs.items()},
+                answers[m * batch_size : (m + 1) * batch_size],
+            )
+            for m in range(count)
+        ]
+    )  # (M, weights)
+    mean = gradients.mean(axis=0)
+    variance = float(((gradients - mean) ** 2).sum(axis=1).mean())
+    signal = float(mean @ mean)
+    return {
+        "variance": variance,
+        "mean_norm_squared": signal,
+        "noise_to_signal": variance / signal if signal > 0 else float("inf"),
+    }
+
+
+class LookupStudyCurve(LookupAccuracyCurve):
+    """`LookupAccuracyCurve` that also records `gradient_noise` (attribute `noise`, a list of dicts)."""
+
+    def __init__(self, inputs, answers, noise_examples, batch_size, every=25):
+        super().__init__(inputs, answers, every)
+        self.noise_examples, self.batch_size = noise_examples, batch_size
+
+    def on_train_begin(self, logs=None):
+        self.noise = []
+        super().on_train_begin(logs)
+
+    def _record(self, step):
+        super()._record(step)
+        self.noise.append(gradient_noise(self.model, self.noise_examples, self.batch_size))
+
+
+def compare_variants(
+    variants=VARIANTS,
+    steps=1000,
+    every=50,
+    batch_size=64,
+    pairs=16,
+    num_keys=64,
+    num_values=16,
+    width=32,
+    score="dot",
+    learning_rate=3e-3,
+    gradient_batches=20,
+    held_out=1000,
+    seed=0,
+):
+    """Train each variant from the same initial weights on the same examples; record the curves.
+
+    Args:
+        variants: names from `keras_transformer.models.lookup.VARIANTS`.
+        steps: int, Adam steps of each training (one pass over `steps * batch_size` examples).
+        every: int, steps between two measurements (also taken before the first step).
+        batch_size: int, examples per step.
+        pairs: int P, key-value pairs per example.
+        num_keys: int, key alphabet size.
+        num_values: int, value alphabet size.
+        width: int D, the embeddings' width.
+        score: the attention's score function.
+        learning_rate: Adam's learning rate.
+        gradient_batches: int M >= 2, minibatches per gradient-noise measurement.
+        held_out: int, examples of the accuracy measurement.
+        seed: int; the initial weights, the examples and the sampling noise follow from it.
+
+    Returns:
+        dict: `"settings"` (the arguments), and per variant under `"variants"` a dict of
+        `"steps"`, `"accuracy"` and `"noise"` (lists, one entry per measurement) and `"seconds"`.
+    """
+    settings = dict(
+        steps=steps, every=every, batch_size=batch_size, pairs=pairs, num_keys=num_keys, num_values=num_values,
+        width=width, score=score, learning_rate=learning_rate, gradient_batches=gradient_batches,
+        held_out=held_out, seed=seed,
+    )  # fmt: skip
+    sizes = dict(pairs=pairs, num_keys=num_keys, num_values=num_values)
+    train = lookup_examples(steps * batch_size, seed=seed, **sizes)
+    test_inputs, test_answers, _ = lookup_examples(held_out, seed=seed + 1, **sizes)
+    noise_inputs, noise_answers, _ = lookup_examples(gradient_batches * batch_size, seed=seed + 2, **sizes)
+    results = {}
+    for variant in variants:
+        keras.utils.set_random_seed(seed)  # the same initial weights for every variant
+        model = KeyValueLookup(num_keys, num_values, width, variant=variant, score=score, seed=seed)
+        model.compile(optimizer=keras.optimizers.Adam(learning_rate))
+        curve = LookupStudyCurve(test_inputs, test_answers, (noise_inputs, noise_answers), batch_size, every)
+        timer = tf.timestamp()
+        model.fit(train[0], train[1], batch_size=batch_size, epochs=1, shuffle=False, verbose=0, callbacks=[curve])
+        seconds = float(tf.timestamp() - timer)
+        results[variant] = {"steps": curve.steps, "accuracy": curve.accuracy, "noise": curve.noise, "seconds": seconds}
+    return {"settings": settings, "variants": results}
