@@ -10,7 +10,11 @@ argument. Then the lookup task and model, and the study's learning curves and gr
 Tiny sizes: B=2, T_q=3, T_k=5, D=4.
 """
 
+import importlib
 import json
+import re
+import sys
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -334,3 +338,49 @@ def test_lookup_accuracy_counts_right_answers():
     accuracy = lookup_accuracy(model, inputs, answers)
     predictions = np.argmax(keras.ops.convert_to_numpy(model(inputs)["logits"]), -1)
     assert accuracy == pytest.approx(np.mean(predictions == answers))
+
+
+# ---------------------------------------------------------------------------
+# benchmarks/hard_attention.py
+# ---------------------------------------------------------------------------
+def load_benchmark():
+    benchmarks = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    if benchmarks not in sys.path:
+        sys.path.insert(0, benchmarks)
+    return importlib.import_module("hard_attention"), importlib.import_module("common")
+
+
+def test_benchmark_writes_every_seeds_curves_the_summary_the_cpu_and_the_plot(tmp_path, capsys):
+    benchmark, common = load_benchmark()
+    argv = ["--variants", "reinforce", "--seeds", "0,1", "--steps", "20", "--every", "10"]
+    argv += ["--gradient-batches", "2", "--held-out", "50", "--out", str(tmp_path)]
+    assert benchmark.main(argv) == 0
+    out = capsys.readouterr().out
+    assert common.cpu_line(common.cpu_info()) in out.splitlines()
+    assert any(line.startswith("reinforce ") for line in out.splitlines())
+    written = json.loads((tmp_path / "hard_attention.json").read_text())
+    assert written["machine"]["cpu"] == common.cpu_info() and written["settings"]["precision"] == "float32"
+    assert set(written["runs"]) == {"0", "1"} and list(written["summary"]) == ["reinforce"]
+    for variant, row in written["summary"].items():
+        runs = [written["runs"][seed][variant] for seed in ("0", "1")]
+        assert all(run["steps"] == [0, 10, 20] and len(run["accuracy"]) == len(run["noise"]) == 3 for run in runs)
+        assert row["accuracy_at"]["20"] == pytest.approx(np.mean([run["accuracy"][-1] for run in runs]))
+        assert row["initial_gradient_variance"] == pytest.approx(np.mean([run["noise"][0]["variance"] for run in runs]))
+    assert (tmp_path / "hard_attention.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["--variants", "soft,hardest"], "--variants must name some of .*hardest"),
+        (["--seeds", "0,a"], "--seeds must be comma-separated integers"),
+        (["--steps", "0"], "--steps must be >= 1"),
+        (["--pairs", "9", "--num-keys", "8"], "--pairs must be at most --num-keys"),
+    ],
+)
+def test_benchmark_rejects_bad_flags_naming_them(argv, match, capsys):
+    benchmark, _ = load_benchmark()
+    with pytest.raises(SystemExit) as exit_info:
+        benchmark.parse_args(argv)
+    assert exit_info.value.code == 2
+    assert re.search(match, capsys.readouterr().err)

@@ -1,0 +1,188 @@
+"""Soft against hard attention on the key-value lookup task: how fast each learns, how noisy its gradient.
+
+    python benchmarks/hard_attention.py                          # 4 variants, 1000 steps, seeds 0, 1, 2
+    python benchmarks/hard_attention.py --steps 100 --seeds 0    # a quick check
+    python benchmarks/hard_attention.py --help                   # every flag
+
+The task (`keras_transformer.data.lookup`): a dictionary of `--pairs` key-value pairs and a query
+key; the answer is the value stored under it, so exactly one position holds it. The model
+(`keras_transformer.models.lookup.KeyValueLookup`): key, query and value embeddings of width
+`--width`, one `Attention` read (key-value mode, `--score`), a dense classifier over the value
+symbols. The variants differ only in how the score function is trained:
+
+    soft       the weighted average, differentiated exactly
+    reinforce  hard: a sampled read, REINFORCE (score-function) gradient with a learned baseline
+    gumbel     hard: a sampled read, straight-through Gumbel-softmax gradient
+    argmax     hard: the argmax read in training too, so the score function gets no gradient
+               (a control)
+
+What runs (`keras_transformer.lookup_study.compare_variants`, TensorFlow backend, float32): for
+each seed, every variant starts from the same initial weights and trains with Adam on the same
+stream of `--steps` x `--batch-size` new examples. Every `--every` steps (and before the first)
+it records the accuracy on `--held-out` unseen examples, read with `training=False` (hard
+variants: the argmax), and the noise of the gradient the optimizer gets for the score function's
+weights (key and query embeddings): over `--gradient-batches` fresh minibatches at the current
+weights, the total variance tr Cov[g] and the noise-to-signal ratio tr Cov[g] / |mean g|^2.
+
+Output: a table on stdout (per variant, the mean over seeds of the accuracy at four points of the
+run, the steps to reach 90% accuracy per seed, the gradient variance at the shared initial
+weights and its median over the run, seconds per run), the JSON `hard_attention.json` (settings,
+versions, CPU model and flags, every seed's curves) and a two-panel PNG (`hard_attention.png`:
+accuracy and gradient variance against steps) in the `--out` folder. The defaults take about
+3 minutes on 2 CPU cores.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import common
+import numpy as np
+
+from keras_transformer.lookup_study import compare_variants
+from keras_transformer.models.lookup import VARIANTS
+
+TARGET_ACCURACY = 0.9
+
+
+def parse_args(argv=None):
+    """The command line's flags, checked."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=common.DefaultsHelpFormatter)
+    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"Comma-separated, of {', '.join(VARIANTS)}.")
+    parser.add_argument("--seeds", default="0,1,2", help="Comma-separated seeds: initial weights, examples, noise.")
+    parser.add_argument("--steps", type=int, default=1000, help="Adam steps of each training.")
+    parser.add_argument("--every", type=int, default=50, help="Steps between two measurements.")
+    parser.add_argument("--batch-size", type=int, default=64, help="Examples per step.")
+    parser.add_argument("--pairs", type=int, default=16, help="Key-value pairs per example.")
+    parser.add_argument("--num-keys", type=int, default=64, help="Size of the key alphabet.")
+    parser.add_argument("--num-values", type=int, default=16, help="Size of the value alphabet (the classes).")
+    parser.add_argument("--width", type=int, default=32, help="Width of the embeddings.")
+    parser.add_argument("--score", default="dot", help="The attention's score function.")
+    parser.add_argument("--learning-rate", type=float, default=3e-3, help="Adam's learning rate.")
+    parser.add_argument("--gradient-batches", type=int, default=20, help="Minibatches per gradient-noise measurement.")
+    parser.add_argument("--held-out", type=int, default=1000, help="Unseen examples of each accuracy measurement.")
+    parser.add_argument("--out", default="benchmarks/results", help="Folder of the JSON results and the PNG plot.")
+    args = parser.parse_args(argv)
+    args.variants = [name.strip() for name in args.variants.split(",") if name.strip()]
+    unknown = [name for name in args.variants if name not in VARIANTS]
+    if unknown or not args.variants:
+        parser.error(f"--variants must name some of {', '.join(VARIANTS)}. Received: {unknown or 'none'}")
+    try:
+        args.seeds = [int(seed) for seed in args.seeds.split(",")]
+    except ValueError:
+        parser.error(f"--seeds must be comma-separated integers. Received: {args.seeds!r}")
+    common.check_at_least(parser, args, ["steps", "every", "batch_size", "pairs", "num_keys", "num_values", "width"], 1)
+    common.check_at_least(parser, args, ["gradient_batches", "held_out"], 2)
+    if args.pairs > args.num_keys:
+        parser.error(f"--pairs must be at most --num-keys. Received: {args.pairs} > {args.num_keys}")
+    return args
+
+
+def steps_to(curve, target=TARGET_ACCURACY):
+    """The first measured step at which the accuracy reached `target`, or None."""
+    return next((step for step, accuracy in zip(curve["steps"], curve["accuracy"]) if accuracy >= target), None)
+
+
+def summarise(args, studies):
+    """Per variant, the figures of the table from every seed's curves."""
+    steps = studies[0]["variants"][args.variants[0]]["steps"]
+    marks = sorted({steps[min(len(steps) - 1, round(len(steps) * fraction))] for fraction in (0.1, 0.25, 0.5, 1.0)})
+    summary = {}
+    for variant in args.variants:
+        runs = [study["variants"][variant] for study in studies]
+        variances = np.array([[noise["variance"] for noise in run["noise"]] for run in runs])  # (seeds, points)
+        accuracy = np.array([run["accuracy"] for run in runs]).mean(axis=0)  # (points,): mean over seeds
+        summary[variant] = {
+            "accuracy_at": {str(mark): float(accuracy[steps.index(mark)]) for mark in marks},
+            "steps_to_target": [steps_to(run) for run in runs],
+            "initial_gradient_variance": float(variances[:, 0].mean()),
+            "median_gradient_variance": float(np.median(variances[:, 1:])) if variances.shape[1] > 1 else None,
+            "seconds": float(np.mean([run["seconds"] for run in runs])),
+        }
+    return marks, summary
+
+
+def print_report(args, marks, summary, cpu):
+    """The table: accuracy at the marks, steps to 90%, gradient variance, seconds."""
+    print()
+    print(
+        f"key-value lookup: {args.pairs} pairs, {args.num_keys} keys, {args.num_values} values, width {args.width}, "
+        f"{args.score} score, {args.steps} Adam steps of {args.batch_size} (lr {args.learning_rate}), "
+        f"seeds {','.join(map(str, args.seeds))}, float32"
+    )
+    print(common.cpu_line(cpu))
+    header = (
+        f"{'variant':<11}"
+        + "".join(f"{'acc@' + str(mark):>10}" for mark in marks)
+        + f"{'steps to 90%':>18}{'grad var @0':>13}{'median var':>12}{'s/run':>7}"
+    )
+    print(header)
+    print("-" * len(header))
+    for variant, row in summary.items():
+        reached = ",".join("never" if step is None else str(step) for step in row["steps_to_target"])
+        median = row["median_gradient_variance"]
+        print(
+            f"{variant:<11}"
+            + "".join(f"{row['accuracy_at'][str(mark)]:>10.3f}" for mark in marks)
+            + f"{reached:>18}{row['initial_gradient_variance']:>13.2e}"
+            + (f"{median:>12.2e}" if median is not None else f"{'-':>12}")
+            + f"{row['seconds']:>7.1f}"
+        )
+    print(f"(accuracy: mean over seeds, held-out, read with training=False; chance {1 / args.num_values:.3f})")
+
+
+def plot(path, args, studies):
+    """Accuracy and gradient variance against steps, one colour per variant, one line per seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (accuracy_axes, variance_axes) = plt.subplots(1, 2, figsize=(11, 4))
+    for index, variant in enumerate(args.variants):
+        for seed_index, study in enumerate(studies):
+            run = study["variants"][variant]
+            label = variant if seed_index == 0 else None
+            style = dict(color=f"C{index}", alpha=0.8, linewidth=1.2, label=label)
+            accuracy_axes.plot(run["steps"], run["accuracy"], **style)
+            variances = [noise["variance"] if noise["variance"] > 0 else np.nan for noise in run["noise"]]
+            variance_axes.plot(run["steps"], variances, **style)
+    accuracy_axes.axhline(1 / args.num_values, color="grey", linestyle=":", linewidth=0.8, label="chance")
+    accuracy_axes.set(xlabel="training step", ylabel="held-out accuracy", title="learning the lookup")
+    variance_axes.set(xlabel="training step", ylabel="tr Cov of the score gradient", yscale="log")
+    variance_axes.set_title("gradient noise (argmax: none, no gradient)")
+    accuracy_axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def main(argv=None):
+    """Run the study for every seed, print the table, write the JSON and the plot."""
+    args = parse_args(argv)
+    cpu = common.cpu_info()
+    settings = dict(
+        steps=args.steps, every=args.every, batch_size=args.batch_size, pairs=args.pairs, num_keys=args.num_keys,
+        num_values=args.num_values, width=args.width, score=args.score, learning_rate=args.learning_rate,
+        gradient_batches=args.gradient_batches, held_out=args.held_out,
+    )  # fmt: skip
+    studies = [compare_variants(args.variants, seed=seed, **settings) for seed in args.seeds]
+    marks, summary = summarise(args, studies)
+    print_report(args, marks, summary, cpu)
+    out = Path(args.out)
+    data = {
+        "command": common.command_line(sys.argv[1:] if argv is None else argv),
+        "settings": {**settings, "variants": args.variants, "seeds": args.seeds, "precision": "float32"},
+        "machine": common.machine(cpu),
+        "versions": common.package_versions({"tensorflow": "tensorflow", "keras": "keras", "numpy": "numpy"}),
+        "summary": summary,
+        "runs": {str(seed): study["variants"] for seed, study in zip(args.seeds, studies)},
+    }
+    print(f"results: {common.write_json(out / 'hard_attention.json', data)}")
+    plot(out / "hard_attention.png", args, studies)
+    print(f"plot: {out / 'hard_attention.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
