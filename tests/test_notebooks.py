@@ -14,7 +14,7 @@ import nbformat
 import pytest
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
-NOTEBOOKS = ("01_attention_mechanics", "02_train_and_translate", "03_export_and_serve")
+NOTEBOOKS = ("01_attention_mechanics", "02_train_and_translate", "03_export_and_serve", "04_attention_family")
 CELL_TIMEOUT_S = 600
 
 
