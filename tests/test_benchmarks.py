@@ -353,3 +353,71 @@ def test_scaling_smoke_run_writes_every_model_and_length_the_cpu_and_the_plot(tm
     attention, gru = (written["models"][name]["ms_per_step_median"] for name in ("self_attention", "gru"))
     assert written["ratios"]["self_attention_over_gru"] == pytest.approx([a / g for a, g in zip(attention, gru)])
     assert (tmp_path / "attention_scores_scaling.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ---------------------------------------------------------------- attention_scores.py scores (each score trained)
+
+
+def test_scores_flags_are_checked_and_the_runs_rotate_the_scores_from_seed_to_seed(capsys):
+    import attention_scores
+
+    args = attention_scores.parse_args(["scores"])
+    assert args.scores == ["scaled_dot", "dot", "additive", "bilinear", "cosine"] and args.seeds == [0, 1]
+    args = attention_scores.parse_args(["scores", "--scores", "cosine, dot,cosine", "--seeds", "3,1,3"])
+    assert args.scores == ["cosine", "dot"] and args.seeds == [3, 1]
+    for argv, message in (
+        (["scores", "--scores", "dot,luong"], "expected comma-separated names of scaled_dot, dot, additive"),
+        (["scores", "--seeds", "a"], "expected comma-separated ints"),
+        (["scores", "--epochs", "0"], "--epochs must be >= 1. Received: 0"),
+        (["scores", "--train-size", "-1"], "--train-size must be >= 0. Received: -1"),
+    ):
+        with pytest.raises(SystemExit):
+            attention_scores.parse_args(argv)
+        assert message in capsys.readouterr().err
+    assert attention_scores.run_orders(["a", "b", "c"], [0, 1, 2, 3]) == [
+        (0, "a"), (0, "b"), (0, "c"), (1, "b"), (1, "c"), (1, "a"),
+        (2, "c"), (2, "a"), (2, "b"), (3, "a"), (3, "b"), (3, "c"),
+    ]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_scores_smoke_run_trains_each_score_and_writes_its_figures(tmp_path):
+    command = [sys.executable, str(BENCHMARKS / "attention_scores.py"), "scores", "--preset", "tiny"]
+    command += ["--epochs", "1", "--steps-per-epoch", "4", "--seeds", "0", "--scores", "scaled_dot,additive"]
+    command += ["--train-size", "300", "--beam-size", "1", "--out", str(tmp_path)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert common.cpu_line(common.cpu_info()) in result.stdout.splitlines()
+    assert any(line.startswith("scaled_dot") and line.rstrip().endswith("1.00x") for line in result.stdout.splitlines())
+    written = json.loads((tmp_path / "attention_scores_scores.json").read_text())
+    assert written["cpu"] == common.cpu_info() and written["cpu_count"] == os.cpu_count()
+    settings = written["settings"]
+    assert settings["precision"] == "float32" and settings["steps"] == 4 and settings["preset"] == "tiny"
+    assert settings["train_config"]["precision"] == "float32" and settings["train_config"]["epochs"] == 1
+    assert settings["order"] == [[0, "scaled_dot"], [0, "additive"]]
+    assert list(written["scores"]) == ["scaled_dot", "additive"] and len(written["runs"]) == 2
+    for run in written["runs"]:
+        assert run["steps"] == 4 and run["test_sentences"] == 1000
+        assert 0 <= run["exact_match_percent"] <= 100 and 0 <= run["bleu"] <= 100
+        assert run["ms_per_step_median"] > 0 and run["wall_seconds"] > run["train_seconds"] > 0
+    runs = {run["score"]: run for run in written["runs"]}
+    assert runs["scaled_dot"]["vocab_sizes"] == runs["additive"]["vocab_sizes"]  # one vocabulary per seed
+    for score, summary in written["scores"].items():
+        assert summary["seeds"] == [0] and summary["parameters"] == [runs[score]["parameters"]]
+        assert summary["exact_match_percent"] == {
+            "seeds": [runs[score]["exact_match_percent"]],
+            "mean": runs[score]["exact_match_percent"],
+        }
+        assert summary["bleu"]["mean"] == runs[score]["bleu"]
+        assert summary["ms_per_step_median"] == pytest.approx(runs[score]["ms_per_step_median"])
+    # The additive score adds W, U ([H, K, K] each) and v ([H, K]) to each of the 3 attention sublayers of a block
+    # pair (encoder self, decoder self, encoder-decoder).
+    config = preset("tiny")
+    head = config.d_model // config.num_heads
+    additive_weights = 3 * config.num_blocks * config.num_heads * (2 * head * head + head)
+    assert runs["additive"]["parameters"] - runs["scaled_dot"]["parameters"] == additive_weights
+    scores = written["scores"]
+    assert scores["scaled_dot"]["ms_per_step_over_scaled_dot"] == 1.0
+    assert scores["additive"]["ms_per_step_over_scaled_dot"] == pytest.approx(
+        scores["additive"]["ms_per_step_median"] / scores["scaled_dot"]["ms_per_step_median"]
+    )
