@@ -7,8 +7,9 @@ argument. Help texts live in the field metadata and become the CLI's `--help`.
 
 import dataclasses
 import json
-import os
 from pathlib import Path
+
+from keras_transformer.files import write_text_atomically
 
 
 def _field(default, help, cli=True, choices=None):
@@ -75,11 +76,7 @@ class _JsonConfig:
         Args:
             path: the JSON file to write; missing parent folders are made.
         """
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(path.name + ".tmp")
-        temporary.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
-        os.replace(temporary, path)
+        write_text_atomically(path, json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
 
     @classmethod
     def load(cls, path):
@@ -276,6 +273,14 @@ class TrainConfig(_JsonConfig):
     )
     seed: int = _field(0, "Random seed for data generation, shuffling and initialization.")
     run_dir: str = _field("runs/builtin", "Where checkpoints, vocabularies, logs and the summary go.")
+    checkpoint_every_steps: int = _field(
+        0, "Also checkpoint the training state every this many steps (for --resume); 0 = not by steps."
+    )
+    checkpoint_every_seconds: float = _field(
+        120.0,
+        "Checkpoint the training state when this many seconds passed since the last checkpoint (for --resume); "
+        "0 = not by time. Every epoch's end is checkpointed too.",
+    )
     export_dir: str = _field("saved_models", "Export root: the model goes to EXPORT_DIR/MODEL_NAME/VERSION.")
     model_name: str = _field("transformer", "Model name in the export path and in TF Serving.")
     validation_bleu_sentences: int = _field(
@@ -312,7 +317,9 @@ class TrainConfig(_JsonConfig):
         _check_rate(self, "ema_momentum")
         if not self.length_penalty >= 0:
             raise ValueError(f"`length_penalty` must be >= 0. Received: {self.length_penalty}")
-        for name in ("train_size", "batch_tokens", "validation_bleu_sentences"):
+        if not self.checkpoint_every_seconds >= 0:
+            raise ValueError(f"`checkpoint_every_seconds` must be >= 0. Received: {self.checkpoint_every_seconds}")
+        for name in ("train_size", "batch_tokens", "validation_bleu_sentences", "checkpoint_every_steps"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ValueError(f"`{name}` must be an int >= 0. Received: {getattr(self, name)!r}")
         for name, allowed in (("precision", PRECISIONS), ("strategy", STRATEGIES)):

@@ -4,7 +4,7 @@ Everything is kept in one run directory so a run can be resumed or re-exported:
 
     RUN_DIR/train_config.json, model_config.json   the configs (rebuild the model from these)
     RUN_DIR/source_vocab.txt, target_vocab.txt     WordPiece vocabularies (cached)
-    RUN_DIR/backup/                                per-epoch state for `--resume`
+    RUN_DIR/checkpoints/step-N/                    the training state after N steps, for `--resume`
     RUN_DIR/model.keras                            the trained model
     RUN_DIR/logs/                                  TensorBoard
     RUN_DIR/summary.json                           metrics, throughput, paths
@@ -13,8 +13,10 @@ Under `--strategy multi_worker` every worker runs `train`; only the chief writes
 export, the others write the same files into throwaway directories (see `distribute`).
 """
 
+import contextlib
 import dataclasses
 import json
+import os
 import time
 from pathlib import Path
 
@@ -22,6 +24,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_transformer.checkpoints import CheckpointError, PeriodicCheckpoint, checkpoint_path, restore_checkpoint
 from keras_transformer.config import ModelConfig, TrainConfig, preset
 from keras_transformer.data.parallel_text import load_corpus
 from keras_transformer.data.tokenizers import SubwordTokenizer, learn_vocabulary, write_vocabulary
@@ -36,23 +39,34 @@ from keras_transformer.distribute import (
 )
 from keras_transformer.evaluation import ValidationBleu, evaluate_translator
 from keras_transformer.export import IDS_SIGNATURE_KEY, SIGNATURE_KEY, Translator, export_translator
+from keras_transformer.files import write_text_atomically
 from keras_transformer.models import build_transformer
-from keras_transformer.training import compile_transformer, dtype_policy
+from keras_transformer.training import compile_transformer, dtype_policy, finalize_after_fit, training_weights_kept
 
 TRAIN_CONFIG_FILE = "train_config.json"
 MODEL_CONFIG_FILE = "model_config.json"
 MODEL_FILE = "model.keras"
 SUMMARY_FILE = "summary.json"
-BACKUP_DIR = "backup"
+CHECKPOINT_DIR = "checkpoints"
 # What a resumed run reads back from RUN_DIR: copied for workers other than the chief, so that
 # every worker restores the chief's state.
-RUN_STATE = (TRAIN_CONFIG_FILE, MODEL_CONFIG_FILE, "source_vocab.txt", "target_vocab.txt", BACKUP_DIR)
+RUN_STATE = (TRAIN_CONFIG_FILE, MODEL_CONFIG_FILE, "source_vocab.txt", "target_vocab.txt", CHECKPOINT_DIR)
 WARMUP_SENTENCES = 3  # validation sentences replayed by TF Serving before it serves a version
 # Settings that may change when a run is resumed; any other change would make the resumed
 # run a different experiment.
 # (The strategy may change: batches are global, so a run started on one machine can go on on several.)
 RESUMABLE_CHANGES = frozenset(
-    {"epochs", "run_dir", "export_dir", "model_name", "beam_size", "length_penalty", "strategy"}
+    {
+        "epochs",
+        "run_dir",
+        "export_dir",
+        "model_name",
+        "beam_size",
+        "length_penalty",
+        "strategy",
+        "checkpoint_every_steps",
+        "checkpoint_every_seconds",
+    }
 )
 
 
@@ -87,7 +101,8 @@ def prepare_run(train_config, model_overrides=None, resume=False, log=print, rep
     Args:
         train_config: `TrainConfig` (on resume, only `RESUMABLE_CHANGES` may differ from the
             saved one, and the saved one is used otherwise).
-        model_overrides: dict of `ModelConfig` fields that override the preset (new runs only).
+        model_overrides: dict of `ModelConfig` fields that override the preset (on resume, only the
+            values the run already has are accepted).
         resume: continue the run saved in `train_config.run_dir`.
         log: callable taking one line of progress text (default `print`).
         replicas: replicas in sync; the global batch must give each at least one pair (checked
@@ -109,14 +124,15 @@ def prepare_run(train_config, model_overrides=None, resume=False, log=print, rep
             for name, value in train_config.to_dict().items()
             if value != saved_values[name] and name not in RESUMABLE_CHANGES
         )
-        if model_overrides:
-            changed += sorted(model_overrides)
+        model_config = ModelConfig.load(run_dir / MODEL_CONFIG_FILE)
+        saved_model = model_config.to_dict()
+        # The same model flags as the run's (the same command again) are no change.
+        changed += sorted(name for name, value in (model_overrides or {}).items() if saved_model.get(name) != value)
         if changed:
             raise RunError(f"Cannot change {', '.join(changed)} when resuming {run_dir}; start a new --run-dir instead")
         train_config = TrainConfig.from_dict(
             {**saved.to_dict(), **{name: getattr(train_config, name) for name in RESUMABLE_CHANGES}}
         )
-        model_config = ModelConfig.load(run_dir / MODEL_CONFIG_FILE)
         _check_global_batch(train_config, model_config, replicas)
         log(f"Resuming the run in {run_dir}")
         return train_config, model_config
@@ -125,6 +141,9 @@ def prepare_run(train_config, model_overrides=None, resume=False, log=print, rep
     model_config = _model_config(train_config.preset, model_overrides or {})
     _check_global_batch(train_config, model_config, replicas)
     run_dir.mkdir(parents=True, exist_ok=True)
+    # Both configs at once (the vocabulary sizes are filled in later): a run killed from here on
+    # can be resumed.
+    model_config.save(run_dir / MODEL_CONFIG_FILE)
     train_config.save(saved_train)
     return train_config, model_config
 
@@ -199,28 +218,39 @@ def _train(train_config, strategy, model_overrides, resume, log, extra_callbacks
     run_dir = Path(train_config.run_dir)
     keras.utils.set_random_seed(train_config.seed)
     data = _read_and_encode(train_config, model_config, log)
-    train_data, validation_data, validation_steps = _batches(data, train_config, replicas)
     with strategy.scope(), dtype_policy(train_config.precision):
         model = compile_transformer(build_transformer(model_config), model_config, train_config)
         adapt_keras_fit(model)
+        start_step = _restore(model, run_dir, resume, log)
     log(f"Strategy: {describe(strategy)}")
     log(
         f"Model: {model.count_params():,} parameters ({train_config.preset} preset, {train_config.precision}"
         f"{', XLA' if train_config.jit_compile else ''})"
     )
     timer = _EpochTimer()
-    history = model.fit(
-        train_data,
-        epochs=train_config.epochs,
-        steps_per_epoch=train_config.steps_per_epoch,
-        validation_data=validation_data,
-        validation_steps=validation_steps,
-        shuffle=False,  # the dataset shuffles itself
-        callbacks=_callbacks(model, model_config, train_config, data, timer, extra_callbacks),
+    checkpoints = PeriodicCheckpoint(
+        run_dir / CHECKPOINT_DIR,
+        every_steps=train_config.checkpoint_every_steps,
+        every_seconds=train_config.checkpoint_every_seconds,
+        step=start_step,
+    )
+    history = _fit(
+        model,
+        data,
+        train_config,
+        replicas,
+        start_step,
+        callbacks=[checkpoints, *_callbacks(model, model_config, train_config, data, timer, extra_callbacks)],
         verbose=verbose,
     )
-    model.save(run_dir / MODEL_FILE)
+    _save_model(model, run_dir / MODEL_FILE)
     summary = _training_summary(model, model_config, train_config, data, history, timer, replicas)
+    summary["checkpoints"] = {
+        "directory": str(run_dir / CHECKPOINT_DIR),
+        "resumed_from_step": start_step,
+        "written_this_session": checkpoints.checkpoints_written,
+        "seconds_writing_this_session": round(checkpoints.seconds_writing, 2),
+    }
     translator = make_translator(
         model, model_config, data.source_tokenizer, data.target_tokenizer, run_dir, train_config
     )
@@ -233,7 +263,7 @@ def _train(train_config, strategy, model_overrides, resume, log, extra_callbacks
         export_path=str(export_path),
         total_seconds=round(time.perf_counter() - started, 1),
     )
-    (run_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+    write_text_atomically(run_dir / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
     log(f"Summary written to {run_dir / SUMMARY_FILE}")
     return summary
 
@@ -270,27 +300,107 @@ def _read_and_encode(train_config, model_config, log):
     return _RunData(texts, source_tokenizer, target_tokenizer, train_pairs, validation_pairs)
 
 
-def _batches(data, train_config, replicas):
-    """`(training batches, validation batches, validation steps)` for `model.fit`.
+def _train_batches(data, train_config, replicas, skip=0):
+    """The training batches for `model.fit`, from batch number `skip` of the run's stream on.
 
-    Batches are global: under a strategy each replica takes its slice of every batch. The
-    training data repeats (one iterator for the whole run); validation is one finite pass.
+    Batches are global: under a strategy each replica takes its slice of every batch. The stream
+    repeats (one iterator for a whole `fit`) and is the same for a given seed, so skipping the
+    batches a checkpoint has seen continues exactly where it left off.
     """
     batching = dict(batch_size=train_config.batch_size, batch_tokens=train_config.batch_tokens)
     train_data = make_dataset(data.train_pairs, shuffle=True, repeat=True, seed=train_config.seed, **batching)
-    train_data = split_batches(train_data, replicas)
+    return split_batches(train_data, replicas).skip(skip)
+
+
+def _validation_batches(data, train_config, replicas):
+    """`(validation batches, validation steps)`: one finite pass, counted once."""
+    batching = dict(batch_size=train_config.batch_size, batch_tokens=train_config.batch_tokens)
     validation_data = split_batches(make_dataset(data.validation_pairs, **batching), replicas)
-    validation_steps = sum(1 for _ in validation_data)  # a finite pass, counted once
+    validation_steps = sum(1 for _ in validation_data)
     # A known cardinality makes Keras start every validation pass from a fresh iterator (under a
     # strategy, Keras 3.15 otherwise reads the exhausted one of the last pass and stops).
-    validation_data = validation_data.apply(tf.data.experimental.assert_cardinality(validation_steps))
-    return train_data, validation_data, validation_steps
+    return validation_data.apply(tf.data.experimental.assert_cardinality(validation_steps)), validation_steps
+
+
+def _restore(model, run_dir, resume, log):
+    """Steps already trained: those of the newest intact checkpoint when resuming, else 0."""
+    if not resume:
+        return 0
+    directory = Path(run_dir) / CHECKPOINT_DIR
+    try:
+        step = restore_checkpoint(model, directory, log)
+    except CheckpointError as error:
+        raise RunError(str(error)) from None
+    if step is None:
+        log("No checkpoint was written before the run stopped: training from the first step")
+        return 0
+    log(f"Restored the training state after {step} steps from {checkpoint_path(directory, step)}")
+    return step
+
+
+def _fit(model, data, train_config, replicas, start_step, callbacks, verbose):
+    """`model.fit` from step `start_step` to the end of the last epoch.
+
+    A run resumed in the middle of an epoch first finishes that epoch (a `fit` of its remaining
+    steps), then trains the remaining epochs; each `fit` reads the batch stream from where the
+    steps before it stopped. The result equals one uninterrupted `fit`: only the last call ends
+    by swapping in the weights' moving averages (when kept).
+
+    Returns:
+        The history, each metric's list holding one value per epoch trained by this call.
+
+    Raises:
+        RunError: the run has already taken more steps than `epochs * steps_per_epoch`.
+    """
+    steps_per_epoch, epochs = train_config.steps_per_epoch, train_config.epochs
+    if start_step > epochs * steps_per_epoch:
+        raise RunError(
+            f"The run has already trained {start_step} steps, more than --epochs {epochs} x --steps-per-epoch "
+            f"{steps_per_epoch}; resume with more epochs"
+        )
+    epoch, taken = divmod(start_step, steps_per_epoch)
+    segments = []  # (initial_epoch, epochs, steps_per_epoch) of each fit call
+    if taken:
+        segments.append((epoch, epoch + 1, steps_per_epoch - taken))
+        epoch += 1
+    if epoch < epochs:
+        segments.append((epoch, epochs, steps_per_epoch))
+    validation_data, validation_steps = _validation_batches(data, train_config, replicas)
+    history, position = {}, start_step
+    for index, (first, last, steps) in enumerate(segments):
+        with training_weights_kept(model) if index < len(segments) - 1 else contextlib.nullcontext():
+            fitted = model.fit(
+                _train_batches(data, train_config, replicas, skip=position),
+                initial_epoch=first,
+                epochs=last,
+                steps_per_epoch=steps,
+                validation_data=validation_data,
+                validation_steps=validation_steps,
+                shuffle=False,  # the dataset shuffles itself
+                callbacks=callbacks,
+                verbose=verbose,
+            )
+        for name, values in fitted.history.items():
+            history.setdefault(name, []).extend(values)
+        position += (last - first) * steps
+        if model.stop_training:  # a callback ended training early
+            break
+    if not segments:  # resumed after the last step: end as `fit` would have
+        finalize_after_fit(model)
+    return history
+
+
+def _save_model(model, path):
+    """`model.save` to `path` through a staging file: a reader sees the old file or the new one."""
+    staging = path.with_name(f".staging-{path.name}")
+    model.save(staging)
+    os.replace(staging, path)
 
 
 def _callbacks(model, model_config, train_config, data, timer, extra_callbacks):
-    """Backups for `--resume`, the optional validation BLEU, TensorBoard, the epoch timer, extras."""
+    """The optional validation BLEU, TensorBoard, the epoch timer, extras."""
     run_dir = Path(train_config.run_dir)
-    callbacks = [keras.callbacks.BackupAndRestore(str(run_dir / BACKUP_DIR), double_checkpoint=True)]
+    callbacks = []
     if train_config.validation_bleu_sentences:
         # Before TensorBoard, which then logs the score with the epoch's other metrics.
         callbacks.append(
@@ -326,11 +436,11 @@ def _training_summary(model, model_config, train_config, data, history, timer, r
         "skipped_while_reading": data.texts["train"].skipped,
         "epochs_this_session": len(timer.seconds),
         "train_seconds_this_session": round(train_seconds, 1),
-        "final_metrics": {k: round(float(v[-1]), 4) for k, v in history.history.items()} if history.history else {},
+        "final_metrics": {k: round(float(v[-1]), 4) for k, v in history.items()} if history else {},
     }
     if timer.seconds:
         # Real target tokens per epoch, counted by the `target_tokens` metric (over all replicas).
-        tokens = np.array(history.history["target_tokens"][-len(timer.seconds) :])
+        tokens = np.array(history["target_tokens"][-len(timer.seconds) :])
         summary["target_tokens_per_second"] = round(float(tokens.sum()) / train_seconds)
         summary["target_tokens_per_second_median_epoch"] = round(float(np.median(tokens / np.array(timer.seconds))))
     return summary

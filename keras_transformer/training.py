@@ -187,6 +187,26 @@ def averaged_weights(model):
             variable.assign(value)
 
 
+def finalize_after_fit(model):
+    """What `model.fit` does when it returns: weights become their moving averages, if kept."""
+    model.optimizer.finalize_variable_values(model.trainable_weights)
+
+
+@contextlib.contextmanager
+def training_weights_kept(model):
+    """Inside, `model.fit` returns with the trained weights, not their moving averages.
+
+    For a `fit` that is not the last of a run (a resumed run finishing an interrupted epoch): the
+    averages are swapped in once, when the run's last `fit` returns.
+    """
+    optimizer = model.optimizer
+    optimizer.finalize_variable_values = lambda var_list: None  # shadows the method on this instance
+    try:
+        yield
+    finally:
+        del optimizer.finalize_variable_values
+
+
 def compile_transformer(model, model_config, train_config):
     """`model.compile` with the paper's optimizer: Adam(0.9, 0.98, 1e-9) on the Noam schedule.
 

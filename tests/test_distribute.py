@@ -22,6 +22,7 @@ import tensorflow as tf
 from conftest import TINY_MODEL, tiny_train_config
 
 from keras_transformer import distribute, runs
+from keras_transformer.checkpoints import checkpoint_steps, restore_checkpoint
 from keras_transformer.cli import main
 from keras_transformer.config import ModelConfig, TrainConfig
 from keras_transformer.data.parallel_text import load_corpus
@@ -220,27 +221,21 @@ def worker_env():
 
 WORKER_SCRIPT = textwrap.dedent(
     """
-    import json, shutil, sys
+    import json, sys
     from pathlib import Path
 
     import keras
     import numpy as np
     from conftest import TINY_MODEL, tiny_train_config
 
-    from keras_transformer import distribute, runs
+    from keras_transformer import runs
 
     root, out, index = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
     train_config = tiny_train_config(root, strategy="multi_worker", epochs=2, steps_per_epoch=3, beam_size=1)
-    backup = root / "run" / runs.BACKUP_DIR / "latest.weights.h5"
 
 
     class KeepResults(keras.callbacks.Callback):
-        # Runs after BackupAndRestore: keeps the chief's last backup (deleted when fit ends) and
-        # every worker's final weights.
-        def on_epoch_end(self, epoch, logs=None):
-            if epoch == train_config.epochs - 1 and distribute.is_chief():
-                shutil.copy(backup, out / "chief_backup.weights.h5")
-
+        # Keeps every worker's final weights.
         def on_train_end(self, logs=None):
             np.savez(out / f"worker{index}_weights.npz", *self.model.get_weights())
 
@@ -372,18 +367,18 @@ def test_two_workers_train_in_sync_and_only_the_chief_writes(tmp_path):
     assert chief_summary["run_dir"] == str(run_dir) and chief_summary["replicas"] == 2
     assert sorted(path.name for path in (export_dir / "dates").iterdir()) == ["1"]
     assert len(list((run_dir / "logs" / "train").iterdir())) == 1  # one TensorBoard writer
-    assert not (run_dir / runs.BACKUP_DIR).exists()  # deleted by BackupAndRestore when fit ended
+    final_step = train_config.epochs * train_config.steps_per_epoch
+    assert checkpoint_steps(run_dir / runs.CHECKPOINT_DIR)[0] == final_step  # kept for --resume --epochs N
     assert list((tmp_path / "tmp1").iterdir()) == []
 
-    # The chief's saved model and its last backup checkpoint restore the trained weights.
+    # The chief's saved model and its last checkpoint restore the trained weights.
     for restored, trained in zip(model.get_weights(), chief_weights, strict=True):
         np.testing.assert_array_equal(restored, trained)
     model_config = ModelConfig.load(run_dir / runs.MODEL_CONFIG_FILE)
     fresh = compile_transformer(
         build_transformer(model_config), model_config, TrainConfig.load(run_dir / "train_config.json")
     )
-    fresh.optimizer.build(fresh.trainable_variables)
-    fresh.load_weights(out / "chief_backup.weights.h5")
+    assert restore_checkpoint(fresh, run_dir / runs.CHECKPOINT_DIR) == final_step
     for restored, trained in zip(fresh.get_weights(), chief_weights, strict=True):
         np.testing.assert_array_equal(restored, trained)
-    assert int(fresh.optimizer.iterations.numpy()) == train_config.epochs * train_config.steps_per_epoch
+    assert int(fresh.optimizer.iterations.numpy()) == final_step

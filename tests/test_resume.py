@@ -1,0 +1,120 @@
+"""`train --resume` after SIGKILL: a run killed anywhere ends with the weights of one never killed.
+
+Each run is a separate process killed by `tests/kill_points.py` the way a preempted machine kills
+it (no handler runs). One run directory is killed again and again, mid-step, mid-checkpoint,
+during validation and during export, with a damaged checkpoint on the way, then finished; its
+final weights are compared with those of an uninterrupted run of the same flags.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+
+from keras_transformer.checkpoints import WEIGHTS_FILE, checkpoint_path, checkpoint_steps
+from keras_transformer.data import dates
+
+KILL_POINTS = Path(__file__).with_name("kill_points.py")
+EPOCHS, STEPS_PER_EPOCH = 3, 4
+
+
+def _write_corpus(root):
+    """Small line files of the built-in task: `(train, validation, test)` flag values."""
+    sizes = {"train": 300, "validation": 24, "test": 12}
+    paths = {}
+    for split, size in sizes.items():
+        sources, targets = dates.builtin_corpus(split, size=size)
+        paths[split] = [root / f"{split}.src", root / f"{split}.tgt"]
+        for path, lines in zip(paths[split], (sources, targets)):
+            path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return paths
+
+
+def _flags(corpus, root):
+    """Flags of a tiny run that exercises every part of the training state.
+
+    Dropout (seed generators), moving averages of the weights, the schedule, checkpoints every 2
+    steps and at epoch ends.
+    """
+    flags = ["--corpus", "files"]
+    for split in ("train", "validation", "test"):
+        flags += [f"--{split}-files", *map(str, corpus[split])]
+    return flags + [
+        "--preset", "tiny", "--max-source-len", "32", "--max-target-len", "14", "--dropout-rate", "0.1",
+        "--source-vocab-size", "300", "--target-vocab-size", "40", "--batch-size", "16", "--warmup-steps", "6",
+        "--epochs", str(EPOCHS), "--steps-per-epoch", str(STEPS_PER_EPOCH), "--ema-momentum", "0.9",
+        "--checkpoint-every-steps", "2", "--checkpoint-every-seconds", "0", "--beam-size", "1",
+        "--run-dir", str(root / "run"), "--export-dir", str(root / "export"), "--model-name", "dates",
+    ]  # fmt: skip
+
+
+def _train(flags, kill_at=("never", 0), resume=False):
+    """Run `train` in a new process, killed at `kill_at` = (point, occurrence)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path.cwd()), os.environ.get("PYTHONPATH")]))}
+    argv = [sys.executable, str(KILL_POINTS), kill_at[0], str(kill_at[1]), *flags, *(["--resume"] if resume else [])]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+
+
+def _killed(result):
+    assert result.returncode == -signal.SIGKILL, result.stdout + result.stderr
+
+
+def _weights(run_dir):
+    return keras.models.load_model(Path(run_dir) / "model.keras").get_weights()
+
+
+@pytest.mark.slow
+def test_a_run_killed_again_and_again_ends_with_the_weights_of_one_never_killed(tmp_path):
+    corpus = _write_corpus(tmp_path)
+    reference = _flags(corpus, tmp_path / "reference")
+    flags = _flags(corpus, tmp_path / "killed")
+    run_dir, checkpoints = tmp_path / "killed" / "run", tmp_path / "killed" / "run" / "checkpoints"
+    versions = tmp_path / "killed" / "export" / "dates"
+
+    finished = _train(reference)
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+
+    # Killed as step 7 begins: steps 1-6 are done, checkpointed at 2, 4 and 6 (the newest two kept).
+    _killed(_train(flags, kill_at=("step", 7)))
+    assert checkpoint_steps(checkpoints) == [6, 4]
+    assert not (run_dir / "summary.json").exists()
+
+    # Resumed from 6 and killed while writing the checkpoint of step 8: only complete ones count.
+    _killed(_train(flags, kill_at=("checkpoint", 1), resume=True))
+    assert checkpoint_steps(checkpoints) == [6, 4]
+
+    # Resumed from 6 again, killed as the second epoch's validation begins (step 8 checkpointed).
+    _killed(_train(flags, kill_at=("validation", 1), resume=True))
+    assert checkpoint_steps(checkpoints) == [8, 6]
+
+    # The newest checkpoint is damaged on disk: the next resume passes over it, says so, and
+    # trains on from step 6. Killed during export: no version folder appears.
+    weights = checkpoint_path(checkpoints, 8) / WEIGHTS_FILE
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    result = _train(flags, kill_at=("export", 1), resume=True)
+    _killed(result)
+    assert f"Skipping the damaged checkpoint {checkpoint_path(checkpoints, 8)}" in result.stdout
+    assert f"Restored the training state after 6 steps from {checkpoint_path(checkpoints, 6)}" in result.stdout
+    assert checkpoint_steps(checkpoints) == [12, 10]
+    assert not versions.exists() or not [path for path in versions.iterdir() if path.name.isdigit()]
+
+    # Resumed after the last step: nothing left to train; evaluated and exported as version 1.
+    result = _train(flags, resume=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"Restored the training state after {EPOCHS * STEPS_PER_EPOCH} steps" in result.stdout
+    assert [path.name for path in versions.iterdir() if path.name.isdigit()] == ["1"]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["checkpoints"]["resumed_from_step"] == EPOCHS * STEPS_PER_EPOCH
+
+    # The same weights as the run that was never killed (the moving averages, swapped in at the end).
+    expected = _weights(tmp_path / "reference" / "run")
+    for actual, wanted in zip(_weights(run_dir), expected, strict=True):
+        np.testing.assert_allclose(actual, wanted, rtol=1e-5, atol=1e-6)
+    reference_summary = json.loads((tmp_path / "reference" / "run" / "summary.json").read_text())
+    assert summary["test"]["exact_match"] == reference_summary["test"]["exact_match"]
