@@ -20,9 +20,11 @@ Two kinds of export, because a SavedModel is loaded whole (one unknown op fails 
 
 Defined results for awkward input: a text with no tokens (empty, whitespace only) and a row of
 ids that is all padding translate to `""` / all padding with score 0; input longer than the
-model's `max_source_len` is cut to it and flagged `truncated`; invalid UTF-8 bytes are replaced
-(U+FFFD) and unknown characters become `<unk>` before translation; an empty batch gives empty
-outputs; ids outside the vocabulary are rejected with an `InvalidArgumentError` naming them.
+model's `max_source_len` is cut to it and flagged `truncated`; so is a text longer than
+`MAX_TEXT_BYTES` bytes, of which only the first `MAX_TEXT_BYTES` are read (that bounds the time
+of one text); invalid UTF-8 bytes are replaced (U+FFFD) and unknown characters become `<unk>`
+before translation; an empty batch gives empty outputs; ids outside the vocabulary are rejected
+with an `InvalidArgumentError` naming them.
 
 Decoding (beam size, length penalty, output length `max_target_len`) is fixed at export time.
 A new version is written to a staging folder beside the versions and renamed into place, so a
@@ -44,6 +46,12 @@ SIGNATURE_KEY = "serving_default"
 IDS_SIGNATURE_KEY = "translate_ids"
 WARMUP_FILE = Path("assets.extra") / "tf_serving_warmup_requests"
 MODELS_CONFIG_FILE = "models.config"
+# The text signature reads at most this many bytes of each text; the rest is ignored and the
+# text flagged `truncated`. Without it the time and memory of one text grow with its length
+# (tokenization runs over the whole text before the cut to `max_source_len` tokens), and Unicode
+# normalization can make a text of short characters 11 times longer (U+FDFA is 18 characters).
+# A sentence of any `max_source_len` in use is far shorter.
+MAX_TEXT_BYTES = 1 << 16
 
 
 class IdsTranslator(tf.Module):
@@ -154,10 +162,16 @@ class Translator(IdsTranslator):
         """Translates text: `text: string[B]` -> a dict of outputs.
 
         The outputs: `{"translation": string[B], "score": float32[B], "truncated": bool[B]}`.
+        `truncated` is true where the text has more than `max_source_len` tokens or more than
+        `MAX_TEXT_BYTES` bytes: only its beginning was translated.
         """
-        pieces = self.source_tokenizer.tokenize(text)  # (B, (S))
+        too_long = tf.strings.length(text) > MAX_TEXT_BYTES  # (B,)
+        text = tf.strings.substr(text, 0, MAX_TEXT_BYTES)  # a character cut in two reads as U+FFFD
         max_source_len = self.model_config.max_source_len
-        truncated = pieces.row_lengths() > max_source_len
+        # One word more than fits: every word gives at least one piece, so that extra word
+        # shows whether the text is longer than `max_source_len` pieces.
+        pieces = self.source_tokenizer.tokenize(text, max_words=max_source_len + 1)  # (B, (S))
+        truncated = tf.logical_or(too_long, pieces.row_lengths() > max_source_len)
         source_ids = pieces[:, :max_source_len].to_tensor(default_value=PAD_ID)  # (B, S), S <= max_source_len
         outputs = self._decode(source_ids)
         return {

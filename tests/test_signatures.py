@@ -13,6 +13,7 @@ import tensorflow as tf
 from stand_in_server import StandInServer
 
 from keras_transformer import runs
+from keras_transformer.export import MAX_TEXT_BYTES
 from keras_transformer.serving import GrpcClient, RestClient
 
 pytestmark = pytest.mark.slow
@@ -51,6 +52,19 @@ def test_input_longer_than_max_source_len_is_truncated_and_flagged(trained_run, 
     # A huge input (1 MB) is cut the same way, not fed whole to the model.
     huge = translate(loaded, ["1" * 1_000_000 + " " + long_text])
     assert huge["truncated"].tolist() == [True]
+
+
+def test_text_longer_than_max_text_bytes_is_read_up_to_the_limit(loaded):
+    """Only the first MAX_TEXT_BYTES bytes of a text are translated; a longer one is flagged.
+
+    The limit bounds the time of one text: tokenization used to run over the whole text, so ten
+    megabytes of short words took seconds.
+    """
+    sentence = SENTENCES[0].encode()
+    at_limit = sentence + b" " * (MAX_TEXT_BYTES - len(sentence))
+    out = translate(loaded, [sentence, at_limit, at_limit + b"x", at_limit + b" 1987" * 2_000_000])
+    assert out["truncated"].tolist() == [False, False, True, True]
+    assert len(set(out["translation"].tolist())) == 1  # whatever follows the limit is not read
 
 
 def test_invalid_utf8_is_replaced_not_an_error(loaded):

@@ -394,11 +394,16 @@ class SubwordTokenizer(tf.Module):
         """The `tf.saved_model.Asset` wrapping `vocab_path` (read by both tables)."""
         return self._vocab_asset
 
-    def tokenize(self, texts) -> tf.RaggedTensor:
+    def tokenize(self, texts, max_words=None) -> tf.RaggedTensor:
         """Splits sentences into subword ids.
 
         Args:
           texts: `tf.string [batch]` (or a list of str/bytes).
+          max_words: optional int; only the first `max_words` words of each text are cut into
+            pieces, the rest are dropped. It bounds the WordPiece work on a long text, and it
+            loses nothing in front of the cut: every word gives at least one piece, so with
+            `max_words = n + 1` the first `n` pieces are those of the whole text, and a row
+            longer than `n` pieces means the whole text had more than `n` pieces.
 
         Returns:
           `int32` RaggedTensor `[batch, (pieces)]`, all words of a sentence in one row; no
@@ -408,6 +413,8 @@ class SubwordTokenizer(tf.Module):
         if texts.shape.rank is not None and texts.shape.rank != 1:
             raise ValueError(f"texts must have shape [batch], got {texts.shape}")
         words = split_words(texts)  # [batch, (words)]
+        if max_words is not None:
+            words = words[:, :max_words]  # [batch, (words <= max_words)]
         pieces, starts, _ = self._wordpiece.tokenize_with_offsets(words)
         pieces = pieces.merge_dims(1, 2)  # [batch, (pieces)]
         starts = starts.merge_dims(1, 2)
