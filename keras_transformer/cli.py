@@ -6,7 +6,9 @@ help texts; `--config FILE.json` loads settings and explicit flags override it. 
 """
 
 import argparse
+import contextlib
 import dataclasses
+import itertools
 import json
 import os
 import sys
@@ -126,7 +128,15 @@ def _build_parser():
     _add_config_flags(export, TrainConfig, "decoding", only=_DECODING_FIELDS)
 
     translate = commands.add_parser(
-        "translate", formatter_class=_HelpFormatter, help="translate text with an exported SavedModel"
+        "translate",
+        formatter_class=_HelpFormatter,
+        help="translate text with an exported SavedModel",
+        description="Translate the TEXT arguments, or else each line of --input FILE or of standard input, "
+        "and print one line per sentence, in order. A sentence that is not valid UTF-8 (its bad bytes are read "
+        "as U+FFFD) or longer than the model reads (only its beginning is translated) is still translated, with "
+        "a warning on standard error that names its line. A line the model fails on is named in an error on "
+        "standard error and printed as an empty line; the other lines are translated. Exit status: 0 when "
+        "every line was translated, 1 when some line failed, 2 when the model or the input file is missing.",
     )
     translate.add_argument(
         "--model",
@@ -134,7 +144,12 @@ def _build_parser():
         type=Path,
         help="SavedModel folder, or a model folder holding integer versions (the highest is used)",
     )
-    translate.add_argument("text", nargs="+", help="sentences to translate")
+    translate.add_argument(
+        "--input",
+        metavar="FILE",
+        help="read the sentences from FILE, one per line ('-' for standard input, what is read when no TEXT is given)",
+    )
+    translate.add_argument("text", nargs="*", help="sentences to translate (none: read them from --input)")
     return parser
 
 
@@ -234,17 +249,115 @@ def _export(args):
     return 0
 
 
+# Lines go to the model this many at a time, one call each; a call that fails is retried line by
+# line, so that a line the model cannot translate costs only itself.
+_TRANSLATE_BATCH = 64
+
+
+def _read_lines(stream, max_bytes):
+    r"""The lines of a binary stream, each cut to its first `max_bytes + 1` bytes.
+
+    A line ends at `\n` (not part of it). The rest of a longer line is read and dropped, so memory
+    stays bounded whatever the input; the model reads only `max_bytes` bytes of a sentence and
+    flags a longer one `truncated`.
+
+    Args:
+        stream: a binary file object.
+        max_bytes: int, the most bytes of a sentence the model reads.
+
+    Yields:
+        `bytes`, one line at a time.
+    """
+    while line := stream.readline(max_bytes + 2):
+        ended = line.endswith(b"\n")
+        rest = line
+        while not rest.endswith(b"\n") and (rest := stream.readline(1 << 16)):
+            pass
+        yield line[:-1] if ended else line[: max_bytes + 1]
+
+
+def _call_text_signature(signature, texts):
+    """Translate `texts` (a list of `bytes`) with the text signature.
+
+    A call the model fails on is retried in halves, down to single texts, so that only the texts
+    at fault fail (a batch of 64 with one of them takes 13 calls).
+
+    Returns:
+        `[(translation or None, truncated, error or None)]`, one per text: the translation as
+        UTF-8 `bytes` and the `truncated` flag, or None and the first line of the model's error.
+    """
+    import tensorflow as tf
+
+    try:
+        outputs = signature(text=tf.constant(texts, dtype=tf.string))
+    except tf.errors.OpError as error:
+        if len(texts) > 1:
+            half = len(texts) // 2
+            return _call_text_signature(signature, texts[:half]) + _call_text_signature(signature, texts[half:])
+        return [(None, False, (error.message.strip() or type(error).__name__).splitlines()[0])]
+    translations = outputs["translation"].numpy().tolist()
+    return [
+        (translation, truncated, None) for translation, truncated in zip(translations, outputs["truncated"].numpy())
+    ]
+
+
 def _translate(args):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer ops the SavedModel uses)
 
-    from keras_transformer.export import SIGNATURE_KEY, latest_version_dir
+    from keras_transformer.export import MAX_TEXT_BYTES, SIGNATURE_KEY, latest_version_dir
+    from keras_transformer.runs import RunError
 
-    loaded = tf.saved_model.load(str(latest_version_dir(args.model)))
-    outputs = loaded.signatures[SIGNATURE_KEY](text=tf.constant(args.text))
-    for translation in outputs["translation"].numpy():
-        print(translation.decode("utf-8"))
-    return 0
+    if args.text and args.input is not None:
+        raise RunError("give the sentences as arguments or with --input, not both")
+    if args.input not in (None, "-") and not Path(args.input).is_file():
+        raise FileNotFoundError(f"--input: no such file: {args.input}")
+    export_dir = latest_version_dir(args.model)
+    loaded = tf.saved_model.load(str(export_dir))
+    signature = loaded.signatures.get(SIGNATURE_KEY)
+    if signature is None or "text" not in signature.structured_input_signature[1]:
+        raise RunError(f"{export_dir} takes no text (an ids-only export?); translate needs the text export")
+
+    with contextlib.ExitStack() as stack:
+        if args.text:
+            # os.fsencode gives back the bytes of an argument that is not valid UTF-8.
+            texts, label, batch_size = map(os.fsencode, args.text), "text", _TRANSLATE_BATCH
+        else:
+            stream = sys.stdin.buffer if args.input in (None, "-") else stack.enter_context(open(args.input, "rb"))
+            texts, label = _read_lines(stream, MAX_TEXT_BYTES), "line"
+            batch_size = 1 if stream.isatty() else _TRANSLATE_BATCH  # a typed line is answered at once
+        sys.stdout.flush()
+        out = getattr(sys.stdout, "buffer", None)  # the translations are UTF-8 bytes: written as they are
+        failed = number = 0
+        while batch := list(itertools.islice(texts, batch_size)):
+            for text, (translation, truncated, error) in zip(batch, _call_text_signature(signature, batch)):
+                number += 1
+                if error is not None:
+                    failed += 1
+                    print(f"error: {label} {number}: not translated: {error}", file=sys.stderr)
+                    translation = b""
+                if error is None and not _is_utf8(text):
+                    print(f"warning: {label} {number}: not valid UTF-8; bad bytes read as U+FFFD", file=sys.stderr)
+                if error is None and (truncated or len(text) > MAX_TEXT_BYTES):
+                    print(
+                        f"warning: {label} {number}: longer than the model reads (max_source_len tokens, "
+                        f"{MAX_TEXT_BYTES} bytes); only its beginning was translated",
+                        file=sys.stderr,
+                    )
+                if out is None:  # a text-only stdout, such as io.StringIO
+                    sys.stdout.write(translation.decode("utf-8") + "\n")
+                else:
+                    out.write(translation + b"\n")
+            (sys.stdout if out is None else out).flush()
+    return 1 if failed else 0
+
+
+def _is_utf8(data):
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 _COMMANDS = {"train": _train, "evaluate": _evaluate, "export": _export, "translate": _translate}

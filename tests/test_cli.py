@@ -82,7 +82,14 @@ def test_train_help_documents_every_config_field_with_its_help_and_default(capsy
                 "--ids-only": "without tensorflow-text ops",
             },
         ),
-        ("translate", {"--model": "SavedModel folder", "text": "sentences to translate"}),
+        (
+            "translate",
+            {
+                "--model": "SavedModel folder",
+                "--input": "read the sentences from FILE, one per line",
+                "text": "sentences to translate",
+            },
+        ),
     ],
 )
 def test_every_command_help_lists_its_flags(command, flags, capsys):
@@ -342,6 +349,14 @@ def test_commands_on_missing_paths_print_one_error_line(tmp_path, capsys):
     assert "is not a finished run" in capsys.readouterr().err
     assert main(["translate", "--model", str(tmp_path / "nope"), "hello"]) == 2
     assert "No SavedModel" in capsys.readouterr().err
+    assert main(["translate", "--model", str(tmp_path), "--input", str(tmp_path / "missing.txt")]) == 2
+    assert capsys.readouterr().err == f"error: --input: no such file: {tmp_path / 'missing.txt'}\n"
+
+
+def test_translate_takes_sentences_as_arguments_or_from_input_not_both(tmp_path, capsys):
+    (tmp_path / "in.txt").write_text("21.03.1987\n")
+    assert main(["translate", "--model", str(tmp_path), "--input", str(tmp_path / "in.txt"), "hello"]) == 2
+    assert capsys.readouterr().err == "error: give the sentences as arguments or with --input, not both\n"
 
 
 def test_summary_reports_metrics_throughput_and_paths(trained_run):

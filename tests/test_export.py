@@ -18,6 +18,7 @@ from tensorflow_serving.apis import prediction_log_pb2
 from tensorflow_serving.config import model_server_config_pb2
 
 from keras_transformer import runs
+from keras_transformer.cli import main
 from keras_transformer.export import (
     WARMUP_FILE,
     export_translator,
@@ -158,6 +159,13 @@ def test_ids_only_export_runs_in_a_process_that_never_imports_tensorflow_text(tr
     expected = text_export.signatures["translate_ids"](source_ids=tf.constant(source_ids, tf.int32))
     assert ids_out == expected["output_ids"].numpy().tolist()
     np.testing.assert_allclose(scores, expected["score"].numpy(), atol=1e-5)
+
+
+def test_translate_command_refuses_the_ids_only_export_with_one_error_line(ids_export, capsys):
+    assert main(["translate", "--model", str(ids_export), "21.03.1987"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {ids_export} takes no text (an ids-only export?); translate needs the text export\n"
+    )
 
 
 def _saved_model_cli(*args, preload_tensorflow_text=False):
