@@ -83,20 +83,34 @@ def _parse_spoken_year(words):
     return century * 100 + rest
 
 
+def undo_typing(source):
+    """`source` in lower case with one spelling of spaces and punctuation.
+
+    Separators lose their spaces ("21 / 03" -> "21/03"), commas become spaces, and a number and
+    a word typed together are split ("march21" -> "march 21"; an ordinal suffix stays: "21st").
+    """
+    text = re.sub(r"\s*([./-])\s*", r"\1", source.lower())
+    text = re.sub(r"\s*,\s*", " ", text)
+    text = re.sub(r"(?<=[a-z])(?=[0-9])", " ", text)
+    text = re.sub(r"(?<=[0-9])(?!st|nd|rd|th)(?=[a-z])", " ", text)
+    return " ".join(text.split())
+
+
 def parse_source(source):
-    """Parse any source the corpus produces; returns (date, weekday or None)."""
+    """Parse any source the corpus produces, however typed; returns (date, weekday or None)."""
+    source = undo_typing(source)
     match = re.fullmatch(r"(\d{1,2})([./-])(\d{1,2})\2(\d{4})", source)
     if match:
         return datetime.date(int(match[4]), int(match[3]), int(match[1])), None
-    match = re.fullmatch(r"(\d{4})/(\d{2})/(\d{2})", source)
+    match = re.fullmatch(r"(\d{4})([/-])(\d{1,2})\2(\d{1,2})", source)
     if match:
-        return datetime.date(int(match[1]), int(match[2]), int(match[3])), None
-    match = re.fullmatch(r"(\d{2})-([A-Z][a-z]{2})-(\d{4})", source)
+        return datetime.date(int(match[1]), int(match[3]), int(match[4])), None
+    match = re.fullmatch(r"(\d{1,2})-([a-z]{3})-(\d{4})", source)
     if match:
-        month = [name[:3] for name in MONTHS].index(match[2].lower()) + 1
+        month = [name[:3] for name in MONTHS].index(match[2]) + 1
         return datetime.date(int(match[3]), month, int(match[1])), None
 
-    words = source.replace(",", "").lower().split()
+    words = source.split()
     weekday = None
     if words[0] in WEEKDAYS or words[0] in [name[:3] for name in WEEKDAYS]:
         weekday = [name[:3] for name in WEEKDAYS].index(words[0][:3])
@@ -167,9 +181,10 @@ def test_negative_size_raises():
 
 
 def test_impossible_size_raises_instead_of_looping(monkeypatch):
-    # With a single date per split only a few dozen distinct sources exist.
+    # With a single date per split and no typing variation only a few dozen distinct sources exist.
     one_date = (datetime.date(1987, 3, 21),)
     monkeypatch.setattr(dates, "_dates_by_split", lambda seed: dict.fromkeys(SPLITS, one_date))
+    monkeypatch.setattr(dates, "_vary_typing", lambda text, rng: text)
     with pytest.raises(ValueError, match="distinct sources"):
         builtin_corpus("test", size=1000)
 
@@ -261,19 +276,21 @@ def test_every_source_means_its_target(split):
     assert weekday_prefixes > 100
 
 
+EDGE_DATES = [
+    datetime.date(1900, 1, 1),
+    datetime.date(1905, 2, 28),
+    datetime.date(1999, 12, 31),
+    datetime.date(2000, 2, 29),
+    datetime.date(2004, 11, 13),
+    datetime.date(2010, 5, 2),
+    datetime.date(2021, 8, 22),
+    datetime.date(2099, 12, 31),
+]
+
+
 def test_every_format_means_its_date_on_edge_dates():
-    edge_dates = [
-        datetime.date(1900, 1, 1),
-        datetime.date(1905, 2, 28),
-        datetime.date(1999, 12, 31),
-        datetime.date(2000, 2, 29),
-        datetime.date(2004, 11, 13),
-        datetime.date(2010, 5, 2),
-        datetime.date(2021, 8, 22),
-        datetime.date(2099, 12, 31),
-    ]
     rng = random.Random(0)
-    for date in edge_dates:
+    for date in EDGE_DATES:
         for name in dates._format_names():
             for _ in range(3):  # several random variants per format
                 source = dates._render(date, name, rng)
@@ -315,6 +332,86 @@ def test_spelled_forms_and_year_variants_appear():
     text = "\n".join(sources)
     for fragment in ["nineteen oh ", "two thousand and ", "twenty twenty-", "-first", "monday", "Sat ", "."]:
         assert fragment in text, fragment
+
+
+# ---------------------------------------------------------------------------
+# Typing variation: case, zero padding, commas, spacing, the ISO date itself
+# ---------------------------------------------------------------------------
+
+
+def test_typed_variants_of_every_format_keep_their_date():
+    rng = random.Random(0)
+    for date in EDGE_DATES:
+        for name in dates._format_names():
+            for _ in range(20):
+                source = dates._vary_typing(dates._render(date, name, rng), rng)
+                assert parse_source(source)[0] == date, (name, source)
+
+
+@pytest.mark.parametrize(
+    "style, typed",
+    [
+        ("lower", "saturday, the 21st of march, nineteen eighty-seven"),
+        ("upper", "SATURDAY, THE 21ST OF MARCH, NINETEEN EIGHTY-SEVEN"),
+        ("title", "Saturday, The 21st Of March, Nineteen Eighty-Seven"),
+        ("names", "Saturday, the 21st of March, nineteen eighty-seven"),
+        ("sentence", "Saturday, the 21st of march, nineteen eighty-seven"),
+    ],
+)
+def test_case_styles(style, typed):
+    assert dates._recase("saturday, The 21st of MARCH, nineteen eighty-seven", style, random.Random(0)) == typed
+
+
+def test_mixed_case_varies_words_not_letters():
+    rng = random.Random(0)
+    for _ in range(50):
+        words = dates._recase("saturday, the twenty-first of march", "mixed", rng).split(" ")
+        title = ["-".join(part.capitalize() for part in word.split("-")) for word in words]
+        assert all(word in (word.lower(), word.upper(), titled) for word, titled in zip(words, title)), words
+        assert [word.lower() for word in words] == "saturday, the twenty-first of march".split(" ")
+
+
+TYPING_KINDS = (
+    "canonical",
+    "upper case",
+    "title case",
+    "mixed case",
+    "spaced punctuation",
+    "missing spaces",
+    "unpadded dashes",
+)
+
+
+def _typing_kinds(source, target):
+    """The kinds of typing a source of the corpus shows, checked without the generator's code."""
+    letters = re.sub(r"[^A-Za-z]", "", source)
+    words = re.findall(r"[A-Za-z]+", source)
+    # Day and month numbers: the ISO date and the day-first dashes form are always zero-padded.
+    numbers = re.fullmatch(r"(\d+)-(\d+)-(\d{4})|(\d{4})-(\d+)-(\d+)", source.replace(" ", ""))
+    kinds = {
+        "canonical": source == target,
+        "upper case": len(letters) > 3 and letters.isupper(),
+        "title case": len(words) > 3 and all(word[0].isupper() and word[1:].islower() for word in words),
+        "mixed case": any(word.isupper() and len(word) > 1 for word in words) and any(w.islower() for w in words),
+        "spaced punctuation": re.search(r" [,./]|\d -|- \d", source) is not None,
+        "missing spaces": re.search(r",\S|[A-Za-z]\d|\d(?!st|nd|rd|th)[A-Za-z]", source) is not None,
+        "unpadded dashes": numbers is not None and any(len(group) == 1 for group in numbers.groups() if group),
+    }
+    return {kind for kind, present in kinds.items() if present}
+
+
+def test_every_kind_of_typing_is_in_every_split():
+    for split in SPLITS:
+        sources, targets = builtin_corpus(split, size=2000)
+        counts = collections.Counter(kind for pair in zip(sources, targets) for kind in _typing_kinds(*pair))
+        assert set(counts) == set(TYPING_KINDS), counts
+        assert min(counts.values()) >= 10, counts
+
+
+def test_typing_leaves_a_share_of_sources_in_the_generators_case():
+    sources, _ = builtin_corpus("train", size=5000)
+    untouched_case = sum(source == dates._capitalise_names(source) or source.islower() for source in sources)
+    assert 0.2 < untouched_case / len(sources) < 0.8
 
 
 def test_generation_is_fast():

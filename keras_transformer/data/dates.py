@@ -9,6 +9,18 @@ one of many human surface forms, with a *target*, the same date in ISO 8601 form
 
 Dates are drawn uniformly from 1900-01-01 .. 2099-12-31.
 
+Typed the way people type.  A surface form is then varied as a person typing
+it would (`_vary_typing`, each variation independently at the rate of
+`TYPING_PROBABILITIES`): the case becomes lower, UPPER, Title, capitalised
+names ("the 21st of March"), sentence or mixed per word (`CASE_STYLES`); day
+and month numbers are zero-padded or not ("21.3.1987"); commas are dropped;
+spaces go around separators ("21 / 03 / 1987") or are left out
+("march21,1987").  The canonical ISO date is one of the forms too, mapping to
+itself.  The corpus keeps case, so a tokenizer learned on it must too: the
+model learns that "MARCH" and "march" mean the same, no lower-casing hides it.
+`keras_transformer.data.typed_dates` measures each kind of typing on held-out
+dates.
+
 Why it needs attention:
 
 - Reordering.  The target is always year-month-day, but sources put the
@@ -16,7 +28,7 @@ Why it needs attention:
   at wherever the year is in *this* source, which is what cross-attention does;
   attention heatmaps show the target year pieces attending to the source year
   words, the month pieces to the month name, and so on.
-- Many-to-one surface forms.  "march", "Mar", "03" and "3" all mean the
+- Many-to-one surface forms.  "march", "Mar", "MARCH", "03" and "3" all mean the
   month `03`; "21st", "twenty-first" and "21" all mean the day `21`;
   "1905", "nineteen oh five" and "two thousand and four" style years must be
   read as numbers.  The model has to learn what the pieces mean, not copy them.
@@ -46,6 +58,7 @@ without TensorFlow.
 import datetime
 import functools
 import random
+import re
 import zlib
 
 __all__ = ["SPLITS", "DEFAULT_SIZES", "builtin_corpus"]
@@ -302,6 +315,10 @@ def _format_day_abbreviated_month_year_hyphens(date, rng):
     return f"{date.day:02d}-{_month_abbreviation(date).capitalize()}-{date.year}"
 
 
+def _format_iso(date, rng):
+    return date.isoformat()
+
+
 def _format_weekday_month_day_year(date, rng):
     return f"{_weekday(date)}, {_month(date)} {date.day}, {date.year}"
 
@@ -342,6 +359,7 @@ _FORMATS = {
     "numeric_slashes": _format_numeric_slashes,
     "numeric_dashes": _format_numeric_dashes,
     "numeric_year_first": _format_numeric_year_first,
+    "iso": _format_iso,
     "day_abbreviated_month_year_hyphens": _format_day_abbreviated_month_year_hyphens,
     "weekday_month_day_year": _format_weekday_month_day_year,
     "abbreviated_weekday_day_month_year": _format_abbreviated_weekday_day_month_year,
@@ -362,6 +380,96 @@ def _format_names():
 def _render(date, format_name, rng):
     """The source string for `date` in the named surface form."""
     return _FORMATS[format_name](date, rng)
+
+
+# --------------------------------------------------------------------------
+# Typing variation: what a person does to a surface form while typing it.
+# --------------------------------------------------------------------------
+# Month and weekday names and their abbreviations, the words English capitalises.
+_NAME_WORDS = frozenset(MONTH_NAMES + MONTH_ABBREVIATIONS + WEEKDAY_NAMES + WEEKDAY_ABBREVIATIONS)
+# A day or month number (one or two digits, not part of a year), unless an ordinal suffix follows.
+_SHORT_NUMBER_RE = re.compile(r"(?<!\d)\d{1,2}(?!\d|st|nd|rd|th)")
+# A separator of a numeric date: "." or "/", or "-" next to a digit (never the "-" of "twenty-one").
+_SEPARATOR_RE = re.compile(r"\s*(,|[./]|(?<=\d)-|-(?=\d))\s*")
+# A space that people leave out: after a comma, and between a number and a word.
+_OMITTABLE_SPACE_RE = re.compile(r"(?<=,) +|(?<=\d) +(?=[A-Za-z])|(?<=[A-Za-z]) +(?=\d)")
+_ALPHA_RUN_RE = re.compile(r"[A-Za-z]+")
+
+# Each probability applies independently to every source; a source may get several variations.
+TYPING_PROBABILITIES = {"case": 0.6, "padding": 0.25, "commas": 0.15, "spacing": 0.35}
+# How a varied source is capitalised, with the relative weight of each.
+CASE_STYLES = {"lower": 2, "upper": 4, "title": 2, "names": 2, "sentence": 1, "mixed": 4}
+
+
+def _capitalise_word(word):
+    """Each run of letters capitalised, but not an ordinal suffix: "twenty-first" -> "Twenty-First", "21st"."""
+    return _ALPHA_RUN_RE.sub(lambda match: _capitalise_run(match, word), word)
+
+
+def _capitalise_run(match, text):
+    run = match.group()
+    after_digit = match.start() > 0 and text[match.start() - 1].isdigit()  # the "st" of "21st"
+    return run.lower() if after_digit else run.capitalize()
+
+
+def _capitalise_names(text):
+    """Month and weekday names capitalised, every other letter lower case: "Saturday, the 21st of March"."""
+    return _ALPHA_RUN_RE.sub(
+        lambda match: match.group().capitalize() if match.group().lower() in _NAME_WORDS else match.group().lower(),
+        text,
+    )
+
+
+def _recase(text, style, rng):
+    """`text` capitalised in one of `CASE_STYLES`; "mixed" picks lower, UPPER or Title per word."""
+    if style == "lower":
+        return text.lower()
+    if style == "upper":
+        return text.upper()
+    if style == "title":
+        return " ".join(_capitalise_word(word) for word in text.split(" "))
+    if style == "names":
+        return _capitalise_names(text)
+    if style == "sentence":
+        text = text.lower()
+        return text[:1].upper() + text[1:]
+    if style == "mixed":
+        return " ".join(_recase(word, rng.choice(("lower", "upper", "title")), rng) for word in text.split(" "))
+    raise ValueError(f"Unknown case style {style!r}; expected one of {tuple(CASE_STYLES)}")
+
+
+def _repad(text, rng):
+    """Each day and month number zero-padded or not, independently: "21.03.1987" -> "21.3.1987"."""
+    return _SHORT_NUMBER_RE.sub(lambda match: rng.choice((f"{int(match.group()):02d}", str(int(match.group())))), text)
+
+
+def _respace(text, rng):
+    """Spaces put around separators ("21 / 03 / 1987") or left out ("march21,1987")."""
+    if rng.random() < 0.5:
+        spacings = (" {} ", " {}", "{} ") if rng.random() < 0.5 else (" {} ",)
+        return _SEPARATOR_RE.sub(lambda match: rng.choice(spacings).format(match.group(1)), text).strip()
+    spaced = _OMITTABLE_SPACE_RE.sub(lambda match: "" if rng.random() < 0.7 else match.group(), text)
+    return spaced if spaced != text else _OMITTABLE_SPACE_RE.sub("", text)
+
+
+def _vary_typing(text, rng):
+    """`text` as a person might type it: case, zero padding, commas and spacing varied at random.
+
+    Each variation of `TYPING_PROBABILITIES` applies independently: the case becomes one of
+    `CASE_STYLES`; day and month numbers are zero-padded or not; commas are dropped; spaces go
+    around separators or are left out. Runs of whitespace are not produced: the tokenizer splits
+    on them, so they cannot change what a model sees. The result means the same date.
+    """
+    if rng.random() < TYPING_PROBABILITIES["padding"]:
+        text = _repad(text, rng)
+    if rng.random() < TYPING_PROBABILITIES["case"]:
+        styles = tuple(CASE_STYLES)
+        text = _recase(text, rng.choices(styles, weights=[CASE_STYLES[style] for style in styles])[0], rng)
+    if rng.random() < TYPING_PROBABILITIES["commas"]:
+        text = text.replace(",", "")
+    if rng.random() < TYPING_PROBABILITIES["spacing"]:
+        text = _respace(text, rng)
+    return text
 
 
 # --------------------------------------------------------------------------
@@ -397,7 +505,7 @@ def _sample(split, size, seed):
         # Uniform over all dates in the range, keeping those in this split.
         date = rng.choice(dates)
         format_name = rng.choice(_FORMAT_NAMES)
-        source = _render(date, format_name, rng)
+        source = _vary_typing(_render(date, format_name, rng), rng)
         if source in seen_sources:
             consecutive_duplicates += 1
             if consecutive_duplicates >= _MAX_CONSECUTIVE_DUPLICATES:
