@@ -207,6 +207,7 @@ def _train(args):
         train_config = TrainConfig(**{**base, **explicit}).validate()
     except ValueError as error:
         raise runs.RunError(str(error)) from None
+    args.run_dir_resolved = Path(train_config.run_dir)  # for the Ctrl-C message
     summary = runs.train(train_config, model_overrides, resume=args.resume)
     test = summary["test"]
     print(
@@ -363,12 +364,20 @@ def _is_utf8(data):
 _COMMANDS = {"train": _train, "evaluate": _evaluate, "export": _export, "translate": _translate}
 # What Ctrl-C leaves behind, per command. Only `train` has anything to continue.
 _INTERRUPTED = {
-    "train": "the run keeps its last finished epoch; continue it with the same command and --resume",
+    "train": "the run keeps its last checkpoint; continue it with the same command and --resume",
     "evaluate": "nothing was written (evaluate only reads the run); run the command again for the scores",
     # export.py writes a version to a staging folder, removes it on any exception and renames it when complete.
     "export": "the export did not finish; no partial version is left (a version folder appears only once complete)",
     "translate": "nothing was written (translate only reads the model); run the command again",
 }
+
+
+def _interrupted_message(args):
+    """What Ctrl-C left behind: `_INTERRUPTED`, unless `train` stopped before its run existed."""
+    run_dir = getattr(args, "run_dir_resolved", None)
+    if args.command == "train" and (run_dir is None or not (run_dir / "train_config.json").is_file()):
+        return "stopped before the run directory was made; nothing to resume, run the command again"
+    return _INTERRUPTED[args.command]
 
 
 def main(argv=None):
@@ -384,7 +393,7 @@ def main(argv=None):
             print(f"error: {error}", file=sys.stderr)
             return 2
     except KeyboardInterrupt:
-        print(f"\ninterrupted: {_INTERRUPTED[args.command]}", file=sys.stderr)
+        print(f"\ninterrupted: {_interrupted_message(args)}", file=sys.stderr)
         return 130
 
 

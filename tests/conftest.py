@@ -66,7 +66,7 @@ def tiny_train_config(root, **overrides):
     values = dict(
         preset="tiny",
         train_size=300,
-        source_vocab_size=120,
+        source_vocab_size=300,
         target_vocab_size=40,
         epochs=2,
         steps_per_epoch=3,

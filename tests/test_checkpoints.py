@@ -9,8 +9,7 @@ from conftest import tiny_config
 
 from keras_transformer.checkpoints import (
     MANIFEST_FILE,
-    RNG_FILE,
-    WEIGHTS_FILE,
+    STATE_FILE,
     CheckpointError,
     PeriodicCheckpoint,
     checkpoint_path,
@@ -81,43 +80,39 @@ def test_the_newest_checkpoints_are_kept_and_staging_folders_are_not_checkpoints
     for step in (2, 4, 6):
         save_checkpoint(model, tmp_path, step, keep=2)
     (tmp_path / ".staging-00000008-123").mkdir()  # what a process killed mid-write leaves
-    (tmp_path / ".staging-00000008-123" / WEIGHTS_FILE).write_bytes(b"half")
+    (tmp_path / ".staging-00000008-123" / STATE_FILE).write_bytes(b"half")
     assert checkpoint_steps(tmp_path) == [6, 4]
-    assert sorted(path.name for path in checkpoint_path(tmp_path, 6).iterdir()) == [
-        MANIFEST_FILE,
-        RNG_FILE,
-        WEIGHTS_FILE,
-    ]
+    assert sorted(path.name for path in checkpoint_path(tmp_path, 6).iterdir()) == [MANIFEST_FILE, STATE_FILE]
     assert checkpoint_steps(tmp_path / "absent") == []
 
 
 def _damage_by_truncation(folder):
-    weights = folder / WEIGHTS_FILE
-    weights.write_bytes(weights.read_bytes()[:1000])
+    state = folder / STATE_FILE
+    state.write_bytes(state.read_bytes()[:1000])
 
 
 def _damage_by_flipping_a_byte(folder):
-    weights = folder / WEIGHTS_FILE
-    data = bytearray(weights.read_bytes())
+    state = folder / STATE_FILE
+    data = bytearray(state.read_bytes())
     data[len(data) // 2] ^= 0xFF
-    weights.write_bytes(bytes(data))
+    state.write_bytes(bytes(data))
 
 
 def _damage_the_manifest(folder):
     (folder / MANIFEST_FILE).write_text('{"format": 1, "step": ')
 
 
-def _lose_the_rng_file(folder):
-    (folder / RNG_FILE).unlink()
+def _lose_the_state_file(folder):
+    (folder / STATE_FILE).unlink()
 
 
 @pytest.mark.parametrize(
     "damage, reason",
     [
-        (_damage_by_truncation, "state.weights.h5 has 1000 bytes"),
-        (_damage_by_flipping_a_byte, "state.weights.h5 does not match its checksum"),
+        (_damage_by_truncation, "state.npz has 1000 bytes"),
+        (_damage_by_flipping_a_byte, "state.npz does not match its checksum"),
         (_damage_the_manifest, "manifest.json is unreadable"),
-        (_lose_the_rng_file, "rng.npz is missing"),
+        (_lose_the_state_file, "state.npz is missing"),
     ],
 )
 def test_a_damaged_checkpoint_is_reported_and_the_previous_one_restored(tmp_path, damage, reason, model, other):
@@ -153,7 +148,7 @@ def test_a_checkpoint_of_another_model_is_refused(tmp_path, model):
     keras.utils.set_random_seed(0)
     config = tiny_config()  # no dropout: no seed generators
     other = compile_transformer(build_transformer(config), config, TrainConfig(ema_momentum=0.9))
-    with pytest.raises(CheckpointError, match="random generator states belong to another model"):
+    with pytest.raises(CheckpointError, match=r"step-00000001: it holds \d+ variables, this model and optimizer have"):
         restore_checkpoint(other, tmp_path, log=lambda line: None)
 
 
@@ -161,9 +156,11 @@ def test_the_manifest_records_sizes_and_checksums(tmp_path, model):
     folder = save_checkpoint(model, tmp_path, step=7)
     manifest = json.loads((folder / MANIFEST_FILE).read_text())
     assert manifest["step"] == 7 and folder.name == "step-00000007"
-    for name in (WEIGHTS_FILE, RNG_FILE):
-        assert manifest["files"][name]["bytes"] == (folder / name).stat().st_size
-        assert len(manifest["files"][name]["sha256"]) == 64
+    assert manifest["file"]["bytes"] == (folder / STATE_FILE).stat().st_size
+    assert len(manifest["file"]["sha256"]) == 64
+    paths = [entry["path"] for entry in manifest["variables"]]
+    assert any("seed_generator_state" in path for path in paths)  # dropout's random state
+    assert any(path.endswith("iteration") or "iterations" in path for path in paths)  # the schedule's step
 
 
 class _Clock(keras.callbacks.Callback):

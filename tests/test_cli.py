@@ -265,7 +265,7 @@ def test_interrupted_training_resumes_from_its_last_epoch(tmp_path, capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["train"], "the run keeps its last finished epoch; continue it with the same command and --resume"),
+        (["train"], "stopped before the run directory was made; nothing to resume, run the command again"),
         (
             ["evaluate", "--run-dir", "run"],
             "nothing was written (evaluate only reads the run); run the command again for the scores",
@@ -288,6 +288,19 @@ def test_ctrl_c_says_what_the_interrupted_command_left(argv, message, monkeypatc
     monkeypatch.setitem(cli._COMMANDS, argv[0], interrupted)
     assert main(argv) == 130
     assert capsys.readouterr().err == f"\ninterrupted: {message}\n"
+
+
+def test_ctrl_c_during_a_run_says_resume(monkeypatch, capsys, tmp_path):
+    def interrupted(args):
+        args.run_dir_resolved = tmp_path
+        (tmp_path / "train_config.json").write_text("{}")  # the run exists
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(cli._COMMANDS, "train", interrupted)
+    assert main(["train"]) == 130
+    assert capsys.readouterr().err == (
+        "\ninterrupted: the run keeps its last checkpoint; continue it with the same command and --resume\n"
+    )
 
 
 @pytest.mark.slow

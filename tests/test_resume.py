@@ -17,7 +17,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_transformer.checkpoints import WEIGHTS_FILE, checkpoint_path, checkpoint_steps
+from keras_transformer.checkpoints import STATE_FILE, checkpoint_path, checkpoint_steps
 from keras_transformer.data import dates
 
 KILL_POINTS = Path(__file__).with_name("kill_points.py")
@@ -95,8 +95,8 @@ def test_a_run_killed_again_and_again_ends_with_the_weights_of_one_never_killed(
 
     # The newest checkpoint is damaged on disk: the next resume passes over it, says so, and
     # trains on from step 6. Killed during export: no version folder appears.
-    weights = checkpoint_path(checkpoints, 8) / WEIGHTS_FILE
-    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    state = checkpoint_path(checkpoints, 8) / STATE_FILE
+    state.write_bytes(state.read_bytes()[: state.stat().st_size // 2])
     result = _train(flags, kill_at=("export", 1), resume=True)
     _killed(result)
     assert f"Skipping the damaged checkpoint {checkpoint_path(checkpoints, 8)}" in result.stdout
