@@ -52,13 +52,19 @@ class TokenEmbedding(keras.layers.Layer):
             shape=(self.vocab_size, self.d_model),
             initializer=keras.initializers.RandomNormal(stddev=self.d_model**-0.5),
             # Gather float32 rows, then cast them: under mixed precision an autocast variable
-            # would cast the whole [V, D] table at every step and densify its gradient.
+            # would cast the whole [V, D] table to the compute dtype at every step.
             autocast=False,
         )
 
     def call(self, token_ids):
         token_ids = ops.cast(token_ids, "int32")
-        outputs = ops.cast(ops.take(self.embeddings, token_ids, axis=0), self.compute_dtype)  # (B, T, D)
+        # The table is read through a multiply, whose gradient is dense: on TensorFlow a gather's
+        # gradient has one row per token (`tf.IndexedSlices`), and Keras's Adam squares those rows
+        # one by one, so a token seen twice in a batch got `g1^2 + g2^2` as its second moment
+        # instead of Adam's `(g1 + g2)^2` (as on JAX and PyTorch). Adam updates the whole table
+        # densely anyway.
+        table = self.embeddings * 1.0  # (V, D)
+        outputs = ops.cast(ops.take(table, token_ids, axis=0), self.compute_dtype)  # (B, T, D)
         # Padding embeds to exactly zero, and row 0 of the table gets no gradient; one multiply
         # applies the mask and the scale.
         factor = ops.cast(ops.not_equal(token_ids, 0), self.compute_dtype)  # (B, T)

@@ -1,0 +1,91 @@
+"""The layers, the model, `model.fit` and decoding on whichever Keras backend runs the tests.
+
+The suite runs these on TensorFlow; `tests/test_backends.py` runs them again under
+`KERAS_BACKEND=jax` and `KERAS_BACKEND=torch` with TensorFlow made unimportable, and with a
+bundle of TensorFlow's results (`backend_bundle.py`) for them to reproduce from the same weights.
+Only Keras, NumPy and the backend-neutral modules of `keras_transformer` are imported here.
+"""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from backends.backend_bundle import (
+    REFERENCE_ENV,
+    SAVE_TO_ENV,
+    V_S,
+    V_T,
+    check_bundle,
+    logits,
+    model_config,
+    model_inputs,
+    numpy,
+)
+from keras_transformer.decoding import beam_search, greedy_decode
+from keras_transformer.layers import TokenEmbedding
+from keras_transformer.models import build_transformer
+
+# At the first decoding step the decoder self-attends over one key; Keras warns about it.
+pytestmark = pytest.mark.filterwarnings("ignore:You are using a softmax over axis -1")
+
+
+@pytest.fixture(scope="module")
+def model():
+    keras.utils.set_random_seed(1)
+    return build_transformer(model_config())
+
+
+def test_the_reference_bundle_is_reproduced_from_its_weights(tmp_path):
+    if REFERENCE_ENV not in os.environ:
+        pytest.skip(f"no bundle from another backend in ${REFERENCE_ENV}; tests/test_backends.py gives one")
+    check_bundle(os.environ[REFERENCE_ENV], os.environ.get(SAVE_TO_ENV, tmp_path))
+
+
+def test_appending_padding_changes_no_real_logit(model):
+    source, target_in, _ = model_inputs()
+    unpadded = logits(model, source, target_in)
+    padded = logits(model, np.pad(source, ((0, 0), (0, 3))), np.pad(target_in, ((0, 0), (0, 2))))
+    real = target_in != 0
+    np.testing.assert_allclose(padded[:, : target_in.shape[1]][real], unpadded[real], rtol=1e-5, atol=1e-5)
+
+
+def test_changing_a_target_token_changes_no_earlier_logit(model):
+    source, target_in, _ = model_inputs()
+    changed = target_in.copy()
+    changed[:, 2] = (changed[:, 2] % (V_T - 4)) + 4  # another real token at position 2
+    before, after = logits(model, source, target_in), logits(model, source, changed)
+    np.testing.assert_allclose(after[:, :2], before[:, :2], rtol=1e-5, atol=1e-6)
+    assert np.abs(after[0, 2:] - before[0, 2:]).max() > 1e-4
+
+
+def test_cached_greedy_decoding_is_the_uncached_decoding(model):
+    source, _, _ = model_inputs()
+    cached = greedy_decode(model, source, 7)
+    uncached = greedy_decode(model, source, 7, use_cache=False)
+    np.testing.assert_array_equal(numpy(cached[0]), numpy(uncached[0]))
+    np.testing.assert_allclose(numpy(cached[1]), numpy(uncached[1]), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("decoder", [greedy_decode, beam_search])
+def test_decoders_of_an_empty_batch_return_empty_results(model, decoder):
+    ids, scores = decoder(model, np.zeros((0, 4), "int32"), 5)
+    assert tuple(ids.shape) == (0, 5) and tuple(scores.shape) == (0,)
+
+
+def test_first_adam_step_moves_every_embedding_entry_of_a_batch_token_by_the_learning_rate():
+    # Adam's first step is `lr * g / (|g| + epsilon)`, with `g` the summed gradient of every
+    # occurrence of a token; ids 5 and 9 occur twice, 7 once, the others not at all.
+    ids = np.array([[5, 5, 7, 0], [5, 9, 9, 0]], "int32")
+    weights = np.random.default_rng(0).normal(size=(2, 4, 8)).astype("float32")
+    token_ids = keras.Input((None,), dtype="int32")
+    embedding = keras.Model(token_ids, TokenEmbedding(V_S, 8)(token_ids))
+    embedding.compile(keras.optimizers.Adam(0.01, epsilon=1e-12), loss=lambda y, outputs: ops.sum(outputs * y))
+    before = embedding.get_weights()[0]
+    embedding.fit(ids, weights, batch_size=2, epochs=1, verbose=0)
+    moved = np.abs(embedding.get_weights()[0] - before) / 0.01  # [V, D], in learning rates
+    in_batch = np.isin(np.arange(V_S), [5, 7, 9])
+    np.testing.assert_allclose(moved[in_batch], 1.0, rtol=1e-4)
+    np.testing.assert_array_equal(moved[~in_batch], 0.0)
