@@ -196,6 +196,7 @@ class ModelConfig(_JsonConfig):
 
 
 _FILE_PAIRS = ("train_files", "validation_files", "test_files")
+CASE_FOLDING_CHOICES = ("auto", "on", "off")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 
@@ -249,6 +250,13 @@ class TrainConfig(_JsonConfig):
     tfds_data_dir: str = _field("", "TFDS data directory (empty: TFDS's default).")
     train_size: int = _field(
         0, "Training pairs to use: the first N of the files or dataset, or N generated; 0 = all (built-in: 20000)."
+    )
+    source_case_folding: str = _field(
+        "auto",
+        "Fold the case of source text (vocabulary, training and the exported graph), so that MARCH, March and "
+        "march read alike: on, off (lossless, case kept), or auto (on for the built-in dates, off for files and "
+        "tfds).",
+        choices=CASE_FOLDING_CHOICES,
     )
     joint_vocab: bool = _field(False, "Learn one vocabulary from both sides (size --source-vocab-size) and share it.")
     source_vocab_size: int = _field(
@@ -322,7 +330,11 @@ class TrainConfig(_JsonConfig):
         for name in ("train_size", "batch_tokens", "validation_bleu_sentences", "checkpoint_every_steps"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ValueError(f"`{name}` must be an int >= 0. Received: {getattr(self, name)!r}")
-        for name, allowed in (("precision", PRECISIONS), ("strategy", STRATEGIES)):
+        for name, allowed in (
+            ("precision", PRECISIONS),
+            ("strategy", STRATEGIES),
+            ("source_case_folding", CASE_FOLDING_CHOICES),
+        ):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"`{name}` must be one of {allowed}. Received: {getattr(self, name)!r}")
         if self.preset not in PRESETS:
@@ -331,6 +343,13 @@ class TrainConfig(_JsonConfig):
             raise ValueError(f"`learning_rate_scale` must be positive. Received: {self.learning_rate_scale}")
         self._validate_corpus()
         return self
+
+    @property
+    def folds_source_case(self):
+        """Whether the source tokenizer folds case: `source_case_folding`, with auto resolved by the corpus."""
+        if self.source_case_folding == "auto":
+            return self.corpus == "builtin"
+        return self.source_case_folding == "on"
 
     def __post_init__(self):
         # JSON gives lists; the run's saved config must compare equal to the flags' tuples.

@@ -23,6 +23,7 @@ from pathlib import Path
 import keras
 import numpy as np
 import tensorflow as tf
+import tensorflow_text as tf_text
 
 from keras_transformer.checkpoints import CheckpointError, PeriodicCheckpoint, checkpoint_path, restore_checkpoint
 from keras_transformer.config import ModelConfig, TrainConfig, preset
@@ -81,18 +82,42 @@ def _tokenizers(run_dir, train_config, train_text):
     vocabulary learned from both sides is written to both files.
     """
     paths = {side: Path(run_dir) / f"{side}_vocab.txt" for side in ("source", "target")}
+    fold = train_config.folds_source_case
     if not all(path.is_file() for path in paths.values()):
         if train_config.joint_vocab:
-            joint = learn_vocabulary(train_text.sources + train_text.targets, train_config.source_vocab_size)
+            # One vocabulary for both sides: the folded source words' pieces beside the target's.
+            words = _folded(train_text.sources) if fold else list(train_text.sources)
+            joint = learn_vocabulary(words + list(train_text.targets), train_config.source_vocab_size)
             vocabularies = {"source": joint, "target": joint}
         else:
             vocabularies = {
-                "source": learn_vocabulary(train_text.sources, train_config.source_vocab_size),
+                "source": learn_vocabulary(train_text.sources, train_config.source_vocab_size, case_folding=fold),
                 "target": learn_vocabulary(train_text.targets, train_config.target_vocab_size),
             }
         for side, path in paths.items():
             write_vocabulary(vocabularies[side], path)
-    return tuple(SubwordTokenizer(str(paths[side]), name=f"{side}_tokenizer") for side in ("source", "target"))
+    return _make_tokenizers(run_dir, train_config)
+
+
+def _folded(texts):
+    """`texts` case-folded as the source tokenizer folds them (in-graph, in batches)."""
+    folded = []
+    for start in range(0, len(texts), 4096):
+        batch = tf.constant([text.encode("utf-8", "surrogatepass") for text in texts[start : start + 4096]])
+        folded.extend(text.decode("utf-8", "replace") for text in tf_text.case_fold_utf8(batch).numpy().tolist())
+    return folded
+
+
+def _make_tokenizers(run_dir, train_config):
+    """`(source, target)` `SubwordTokenizer`s over RUN_DIR's vocabularies; the source one folds case if configured."""
+    return tuple(
+        SubwordTokenizer(
+            str(Path(run_dir) / f"{side}_vocab.txt"),
+            name=f"{side}_tokenizer",
+            case_folding=side == "source" and train_config.folds_source_case,
+        )
+        for side in ("source", "target")
+    )
 
 
 def prepare_run(train_config, model_overrides=None, resume=False, log=print, replicas=1):
@@ -486,8 +511,7 @@ def load_run(run_dir):
     train_config = TrainConfig.load(run_dir / TRAIN_CONFIG_FILE)
     model_config = ModelConfig.load(run_dir / MODEL_CONFIG_FILE)
     model = keras.models.load_model(run_dir / MODEL_FILE)
-    source_tokenizer = SubwordTokenizer(str(run_dir / "source_vocab.txt"), name="source_tokenizer")
-    target_tokenizer = SubwordTokenizer(str(run_dir / "target_vocab.txt"), name="target_tokenizer")
+    source_tokenizer, target_tokenizer = _make_tokenizers(run_dir, train_config)
     translator = make_translator(model, model_config, source_tokenizer, target_tokenizer, run_dir, train_config)
     return train_config, model_config, model, translator
 

@@ -517,3 +517,58 @@ def test_saved_model_assets_reload_and_ops(tmp_path, vocab):
 def test_saved_model_op_types_missing_dir(tmp_path):
     with pytest.raises(FileNotFoundError, match="saved_model.pb"):
         saved_model_op_types(tmp_path)
+
+
+# ---------------------------------------------------------------------------
+# Case folding (on for the built-in dates, off by default)
+# ---------------------------------------------------------------------------
+CASE_TEXTS = ["MARCH 21, 1987", "March 21, 1987", "march 21, 1987", "mArCh  21 ,1987", "Die STRASSE Über"]
+
+
+@pytest.fixture(scope="module")
+def folding_vocab_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("folded") / "source_vocab.txt"
+    write_vocabulary(learn_vocabulary(CORPUS, REQUESTED_VOCAB_SIZE, case_folding=True), path)
+    return path
+
+
+def test_folded_vocabulary_has_no_upper_case(folding_vocab_file):
+    tokens = read_vocabulary(folding_vocab_file)[len(RESERVED_TOKENS) :]
+    assert not [token for token in tokens if token != token.lower()]
+    assert "the" in tokens and "fox" in tokens
+
+
+def test_case_folding_tokenizes_any_case_alike(folding_vocab_file):
+    tokenizer = SubwordTokenizer(str(folding_vocab_file), case_folding=True)
+    assert tokenizer.case_folding
+    ids, texts = _round_trip(tokenizer, CASE_TEXTS)
+    rows = ids.to_list()
+    assert rows[0] == rows[1] == rows[2]
+    assert UNK_ID not in [i for row in rows for i in row]
+    assert texts == [" ".join(t.casefold().split()) for t in CASE_TEXTS]
+
+
+def test_default_tokenizer_keeps_case(tokenizer):
+    assert not tokenizer.case_folding
+    ids, texts = _round_trip(tokenizer, CORPUS[:2] + ["Mixed CaSe WoRdS"])
+    assert texts == [_clean(t) for t in CORPUS[:2]] + ["Mixed CaSe WoRdS"]
+    assert ids.to_list()[0] != ids.to_list()[1]
+
+
+def test_case_folding_must_be_a_bool(folding_vocab_file):
+    with pytest.raises(TypeError, match="case_folding"):
+        SubwordTokenizer(str(folding_vocab_file), case_folding="on")
+
+
+def test_case_folding_saved_model_folds_in_graph(tmp_path, folding_vocab_file):
+    module = _RoundTrip(SubwordTokenizer(str(folding_vocab_file), case_folding=True))
+    tf.saved_model.save(module, str(tmp_path / "export"), signatures={"serving_default": module.round_trip})
+    assert assert_ops_servable(saved_model_op_types(tmp_path / "export")) == [
+        "CaseFoldUTF8",
+        "NormalizeUTF8",
+        "WordpieceTokenizeWithOffsets",
+    ]
+    loaded = tf.saved_model.load(str(tmp_path / "export"))
+    served = loaded.signatures["serving_default"](texts=tf.constant(CASE_TEXTS))
+    assert _np_strings(served["text"]) == [" ".join(t.casefold().split()) for t in CASE_TEXTS]
+    np.testing.assert_array_equal(served["ids"].numpy()[0], served["ids"].numpy()[1])
