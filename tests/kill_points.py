@@ -4,7 +4,7 @@
 
 POINT says where the process dies, N which occurrence in this process (from 1):
     step        as the Nth optimizer step begins
-    checkpoint  while writing the Nth checkpoint (its weights written, the rest not)
+    checkpoint  while writing the Nth checkpoint (its state archive written, its manifest not)
     validation  as the Nth validation pass begins
     export      with the SavedModel written into its staging folder, before it is renamed
     never       not at all: the run finishes
@@ -18,6 +18,7 @@ import signal
 import sys
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from keras_transformer.cli import main
@@ -47,7 +48,7 @@ def arm(point, occurrence):
     if point == "step":
         _kill_on(keras.callbacks.CallbackList, "on_train_batch_begin", occurrence, after=False)
     elif point == "checkpoint":
-        _kill_on(keras.Model, "save_weights", occurrence, after=True)
+        _kill_on(np, "savez", occurrence, after=True)  # what `checkpoints.save_checkpoint` writes with
     elif point == "validation":
         _kill_on(keras.callbacks.CallbackList, "on_test_begin", occurrence, after=False)
     elif point == "export":

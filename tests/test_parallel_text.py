@@ -166,7 +166,7 @@ def tiny_flags(root):
         "--warmup-steps",
         "10",
         "--source-vocab-size",
-        "120",
+        "300",
         "--target-vocab-size",
         "40",
         "--beam-size",
