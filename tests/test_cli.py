@@ -7,10 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import keras
 import pytest
 import tensorflow as tf
-from conftest import TINY_MODEL, tiny_train_config
+from conftest import tiny_train_config
 
 from keras_transformer import cli, runs
 from keras_transformer.cli import main
@@ -220,46 +219,6 @@ def test_config_file_that_is_not_json_is_rejected(tmp_path, capsys):
 def test_resume_without_a_run_is_an_error(tmp_path, capsys):
     assert main(["train", "--resume", "--run-dir", str(tmp_path / "nothing")]) == 2
     assert "Nothing to resume" in capsys.readouterr().err
-
-
-class _InterruptAfterEpoch(keras.callbacks.Callback):
-    def __init__(self, epoch):
-        super().__init__()
-        self.epoch = epoch
-
-    def on_epoch_end(self, epoch, logs=None):
-        if epoch == self.epoch:
-            raise KeyboardInterrupt
-
-
-@pytest.mark.slow
-def test_interrupted_training_resumes_from_its_last_epoch(tmp_path, capsys):
-    train_config = tiny_train_config(tmp_path, epochs=3)
-    with pytest.raises(KeyboardInterrupt):
-        runs.train(
-            train_config, dict(TINY_MODEL), log=lambda line: None, verbose=0, extra_callbacks=[_InterruptAfterEpoch(0)]
-        )
-    assert not (tmp_path / "run" / "summary.json").exists()
-
-    # The run is kept: starting it again without --resume refuses to overwrite it ...
-    argv = ["train", "--run-dir", train_config.run_dir, "--export-dir", train_config.export_dir]
-    assert main(argv) == 2
-    assert "already holds a run; pass --resume" in capsys.readouterr().err
-    # ... changing the experiment while resuming is refused ...
-    assert main([*argv, "--resume", "--d-model", "64"]) == 2
-    assert "Cannot change d_model" in capsys.readouterr().err
-    # ... and --resume finishes the remaining epochs with the saved configs.
-    assert main([*argv, "--resume"]) == 0
-    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    test = summary["test"]
-    assert capsys.readouterr().out.splitlines()[-1] == (
-        f"Done in {summary['total_seconds']:.0f} s: test exact match {test['exact_match']:.2%}, "
-        f"BLEU {test['bleu']}; exported to {summary['export_path']}"
-    )
-    assert summary["epochs_this_session"] == 2
-    assert summary["train_config"] == train_config.to_dict()
-    model = keras.models.load_model(summary["model_path"])
-    assert int(model.optimizer.iterations.numpy()) == 3 * train_config.steps_per_epoch
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from keras_transformer.checkpoints import STATE_FILE, checkpoint_path, checkpoint_steps
+from keras_transformer.cli import main
 from keras_transformer.data import dates
 
 KILL_POINTS = Path(__file__).with_name("kill_points.py")
@@ -70,7 +71,7 @@ def _weights(run_dir):
 
 
 @pytest.mark.slow
-def test_a_run_killed_again_and_again_ends_with_the_weights_of_one_never_killed(tmp_path):
+def test_a_run_killed_again_and_again_ends_with_the_weights_of_one_never_killed(tmp_path, capsys):
     corpus = _write_corpus(tmp_path)
     reference = _flags(corpus, tmp_path / "reference")
     flags = _flags(corpus, tmp_path / "killed")
@@ -104,6 +105,13 @@ def test_a_run_killed_again_and_again_ends_with_the_weights_of_one_never_killed(
     assert checkpoint_steps(checkpoints) == [12, 10]
     assert not versions.exists() or not [path for path in versions.iterdir() if path.name.isdigit()]
 
+    # The run is kept: starting it again without --resume refuses to overwrite it, and changing
+    # the experiment while resuming is refused (the same model flags again are accepted).
+    assert main(["train", *flags]) == 2
+    assert "already holds a run; pass --resume" in capsys.readouterr().err
+    assert main(["train", *flags, "--resume", "--d-model", "64"]) == 2
+    assert "Cannot change d_model when resuming" in capsys.readouterr().err
+
     # Resumed after the last step: nothing left to train; evaluated and exported as version 1.
     result = _train(flags, resume=True)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -111,6 +119,12 @@ def test_a_run_killed_again_and_again_ends_with_the_weights_of_one_never_killed(
     assert [path.name for path in versions.iterdir() if path.name.isdigit()] == ["1"]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["checkpoints"]["resumed_from_step"] == EPOCHS * STEPS_PER_EPOCH
+    assert summary["epochs_this_session"] == 0 and summary["train_config"]["epochs"] == EPOCHS
+    test = summary["test"]
+    assert result.stdout.splitlines()[-1] == (
+        f"Done in {summary['total_seconds']:.0f} s: test exact match {test['exact_match']:.2%}, "
+        f"BLEU {test['bleu']}; exported to {summary['export_path']}"
+    )
 
     # The same weights as the run that was never killed (the moving averages, swapped in at the end).
     expected = _weights(tmp_path / "reference" / "run")
