@@ -16,7 +16,7 @@ anything, so a checkpoint damaged later (a truncated copy, a bad disk) is report
 over for the one before it. The newest `keep` checkpoints are kept.
 
 One NumPy archive rather than `Model.save_weights`: the same variables (and the seed generators,
-which a weights file leaves out), written about 30 times faster.
+which a weights file leaves out), written about 15 times faster (small preset: 0.25 s against 3.9 s).
 
 Backend-neutral: Keras and NumPy only.
 """
