@@ -196,7 +196,7 @@ class ModelConfig(_JsonConfig):
 
 
 _FILE_PAIRS = ("train_files", "validation_files", "test_files")
-CASE_FOLDING_CHOICES = ("auto", "on", "off")
+NORMALIZATION_CHOICES = ("auto", "on", "off")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 
@@ -251,12 +251,12 @@ class TrainConfig(_JsonConfig):
     train_size: int = _field(
         0, "Training pairs to use: the first N of the files or dataset, or N generated; 0 = all (built-in: 20000)."
     )
-    source_case_folding: str = _field(
+    source_normalization: str = _field(
         "auto",
-        "Fold the case of source text (vocabulary, training and the exported graph), so that MARCH, March and "
-        "march read alike: on, off (lossless, case kept), or auto (on for the built-in dates, off for files and "
-        "tfds).",
-        choices=CASE_FOLDING_CHOICES,
+        "Normalize how source text is typed (vocabulary, training and the exported graph): fold case and split "
+        "digit runs, punctuation and symbols into words, so that 'MARCH 3,1987' and 'march 3 , 1987' read alike. "
+        "on, off (lossless, case and spacing kept), or auto (on for the built-in dates, off for files and tfds).",
+        choices=NORMALIZATION_CHOICES,
     )
     joint_vocab: bool = _field(False, "Learn one vocabulary from both sides (size --source-vocab-size) and share it.")
     source_vocab_size: int = _field(
@@ -333,7 +333,7 @@ class TrainConfig(_JsonConfig):
         for name, allowed in (
             ("precision", PRECISIONS),
             ("strategy", STRATEGIES),
-            ("source_case_folding", CASE_FOLDING_CHOICES),
+            ("source_normalization", NORMALIZATION_CHOICES),
         ):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"`{name}` must be one of {allowed}. Received: {getattr(self, name)!r}")
@@ -345,11 +345,11 @@ class TrainConfig(_JsonConfig):
         return self
 
     @property
-    def folds_source_case(self):
-        """Whether the source tokenizer folds case: `source_case_folding`, with auto resolved by the corpus."""
-        if self.source_case_folding == "auto":
+    def normalizes_source(self):
+        """Whether the source tokenizer normalizes typing: `source_normalization`, auto resolved by the corpus."""
+        if self.source_normalization == "auto":
             return self.corpus == "builtin"
-        return self.source_case_folding == "on"
+        return self.source_normalization == "on"
 
     def __post_init__(self):
         # JSON gives lists; the run's saved config must compare equal to the flags' tuples.

@@ -23,12 +23,11 @@ from pathlib import Path
 import keras
 import numpy as np
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from keras_transformer.checkpoints import CheckpointError, PeriodicCheckpoint, checkpoint_path, restore_checkpoint
 from keras_transformer.config import ModelConfig, TrainConfig, preset
 from keras_transformer.data.parallel_text import load_corpus
-from keras_transformer.data.tokenizers import SubwordTokenizer, learn_vocabulary, write_vocabulary
+from keras_transformer.data.tokenizers import SubwordTokenizer, learn_vocabulary, normalize_text, write_vocabulary
 from keras_transformer.data.translation_batches import EncodedPairs, encode_pairs, make_dataset
 from keras_transformer.distribute import (
     adapt_keras_fit,
@@ -82,16 +81,18 @@ def _tokenizers(run_dir, train_config, train_text):
     vocabulary learned from both sides is written to both files.
     """
     paths = {side: Path(run_dir) / f"{side}_vocab.txt" for side in ("source", "target")}
-    fold = train_config.folds_source_case
+    normalize = train_config.normalizes_source
     if not all(path.is_file() for path in paths.values()):
         if train_config.joint_vocab:
-            # One vocabulary for both sides: the folded source words' pieces beside the target's.
-            words = _folded(train_text.sources) if fold else list(train_text.sources)
+            # One vocabulary for both sides: the normalized source words' pieces beside the target's.
+            words = normalize_text(train_text.sources) if normalize else list(train_text.sources)
             joint = learn_vocabulary(words + list(train_text.targets), train_config.source_vocab_size)
             vocabularies = {"source": joint, "target": joint}
         else:
             vocabularies = {
-                "source": learn_vocabulary(train_text.sources, train_config.source_vocab_size, case_folding=fold),
+                "source": learn_vocabulary(
+                    train_text.sources, train_config.source_vocab_size, normalize_typing=normalize
+                ),
                 "target": learn_vocabulary(train_text.targets, train_config.target_vocab_size),
             }
         for side, path in paths.items():
@@ -99,22 +100,13 @@ def _tokenizers(run_dir, train_config, train_text):
     return _make_tokenizers(run_dir, train_config)
 
 
-def _folded(texts):
-    """`texts` case-folded as the source tokenizer folds them (in-graph, in batches)."""
-    folded = []
-    for start in range(0, len(texts), 4096):
-        batch = tf.constant([text.encode("utf-8", "surrogatepass") for text in texts[start : start + 4096]])
-        folded.extend(text.decode("utf-8", "replace") for text in tf_text.case_fold_utf8(batch).numpy().tolist())
-    return folded
-
-
 def _make_tokenizers(run_dir, train_config):
-    """`(source, target)` `SubwordTokenizer`s over RUN_DIR's vocabularies; the source one folds case if configured."""
+    """`(source, target)` `SubwordTokenizer`s over RUN_DIR's vocabularies; the source one may normalize typing."""
     return tuple(
         SubwordTokenizer(
             str(Path(run_dir) / f"{side}_vocab.txt"),
             name=f"{side}_tokenizer",
-            case_folding=side == "source" and train_config.folds_source_case,
+            normalize_typing=side == "source" and train_config.normalizes_source,
         )
         for side in ("source", "target")
     )

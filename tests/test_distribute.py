@@ -314,7 +314,7 @@ def validation_batches(run_dir, replicas):
     pairs = encode_pairs(
         text.sources,
         text.targets,
-        SubwordTokenizer(str(run_dir / "source_vocab.txt"), case_folding=train_config.folds_source_case),
+        SubwordTokenizer(str(run_dir / "source_vocab.txt"), normalize_typing=train_config.normalizes_source),
         SubwordTokenizer(str(run_dir / "target_vocab.txt")),
         model_config.max_source_len,
         model_config.max_target_len,

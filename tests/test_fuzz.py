@@ -173,7 +173,7 @@ def export(trained_run):
     train_config, summary = trained_run
     path = Path(summary["export_path"])
     config = json.loads((path / "assets" / "model_config.json").read_text())
-    tokenizer = SubwordTokenizer(path / "assets" / "source_vocab.txt", case_folding=train_config.folds_source_case)
+    tokenizer = SubwordTokenizer(path / "assets" / "source_vocab.txt", normalize_typing=train_config.normalizes_source)
     max_source_len = config["max_source_len"]
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])

@@ -26,6 +26,7 @@ from keras_transformer.data.tokenizers import (
     UNK_ID,
     SubwordTokenizer,
     learn_vocabulary,
+    normalize_text,
     read_vocabulary,
     write_vocabulary,
 )
@@ -520,48 +521,70 @@ def test_saved_model_op_types_missing_dir(tmp_path):
 
 
 # ---------------------------------------------------------------------------
-# Case folding (on for the built-in dates, off by default)
+# Typing normalization (on for the built-in dates, off by default)
 # ---------------------------------------------------------------------------
-CASE_TEXTS = ["MARCH 21, 1987", "March 21, 1987", "march 21, 1987", "mArCh  21 ,1987", "Die STRASSE Über"]
+CASE_TEXTS = ["MARCH 21, 1987", "March 21, 1987", "march 21 ,1987", "mArCh  21,1987", "Die STRASSE Über 21st"]
+
+
+def _typing_normalized(text):
+    """Python reference: casefold; digit runs, punctuation and symbols become words."""
+    spaced, previous = "", None
+    for char in text.casefold():
+        kind = unicodedata.category(char)[0]
+        kind = kind if kind in "NPS" else "other"
+        if kind in "PS" or (kind != previous and "N" in (kind, previous)):
+            spaced += " "
+        spaced += char + (" " if kind in "PS" else "")
+        previous = kind
+    return " ".join(spaced.split())
 
 
 @pytest.fixture(scope="module")
 def folding_vocab_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("folded") / "source_vocab.txt"
-    write_vocabulary(learn_vocabulary(CORPUS, REQUESTED_VOCAB_SIZE, case_folding=True), path)
+    write_vocabulary(learn_vocabulary(CORPUS, REQUESTED_VOCAB_SIZE, normalize_typing=True), path)
     return path
 
 
-def test_folded_vocabulary_has_no_upper_case(folding_vocab_file):
+def test_normalized_vocabulary_has_no_upper_case_and_no_digits_inside_words(folding_vocab_file):
     tokens = read_vocabulary(folding_vocab_file)[len(RESERVED_TOKENS) :]
     assert not [token for token in tokens if token != token.lower()]
     assert "the" in tokens and "fox" in tokens
+    mixed = [t for t in tokens if any(c.isdigit() for c in t) and not t.removeprefix("##").isdigit()]
+    assert not mixed
 
 
-def test_case_folding_tokenizes_any_case_alike(folding_vocab_file):
-    tokenizer = SubwordTokenizer(str(folding_vocab_file), case_folding=True)
-    assert tokenizer.case_folding
+def test_normalize_typing_tokenizes_any_case_and_spacing_alike(folding_vocab_file):
+    tokenizer = SubwordTokenizer(str(folding_vocab_file), normalize_typing=True)
+    assert tokenizer.normalize_typing
     ids, texts = _round_trip(tokenizer, CASE_TEXTS)
     rows = ids.to_list()
-    assert rows[0] == rows[1] == rows[2]
+    assert rows[0] == rows[1] == rows[2] == rows[3]
     assert UNK_ID not in [i for row in rows for i in row]
-    assert texts == [" ".join(t.casefold().split()) for t in CASE_TEXTS]
+    assert texts == [_typing_normalized(t) for t in CASE_TEXTS] == normalize_text(CASE_TEXTS)
+    assert texts[-1] == "die strasse über 21 st"
+
+
+def test_normalize_text_matches_the_python_reference_on_mixed_scripts():
+    texts = ["Ünïcode: 12€/٣٤ x_y «quoted» — 3.5", "tab\there!!", "", "日本語、2024年"]
+    assert normalize_text(texts) == [_typing_normalized(t) for t in texts]
+    assert normalize_text(texts, normalize_typing=False) == [" ".join(t.split()) for t in texts]
 
 
 def test_default_tokenizer_keeps_case(tokenizer):
-    assert not tokenizer.case_folding
+    assert not tokenizer.normalize_typing
     ids, texts = _round_trip(tokenizer, CORPUS[:2] + ["Mixed CaSe WoRdS"])
     assert texts == [_clean(t) for t in CORPUS[:2]] + ["Mixed CaSe WoRdS"]
     assert ids.to_list()[0] != ids.to_list()[1]
 
 
-def test_case_folding_must_be_a_bool(folding_vocab_file):
-    with pytest.raises(TypeError, match="case_folding"):
-        SubwordTokenizer(str(folding_vocab_file), case_folding="on")
+def test_normalize_typing_must_be_a_bool(folding_vocab_file):
+    with pytest.raises(TypeError, match="normalize_typing"):
+        SubwordTokenizer(str(folding_vocab_file), normalize_typing="on")
 
 
-def test_case_folding_saved_model_folds_in_graph(tmp_path, folding_vocab_file):
-    module = _RoundTrip(SubwordTokenizer(str(folding_vocab_file), case_folding=True))
+def test_normalize_typing_saved_model_folds_in_graph(tmp_path, folding_vocab_file):
+    module = _RoundTrip(SubwordTokenizer(str(folding_vocab_file), normalize_typing=True))
     tf.saved_model.save(module, str(tmp_path / "export"), signatures={"serving_default": module.round_trip})
     assert assert_ops_servable(saved_model_op_types(tmp_path / "export")) == [
         "CaseFoldUTF8",
@@ -570,5 +593,5 @@ def test_case_folding_saved_model_folds_in_graph(tmp_path, folding_vocab_file):
     ]
     loaded = tf.saved_model.load(str(tmp_path / "export"))
     served = loaded.signatures["serving_default"](texts=tf.constant(CASE_TEXTS))
-    assert _np_strings(served["text"]) == [" ".join(t.casefold().split()) for t in CASE_TEXTS]
+    assert _np_strings(served["text"]) == [_typing_normalized(t) for t in CASE_TEXTS]
     np.testing.assert_array_equal(served["ids"].numpy()[0], served["ids"].numpy()[1])

@@ -14,15 +14,18 @@ Why whitespace + WordPiece:
   (for NFKC-normal text, that is just `" ".join(x.split())`). "Whitespace" means exactly
   Python's `str.isspace` characters, so the in-graph split agrees with `str.split()`.
   Case is kept (no lowercasing) by default, as are punctuation and digits.
-- Optional case folding. `SubwordTokenizer(..., case_folding=True)` folds the case of its input
-  in-graph (tensorflow-text's `case_fold_utf8`, i.e. Unicode NFKC_Casefold: "MARCH" and "March"
-  both become "march") before the split, and `learn_vocabulary(..., case_folding=True)` learns
-  from folded text. The round trip is then lossless up to case:
-  `detokenize(tokenize([x])) == [" ".join(x.casefold().split())]` for NFKC-normal `x`. It is for
-  inputs whose case carries no meaning (the built-in dates); real corpora keep it off.
+- Optional typing normalization, for input whose case and spacing carry no meaning (the
+  built-in dates, typed by people as they please). `SubwordTokenizer(..., normalize_typing=True)`
+  folds case (tensorflow-text's `case_fold_utf8`, i.e. Unicode NFKC_Casefold: "MARCH" and "March"
+  both become "march") and puts a space around every run of digits and every punctuation or
+  symbol character ("3rd,1987" becomes "3 rd , 1987"), in-graph, before the whitespace split;
+  `learn_vocabulary(..., normalize_typing=True)` learns from text normalized the same way
+  (`normalize_text`). The round trip is then lossless up to case and spacing:
+  `detokenize(tokenize([x])) == normalize_text([x])` (whitespace runs collapsed) for NFKC-normal
+  `x`. Real corpora keep it off.
 - Ops a model server has. Tokenization runs inside the exported graph: core TensorFlow ops
-  plus two tensorflow-text ops (`NormalizeUTF8`, `WordpieceTokenizeWithOffsets`; with case
-  folding also `CaseFoldUTF8`) that the TF Text build linked into TF Serving 2.12 to 2.19
+  plus two tensorflow-text ops (`NormalizeUTF8`, `WordpieceTokenizeWithOffsets`; with typing
+  normalization also `CaseFoldUTF8`) that the TF Text build linked into TF Serving 2.12 to 2.19
   provides. `saved_model_op_types` (in `keras_transformer.export`) lists the op types of an
   export so tests can check them against the server's op list.
 - The vocabulary travels with the model. Both lookup tables read the vocabulary file through
@@ -99,29 +102,58 @@ _UNKNOWN_SENTINEL = b"\xff"
 _LEARN_BATCH_SIZE = 1024
 
 
-def split_words(texts, case_folding=False) -> tf.RaggedTensor:
-    """The text pipeline shared by vocabulary learning and `SubwordTokenizer.tokenize`.
+# Typing normalization: a run of digits, or one punctuation or symbol character, becomes a word.
+_TYPED_UNIT_RE = r"(\pN+|[\pP\pS])"
 
-    Replaces invalid UTF-8 by U+FFFD, applies Unicode NFKC (NFKC_Casefold with `case_folding`),
-    and splits on runs of whitespace (Python's `str.isspace` set).
 
-    Args:
-      texts: `tf.string [batch]`.
-      case_folding: fold case ("MARCH" -> "march"); by default case is kept.
-
-    Returns:
-      `tf.string` RaggedTensor `[batch, (words)]`.
-    """
+def _clean(texts, normalize_typing):
+    """`texts` transcoded (invalid UTF-8 -> U+FFFD), NFKC-normalized, optionally typing-normalized."""
     texts = tf.convert_to_tensor(texts, dtype=tf.string)
     texts = tf.strings.unicode_transcode(
         texts, input_encoding="UTF-8", output_encoding="UTF-8", errors="replace", replacement_char=0xFFFD
     )
     texts = tf_text.normalize_utf8(texts, "NFKC")
-    if case_folding:
+    if normalize_typing:
         texts = tf_text.case_fold_utf8(texts)
+        texts = tf.strings.regex_replace(texts, _TYPED_UNIT_RE, r" \1 ")
     # After NFKC: compatibility forms such as U+00A8 decompose to " " + combining mark.
-    texts = tf.strings.regex_replace(texts, _WHITESPACE_RUN_RE, " ")
-    return tf.strings.split(texts)
+    return tf.strings.regex_replace(texts, _WHITESPACE_RUN_RE, " ")
+
+
+def split_words(texts, normalize_typing=False) -> tf.RaggedTensor:
+    """The text pipeline shared by vocabulary learning and `SubwordTokenizer.tokenize`.
+
+    Replaces invalid UTF-8 by U+FFFD, applies Unicode NFKC, optionally normalizes typing (see
+    `normalize_text`), and splits on runs of whitespace (Python's `str.isspace` set).
+
+    Args:
+      texts: `tf.string [batch]`.
+      normalize_typing: fold case and split digit runs, punctuation and symbols into words
+        ("March 3,1987" -> "march", "3", ",", "1987"); by default case and words are kept.
+
+    Returns:
+      `tf.string` RaggedTensor `[batch, (words)]`.
+    """
+    return tf.strings.split(_clean(texts, normalize_typing))
+
+
+def normalize_text(texts, normalize_typing=True) -> list[str]:
+    """Texts as `split_words` sees them, words joined by one space (eager, in batches).
+
+    Args:
+      texts: a sequence of `str`.
+      normalize_typing: as in `split_words`.
+
+    Returns:
+      One `str` per text: `"MARCH 3,1987"` -> `"march 3 , 1987"`.
+    """
+    normalized = []
+    for start in range(0, len(texts), _LEARN_BATCH_SIZE):
+        batch = [text.encode("utf-8", "surrogatepass") for text in texts[start : start + _LEARN_BATCH_SIZE]]
+        words = split_words(tf.constant(batch, dtype=tf.string), normalize_typing)
+        joined = tf.strings.reduce_join(words, axis=1, separator=" ").numpy()
+        normalized.extend(text.decode("utf-8") for text in joined)
+    return normalized
 
 
 def _as_utf8_bytes(text) -> bytes:
@@ -144,23 +176,23 @@ def _batches(texts: Iterable, size: int) -> Iterator[list[bytes]]:
         yield batch
 
 
-def _count_words(texts: Iterable, case_folding: bool = False) -> tuple[collections.Counter, int]:
+def _count_words(texts: Iterable, normalize_typing: bool = False) -> tuple[collections.Counter, int]:
     """Counts words exactly as the tokenizer splits them (runs `split_words` eagerly)."""
     counts: collections.Counter = collections.Counter()
     num_texts = 0
     for batch in _batches(texts, _LEARN_BATCH_SIZE):
         num_texts += len(batch)
-        words = split_words(tf.constant(batch, dtype=tf.string), case_folding).flat_values.numpy()
+        words = split_words(tf.constant(batch, dtype=tf.string), normalize_typing).flat_values.numpy()
         counts.update(words.tolist())
     # Transcoding made every word valid UTF-8.
     return collections.Counter({w.decode("utf-8"): c for w, c in counts.items()}), num_texts
 
 
-def learn_vocabulary(texts: Iterable[str], vocab_size: int, case_folding: bool = False) -> list[str]:
+def learn_vocabulary(texts: Iterable[str], vocab_size: int, normalize_typing: bool = False) -> list[str]:
     """Learns a WordPiece vocabulary of at most `vocab_size` tokens from training text.
 
     Words are counted after the same cleaning and whitespace split as
-    `SubwordTokenizer.tokenize` uses (case folded too with `case_folding`), then fed to tensorflow-text's
+    `SubwordTokenizer.tokenize` uses (typing-normalized too with `normalize_typing`), then fed to tensorflow-text's
     `wordpiece_tokenizer_learner_lib.learn` (with `lower_thresh=1` so that small corpora come
     close to `vocab_size`; its default of 10 leaves them far below).
 
@@ -172,7 +204,7 @@ def learn_vocabulary(texts: Iterable[str], vocab_size: int, case_folding: bool =
     Args:
       texts: iterable of `str` (or UTF-8 `bytes`); one sentence or document each.
       vocab_size: maximum number of tokens, reserved tokens included.
-      case_folding: learn from case-folded text, for a `SubwordTokenizer(..., case_folding=True)`.
+      normalize_typing: learn from typing-normalized text, for a `SubwordTokenizer(..., normalize_typing=True)`.
 
     Returns:
       The vocabulary, a list of at most `vocab_size` unique tokens.
@@ -192,7 +224,7 @@ def learn_vocabulary(texts: Iterable[str], vocab_size: int, case_folding: bool =
     if isinstance(texts, (str, bytes)):
         raise TypeError("texts must be an iterable of strings, not a single string")
 
-    counts, num_texts = _count_words(texts, bool(case_folding))
+    counts, num_texts = _count_words(texts, bool(normalize_typing))
     if not counts:
         raise ValueError(f"cannot learn a vocabulary from an empty corpus: {num_texts} text(s) containing no words")
 
@@ -348,16 +380,18 @@ class SubwordTokenizer(tf.Module):
     Args:
       vocab_path: vocabulary file (see `read_vocabulary`); it is validated here.
       name: module name.
-      case_folding: fold the case of the input text in `tokenize` (in-graph, so an export does
-        too); use it with a vocabulary learned by `learn_vocabulary(..., case_folding=True)`.
-        Off by default: tokenization is lossless, case included.
+      normalize_typing: fold case and split digit runs, punctuation and symbols into words in
+        `tokenize` (in-graph, so an export does too; see `split_words`); use it with a vocabulary
+        learned by `learn_vocabulary(..., normalize_typing=True)`.
+        Off by default: tokenization is lossless, case and spacing included.
     """
 
-    def __init__(self, vocab_path, name=None, case_folding=False):
+    def __init__(self, vocab_path, name=None, normalize_typing=False):
         super().__init__(name=name)
-        if not isinstance(case_folding, bool):
-            raise TypeError(f"case_folding must be a bool, got {type(case_folding).__name__}: {case_folding!r}")
-        self._case_folding = case_folding
+        if not isinstance(normalize_typing, bool):
+            kind = type(normalize_typing).__name__
+            raise TypeError(f"normalize_typing must be a bool, got {kind}: {normalize_typing!r}")
+        self._normalize_typing = normalize_typing
         vocab_path = os.fspath(vocab_path)
         tokens = read_vocabulary(vocab_path)
         self._vocab_path = vocab_path
@@ -401,9 +435,9 @@ class SubwordTokenizer(tf.Module):
         return self._vocab_size
 
     @property
-    def case_folding(self) -> bool:
-        """Whether `tokenize` folds case ("MARCH" and "March" tokenize as "march")."""
-        return self._case_folding
+    def normalize_typing(self) -> bool:
+        """Whether `tokenize` normalizes typing ("MARCH 3,1987" tokenizes as "march 3 , 1987")."""
+        return self._normalize_typing
 
     @property
     def vocab_path(self) -> str:
@@ -429,12 +463,13 @@ class SubwordTokenizer(tf.Module):
         Returns:
           `int32` RaggedTensor `[batch, (pieces)]`, all words of a sentence in one row; no
           `<s>`/`</s>`. An empty or all-whitespace text gives an empty row. With
-          `case_folding`, text differing only in case gives the same ids.
+          `normalize_typing`, text differing only in case or in spacing around digits and
+          punctuation gives the same ids.
         """
         texts = tf.convert_to_tensor(texts, dtype=tf.string)
         if texts.shape.rank is not None and texts.shape.rank != 1:
             raise ValueError(f"texts must have shape [batch], got {texts.shape}")
-        words = split_words(texts, self._case_folding)  # [batch, (words)]
+        words = split_words(texts, self._normalize_typing)  # [batch, (words)]
         if max_words is not None:
             words = words[:, :max_words]  # [batch, (words <= max_words)]
         pieces, starts, _ = self._wordpiece.tokenize_with_offsets(words)
