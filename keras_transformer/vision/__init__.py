@@ -1,0 +1,36 @@
+"""Attention in vision: channel, spatial and mixed attention layers, a task that needs them, models.
+
+The three kinds of visual attention, each a layer of `keras.ops` (any Keras backend), channels-last,
+for feature maps of any spatial size:
+
+    channel   SqueezeExcitation, SelectiveKernel, ChannelAttention    which feature maps matter
+    spatial   SpatialAttention, SpatialTransformer                    where in the image to look
+    mixed     CBAM (channel then spatial), ResidualAttention          both at once
+
+Every layer returns its attention on request (`return_attention_scores=True`): channel weights,
+a spatial map or an affine transform, never stored on the layer.
+
+Shape letters of the vision docstrings and shape comments (not the text model's):
+
+    B  batch size
+    H  height, W width of a feature map (or image)
+    C  channels
+    R  reduced width of a bottleneck, C // reduction
+    M  branches of a SelectiveKernel
+"""
+
+from keras_transformer.vision.channel import ChannelAttention, SelectiveKernel, SqueezeExcitation
+from keras_transformer.vision.mixed import CBAM, ResidualAttention
+from keras_transformer.vision.spatial import SpatialAttention, SpatialTransformer, affine_grid, bilinear_sample
+
+__all__ = [
+    "CBAM",
+    "ChannelAttention",
+    "ResidualAttention",
+    "SelectiveKernel",
+    "SpatialAttention",
+    "SpatialTransformer",
+    "SqueezeExcitation",
+    "affine_grid",
+    "bilinear_sample",
+]

@@ -1,0 +1,258 @@
+"""Channel attention: one weight per feature map, from the whole image.
+
+A convolution's output channels are detectors of features. Channel attention rescales them per
+image: the feature maps that matter for this image are kept, the others damped. All three layers
+squeeze each channel to one number over the image (global pooling), compute channel weights from
+those numbers with a small bottleneck network, and multiply the feature maps by them:
+
+    SqueezeExcitation   sigmoid(MLP(avg_pool(x)))                       Hu et al. 2018
+    ChannelAttention    sigmoid(MLP(avg_pool(x)) + MLP(max_pool(x)))     CBAM's channel half, Woo et al. 2018
+    SelectiveKernel     softmax over branches of kernels of different sizes, per channel    Li et al. 2019
+"""
+
+import keras
+from keras import ops
+
+
+def check_reduction(reduction):
+    """Check a bottleneck's reduction ratio r (the MLP's hidden width is C // r).
+
+    Args:
+        reduction: the value given as `reduction`.
+
+    Returns:
+        `reduction`, a positive int.
+
+    Raises:
+        ValueError: `reduction` is not a positive int; the message names the value.
+    """
+    if not isinstance(reduction, int) or isinstance(reduction, bool) or reduction < 1:
+        raise ValueError(f"`reduction` must be a positive int. Received: reduction={reduction!r}")
+    return reduction
+
+
+def channels_of(input_shape, layer):
+    """The channel count C of a `[B, H, W, C]` input shape; a `ValueError` naming the shape otherwise."""
+    if len(input_shape) != 4 or input_shape[-1] is None:
+        raise ValueError(
+            f"{layer} takes feature maps [batch, height, width, channels] with a known channel count. "
+            f"Received: input_shape={input_shape}"
+        )
+    return int(input_shape[-1])
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class SqueezeExcitation(keras.layers.Layer):
+    """Squeeze-and-Excitation: a weight per channel from its mean over the image.
+
+    Hu, Shen and Sun 2018, "Squeeze-and-Excitation Networks" (https://arxiv.org/abs/1709.01507),
+    section 3:
+
+        z = mean_{h, w} x[:, h, w, :]                        squeeze: global average pooling, (B, C)
+        s = sigmoid(W_2 relu(W_1 z + b_1) + b_2)             excitation: bottleneck MLP, C -> R -> C
+        outputs = x * s                                      each feature map rescaled by its weight
+
+    with `R = max(1, C // reduction)`. The paper's MLP has no biases in its equations; these
+    `Dense` layers have them, as its reference implementation does.
+
+    Args:
+        reduction: int r >= 1, the bottleneck's reduction ratio (the paper's default is 16; small
+            networks with few channels need a smaller one).
+        **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`).
+
+    Call arguments:
+        inputs: float tensor `[batch, height, width, channels]`.
+        return_attention_scores: bool; if True, also return the channel weights `s`.
+
+    Returns:
+        float tensor `[batch, height, width, channels]`; and the weights `[batch, channels]`, each
+        in (0, 1), if requested.
+
+    Example:
+    >>> se = SqueezeExcitation(reduction=4)
+    >>> outputs, weights = se(np.ones((2, 5, 7, 8), "float32"), return_attention_scores=True)
+    >>> tuple(outputs.shape), tuple(weights.shape)
+    ((2, 5, 7, 8), (2, 8))
+    """
+
+    def __init__(self, reduction=16, **kwargs):
+        super().__init__(**kwargs)
+        self.reduction = check_reduction(reduction)
+
+    def build(self, input_shape):
+        channels = channels_of(input_shape, "SqueezeExcitation")
+        units = max(1, channels // self.reduction)
+        self.squeeze_dense = keras.layers.Dense(units, activation="relu", dtype=self.dtype_policy, name="squeeze")
+        self.squeeze_dense.build((None, channels))
+        self.excite_dense = keras.layers.Dense(channels, activation="sigmoid", dtype=self.dtype_policy, name="excite")
+        self.excite_dense.build((None, units))
+
+    def call(self, inputs, return_attention_scores=False):
+        squeezed = ops.mean(inputs, axis=(1, 2))  # (B, C)
+        weights = self.excite_dense(self.squeeze_dense(squeezed))  # (B, C)
+        outputs = inputs * weights[:, None, None, :]  # (B, H, W, C)
+        return (outputs, weights) if return_attention_scores else outputs
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"reduction": self.reduction})
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class ChannelAttention(keras.layers.Layer):
+    """CBAM's channel attention: average- and max-pooled descriptors through one shared MLP.
+
+    Woo, Park, Lee and Kweon 2018, "CBAM: Convolutional Block Attention Module"
+    (https://arxiv.org/abs/1807.06521), section 3, equation (2):
+
+        M_c = sigmoid(MLP(avg_pool(x)) + MLP(max_pool(x)))    MLP(z) = W_1 relu(W_0 z + b_0) + b_1
+        outputs = x * M_c
+
+    The same MLP (C -> R -> C, `R = max(1, C // reduction)`) reads both descriptors: the maximum
+    keeps the most distinctive response of each feature map, which the mean dilutes over a
+    large image. Squeeze-and-Excitation is this with the average alone.
+
+    Args:
+        reduction: int r >= 1, the MLP's reduction ratio (the paper's default is 16).
+        **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`).
+
+    Call arguments:
+        inputs: float tensor `[batch, height, width, channels]`.
+        return_attention_scores: bool; if True, also return the channel weights `M_c`.
+
+    Returns:
+        float tensor `[batch, height, width, channels]`; and the weights `[batch, channels]` if
+        requested.
+
+    Example:
+    >>> attention = ChannelAttention(reduction=2)
+    >>> tuple(attention(np.ones((1, 3, 3, 4), "float32")).shape)
+    (1, 3, 3, 4)
+    """
+
+    def __init__(self, reduction=16, **kwargs):
+        super().__init__(**kwargs)
+        self.reduction = check_reduction(reduction)
+
+    def build(self, input_shape):
+        channels = channels_of(input_shape, "ChannelAttention")
+        units = max(1, channels // self.reduction)
+        self.hidden_dense = keras.layers.Dense(units, activation="relu", dtype=self.dtype_policy, name="hidden")
+        self.hidden_dense.build((None, channels))
+        self.output_dense = keras.layers.Dense(channels, dtype=self.dtype_policy, name="output")
+        self.output_dense.build((None, units))
+
+    def shared_mlp(self, descriptor):
+        """The MLP both descriptors go through: `[B, C]` -> `[B, C]`, before the sigmoid."""
+        return self.output_dense(self.hidden_dense(descriptor))
+
+    def call(self, inputs, return_attention_scores=False):
+        average = ops.mean(inputs, axis=(1, 2))  # (B, C)
+        maximum = ops.max(inputs, axis=(1, 2))  # (B, C)
+        weights = ops.sigmoid(self.shared_mlp(average) + self.shared_mlp(maximum))  # (B, C)
+        outputs = inputs * weights[:, None, None, :]  # (B, H, W, C)
+        return (outputs, weights) if return_attention_scores else outputs
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"reduction": self.reduction})
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class SelectiveKernel(keras.layers.Layer):
+    """Selective Kernel convolution: branches of different kernel sizes, mixed per channel by a softmax.
+
+    Li, Wang, Hu and Yang 2019, "Selective Kernel Networks" (https://arxiv.org/abs/1903.06586),
+    section 3.1. Split, fuse, select:
+
+        U_m = relu(conv_{k_m}(x))                 split: one convolution per kernel size k_m, (B, H, W, C)
+        U = sum_m U_m                             fuse: element-wise sum of the branches
+        s = mean_{h, w} U                         global average pooling, (B, C)
+        z = relu(W_z s + b_z)                     a compact descriptor, (B, R), R = max(C // reduction, min_units)
+        a_m = softmax_m(A_m z)                    select: a softmax over the M branches, per channel, (B, M, C)
+        outputs = sum_m a_m * U_m
+
+    Each output channel chooses, per image, how much of its receptive field comes from each
+    kernel size: the branch weights of one channel sum to 1.
+
+    Deviation: the paper follows each convolution and `W_z` by batch normalization, and builds
+    its 5x5 branch as a 3x3 convolution with dilation 2; here the convolutions have biases and
+    no normalization, and each kernel size is a plain convolution of that size.
+
+    Args:
+        filters: int C, the output channels of every branch (and of the layer).
+        kernel_sizes: tuple of M >= 2 odd ints, the branches' kernel sizes (the paper's (3, 5)).
+        reduction: int r >= 1, reduction ratio of `z` (the paper's 16).
+        min_units: int L >= 1, the smallest width of `z` (the paper's 32).
+        **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`).
+
+    Call arguments:
+        inputs: float tensor `[batch, height, width, input channels]`.
+        return_attention_scores: bool; if True, also return the branch weights `a`.
+
+    Returns:
+        float tensor `[batch, height, width, filters]`; and the weights `[batch, M, filters]`,
+        summing to 1 over M, if requested.
+
+    Example:
+    >>> sk = SelectiveKernel(filters=8, kernel_sizes=(3, 5), reduction=2, min_units=4)
+    >>> outputs, weights = sk(np.ones((2, 9, 9, 3), "float32"), return_attention_scores=True)
+    >>> tuple(outputs.shape), tuple(weights.shape)
+    ((2, 9, 9, 8), (2, 2, 8))
+    """
+
+    def __init__(self, filters, kernel_sizes=(3, 5), reduction=16, min_units=32, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(filters, int) or isinstance(filters, bool) or filters < 1:
+            raise ValueError(f"`filters` must be a positive int. Received: filters={filters!r}")
+        kernel_sizes = tuple(kernel_sizes)
+        if len(kernel_sizes) < 2 or any(not isinstance(k, int) or k < 1 or k % 2 == 0 for k in kernel_sizes):
+            raise ValueError(
+                f"`kernel_sizes` must be two or more positive odd ints. Received: kernel_sizes={kernel_sizes!r}"
+            )
+        if not isinstance(min_units, int) or isinstance(min_units, bool) or min_units < 1:
+            raise ValueError(f"`min_units` must be a positive int. Received: min_units={min_units!r}")
+        self.filters = filters
+        self.kernel_sizes = kernel_sizes
+        self.reduction = check_reduction(reduction)
+        self.min_units = min_units
+
+    def build(self, input_shape):
+        channels_of(input_shape, "SelectiveKernel")
+        self.branch_convs = []
+        for k in self.kernel_sizes:
+            conv = keras.layers.Conv2D(
+                self.filters, k, padding="same", activation="relu", dtype=self.dtype_policy, name=f"branch_{k}x{k}"
+            )
+            conv.build(input_shape)
+            self.branch_convs.append(conv)
+        units = max(self.filters // self.reduction, self.min_units)
+        self.fuse_dense = keras.layers.Dense(units, activation="relu", dtype=self.dtype_policy, name="fuse")
+        self.fuse_dense.build((None, self.filters))
+        # A_m for every branch at once: (R, M * C), no bias (the paper's A, B).
+        self.select_dense = keras.layers.Dense(
+            len(self.kernel_sizes) * self.filters, use_bias=False, dtype=self.dtype_policy, name="select"
+        )
+        self.select_dense.build((None, units))
+
+    def call(self, inputs, return_attention_scores=False):
+        branches = ops.stack([conv(inputs) for conv in self.branch_convs], axis=1)  # (B, M, H, W, C)
+        descriptor = self.fuse_dense(ops.mean(ops.sum(branches, axis=1), axis=(1, 2)))  # (B, R)
+        logits = ops.reshape(self.select_dense(descriptor), (-1, len(self.kernel_sizes), self.filters))  # (B, M, C)
+        weights = ops.softmax(logits, axis=1)  # (B, M, C)
+        outputs = ops.sum(branches * weights[:, :, None, None, :], axis=1)  # (B, H, W, C)
+        return (outputs, weights) if return_attention_scores else outputs
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "filters": self.filters,
+                "kernel_sizes": list(self.kernel_sizes),
+                "reduction": self.reduction,
+                "min_units": self.min_units,
+            }
+        )
+        return config

@@ -1,0 +1,157 @@
+"""Mixed attention: channel and spatial attention together.
+
+- `CBAM`: channel attention, then spatial attention, in sequence (Woo et al. 2018).
+- `ResidualAttention`: a soft mask over every position and channel, applied as `(1 + M(x)) * T(x)`
+  (Wang et al. 2017).
+"""
+
+import keras
+from keras import ops
+
+from keras_transformer.vision.channel import ChannelAttention, channels_of, check_reduction
+from keras_transformer.vision.spatial import SpatialAttention
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class CBAM(keras.layers.Layer):
+    """Convolutional Block Attention Module: channel attention, then spatial attention.
+
+    Woo, Park, Lee and Kweon 2018, "CBAM: Convolutional Block Attention Module"
+    (https://arxiv.org/abs/1807.06521), section 3, equation (1):
+
+        x' = M_c(x) * x          `ChannelAttention`: what to look for
+        x'' = M_s(x') * x'       `SpatialAttention`: where, from the refined features
+
+    The paper found this order (channel first) better than spatial first or both in parallel.
+
+    Args:
+        reduction: int r >= 1, the channel MLP's reduction ratio (the paper's 16).
+        kernel_size: odd int, the spatial convolution's size (the paper's 7).
+        **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`).
+
+    Call arguments:
+        inputs: float tensor `[batch, height, width, channels]`.
+        return_attention_scores: bool; if True, also return both attentions.
+
+    Returns:
+        float tensor `[batch, height, width, channels]`; and, if requested, a dict
+        `{"channel": [batch, channels], "spatial": [batch, height, width, 1]}`.
+
+    Example:
+    >>> cbam = CBAM(reduction=2, kernel_size=3)
+    >>> outputs, attention = cbam(np.ones((2, 7, 5, 4), "float32"), return_attention_scores=True)
+    >>> tuple(attention["channel"].shape), tuple(attention["spatial"].shape)
+    ((2, 4), (2, 7, 5, 1))
+    """
+
+    def __init__(self, reduction=16, kernel_size=7, **kwargs):
+        super().__init__(**kwargs)
+        self.reduction = check_reduction(reduction)
+        self.kernel_size = kernel_size
+        self.channel_attention = ChannelAttention(reduction, dtype=self.dtype_policy, name="channel_attention")
+        self.spatial_attention = SpatialAttention(kernel_size, dtype=self.dtype_policy, name="spatial_attention")
+
+    def build(self, input_shape):
+        channels_of(input_shape, "CBAM")
+        self.channel_attention.build(input_shape)
+        self.spatial_attention.build(input_shape)
+
+    def call(self, inputs, return_attention_scores=False):
+        # (B, H, W, C) and (B, C), then (B, H, W, C) and (B, H, W, 1):
+        refined, channel_weights = self.channel_attention(inputs, return_attention_scores=True)
+        outputs, spatial_map = self.spatial_attention(refined, return_attention_scores=True)
+        if return_attention_scores:
+            return outputs, {"channel": channel_weights, "spatial": spatial_map}
+        return outputs
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"reduction": self.reduction, "kernel_size": self.kernel_size})
+        return config
+
+
+def upsample_to(x, height, width):
+    """Nearest-neighbour upsampling by 2 of `x [B, h, w, C]`, cut to `[B, height, width, C]`.
+
+    Output row i reads row `i // 2`, so an odd `height` (pooled to `ceil(height / 2)` rows) comes
+    back to exactly `height` rows.
+    """
+    x = ops.take(x, ops.arange(height) // 2, axis=1)  # (B, H, w, C)
+    return ops.take(x, ops.arange(width) // 2, axis=2)  # (B, H, W, C)
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class ResidualAttention(keras.layers.Layer):
+    """Residual attention: a trunk branch, a bottom-up top-down mask branch, and `(1 + M(x)) * T(x)`.
+
+    Wang et al. 2017, "Residual Attention Network for Image Classification"
+    (https://arxiv.org/abs/1704.06904), section 3: an attention module has a trunk branch T that
+    processes the features and a soft mask branch M, in (0, 1) at every position and channel
+    (mixed attention), which first pools to see a wider context, then upsamples back:
+
+        T(x) = relu(conv_3x3(x))                                        trunk, (B, H, W, C)
+        M(x) = sigmoid(conv_1x1(up(relu(conv_3x3(max_pool_2x2(x))))))   mask, (B, H, W, C)
+        outputs = (1 + M(x)) * T(x)                                     attention residual learning
+
+    With plain `M * T` stacked modules would multiply masks below 1 together and fade the
+    features; with `1 + M` a mask near 0 leaves the trunk's features as they are (an identity,
+    as in residual learning) and the mask can only emphasize.
+
+    Deviation: the paper's trunk and mask branches are stacks of residual units, and its mask
+    branch pools and upsamples several times (one pooling per skip level); here each branch has
+    one convolution and the mask one level of pooling (2x2, stride 2; `up` is nearest-neighbour,
+    cut to the input's size, so odd sizes work).
+
+    Args:
+        filters: int C, the output channels of the trunk and of the mask.
+        **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`).
+
+    Call arguments:
+        inputs: float tensor `[batch, height, width, input channels]`.
+        return_attention_scores: bool; if True, also return the mask `M(x)`.
+
+    Returns:
+        float tensor `[batch, height, width, filters]`; and the mask `[batch, height, width,
+        filters]`, each value in (0, 1), if requested.
+
+    Example:
+    >>> block = ResidualAttention(filters=8)
+    >>> outputs, mask = block(np.ones((1, 7, 9, 3), "float32"), return_attention_scores=True)
+    >>> tuple(outputs.shape), tuple(mask.shape)
+    ((1, 7, 9, 8), (1, 7, 9, 8))
+    """
+
+    def __init__(self, filters, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(filters, int) or isinstance(filters, bool) or filters < 1:
+            raise ValueError(f"`filters` must be a positive int. Received: filters={filters!r}")
+        self.filters = filters
+
+    def build(self, input_shape):
+        channels = channels_of(input_shape, "ResidualAttention")
+        self.trunk_conv = keras.layers.Conv2D(
+            self.filters, 3, padding="same", activation="relu", dtype=self.dtype_policy, name="trunk"
+        )
+        self.trunk_conv.build(input_shape)
+        self.mask_pool = keras.layers.MaxPooling2D(2, padding="same", dtype=self.dtype_policy, name="mask_pool")
+        self.mask_conv = keras.layers.Conv2D(
+            self.filters, 3, padding="same", activation="relu", dtype=self.dtype_policy, name="mask_conv"
+        )
+        self.mask_conv.build((None, None, None, channels))
+        self.mask_output_conv = keras.layers.Conv2D(
+            self.filters, 1, activation="sigmoid", dtype=self.dtype_policy, name="mask_output"
+        )
+        self.mask_output_conv.build((None, None, None, self.filters))
+
+    def call(self, inputs, return_attention_scores=False):
+        shape = ops.shape(inputs)
+        trunk = self.trunk_conv(inputs)  # (B, H, W, C)
+        context = self.mask_conv(self.mask_pool(inputs))  # (B, ceil(H/2), ceil(W/2), C)
+        mask = self.mask_output_conv(upsample_to(context, shape[1], shape[2]))  # (B, H, W, C)
+        outputs = (1.0 + mask) * trunk  # (B, H, W, C)
+        return (outputs, mask) if return_attention_scores else outputs
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"filters": self.filters})
+        return config

@@ -1,0 +1,313 @@
+"""Spatial attention: where in the image to look.
+
+Two ways to say where:
+
+    SpatialAttention     a soft map: a weight in (0, 1) per position, from the channel-wise mean
+                         and max maps through a convolution (CBAM's spatial half, Woo et al. 2018)
+    SpatialTransformer   a hard glimpse: an affine transform chosen per image, and the image
+                         resampled through it, so the object comes out centred and upright
+                         (Jaderberg et al. 2015)
+
+Coordinates: `affine_grid` and `bilinear_sample` use normalized coordinates, x from -1 (the
+centre of the left column) to +1 (the centre of the right column), y likewise from the top row
+to the bottom row, whatever the size. Pixel column j of a width-W image is at
+`x = 2 j / (W - 1) - 1` (x = 0 when W = 1).
+"""
+
+import keras
+from keras import ops
+
+from keras_transformer.vision.channel import channels_of
+
+# The identity transform's six parameters, row by row: [[1, 0, 0], [0, 1, 0]].
+IDENTITY = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
+
+
+def normalized_coordinates(size, dtype="float32"):
+    """The normalized coordinates of `size` pixel centres along one axis: -1 ... +1 (0 for a single pixel).
+
+    Args:
+        size: int or scalar int tensor, the number of pixels.
+        dtype: float dtype of the result.
+
+    Returns:
+        float tensor `[size]`: `2 j / (size - 1) - 1` for j = 0 .. size - 1.
+    """
+    positions = ops.cast(ops.arange(size), dtype)
+    last = ops.cast(ops.maximum(size - 1, 1), dtype)
+    return 2.0 * positions / last - ops.cast(ops.minimum(size - 1, 1), dtype)
+
+
+def affine_grid(theta, height, width):
+    """The grid generator: where each output pixel samples the input, under an affine transform.
+
+    Jaderberg et al. 2015, section 3.2, equation (1): an output pixel at normalized `(x_t, y_t)`
+    reads the input at
+
+        (x_s, y_s) = theta @ (x_t, y_t, 1)
+
+    Args:
+        theta: float tensor `[batch, 2, 3]`, the transform from output to input coordinates.
+        height: int (or scalar int tensor), the output height.
+        width: int (or scalar int tensor), the output width.
+
+    Returns:
+        `(x, y)`, float tensors `[batch, height, width]`: the normalized input coordinates each
+        output pixel samples.
+    """
+    theta = ops.cast(theta, "float32")
+    xs = normalized_coordinates(width)  # (W,)
+    ys = normalized_coordinates(height)  # (H,)
+    grid_x = ops.broadcast_to(xs[None, :], (height, width))  # (H, W)
+    grid_y = ops.broadcast_to(ys[:, None], (height, width))  # (H, W)
+    x = theta[:, 0, 0, None, None] * grid_x + theta[:, 0, 1, None, None] * grid_y + theta[:, 0, 2, None, None]
+    y = theta[:, 1, 0, None, None] * grid_x + theta[:, 1, 1, None, None] * grid_y + theta[:, 1, 2, None, None]
+    return x, y  # (B, H, W) each
+
+
+def bilinear_sample(images, x, y):
+    """The bilinear sampler: `images` read at real-valued positions, zero outside the image.
+
+    Jaderberg et al. 2015, section 3.3, equation (5): each output is the sum over the four
+    nearest pixels of `value * max(0, 1 - |x_s - m|) * max(0, 1 - |y_s - n|)`. A neighbour that
+    lies outside the image contributes 0 (zero padding). Differentiable in the images and in the
+    sampling positions (hence in whatever produced them), except on the pixel grid lines, where
+    the gradient in the positions is one-sided.
+
+    Args:
+        images: float tensor `[batch, height, width, channels]`.
+        x: float tensor `[batch, out_height, out_width]`, normalized column positions.
+        y: float tensor `[batch, out_height, out_width]`, normalized row positions.
+
+    Returns:
+        float tensor `[batch, out_height, out_width, channels]`, in the dtype of `images`.
+    """
+    shape = ops.shape(images)
+    batch, height, width, channels = shape[0], shape[1], shape[2], shape[3]
+    out_shape = ops.shape(x)
+    px = (ops.cast(x, "float32") + 1.0) * ops.cast(width - 1, "float32") / 2.0  # (B, h, w), in pixels
+    py = (ops.cast(y, "float32") + 1.0) * ops.cast(height - 1, "float32") / 2.0
+    x0, y0 = ops.floor(px), ops.floor(py)
+    flat = ops.reshape(images, (-1, channels))  # (B * H * W, C)
+    offsets = ops.reshape(ops.arange(batch) * height * width, (-1, 1, 1))  # (B, 1, 1)
+    outputs = 0.0
+    for column, column_weight in ((x0, x0 + 1.0 - px), (x0 + 1.0, px - x0)):
+        for row, row_weight in ((y0, y0 + 1.0 - py), (y0 + 1.0, py - y0)):
+            inside = (
+                (column >= 0.0)
+                & (column <= ops.cast(width - 1, "float32"))
+                & (row >= 0.0)
+                & (row <= ops.cast(height - 1, "float32"))
+            )
+            weight = ops.where(inside, column_weight * row_weight, 0.0)  # (B, h, w)
+            column_index = ops.cast(ops.clip(column, 0.0, ops.cast(width - 1, "float32")), "int32")
+            row_index = ops.cast(ops.clip(row, 0.0, ops.cast(height - 1, "float32")), "int32")
+            index = offsets + row_index * width + column_index  # (B, h, w)
+            values = ops.take(flat, ops.reshape(index, (-1,)), axis=0)  # (B * h * w, C)
+            values = ops.reshape(values, (out_shape[0], out_shape[1], out_shape[2], channels))  # (B, h, w, C)
+            outputs = outputs + ops.cast(weight[..., None], values.dtype) * values
+    return outputs
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class SpatialAttention(keras.layers.Layer):
+    """CBAM's spatial attention: a map from the channel-wise mean and max, through one convolution.
+
+    Woo, Park, Lee and Kweon 2018, "CBAM: Convolutional Block Attention Module"
+    (https://arxiv.org/abs/1807.06521), section 3, equation (3):
+
+        M_s = sigmoid(conv_{k x k}([mean_c(x); max_c(x)]))     (B, H, W, 1), one weight per position
+        outputs = x * M_s
+
+    The convolution (2 input channels, 1 output, no bias as in the paper's equation) sees a
+    `kernel_size` neighbourhood of both maps, so a position's weight depends on its surroundings.
+
+    Args:
+        kernel_size: odd int, the convolution's size (the paper's 7).
+        **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`).
+
+    Call arguments:
+        inputs: float tensor `[batch, height, width, channels]`.
+        return_attention_scores: bool; if True, also return the map `M_s`.
+
+    Returns:
+        float tensor `[batch, height, width, channels]`; and the map `[batch, height, width, 1]`,
+        each value in (0, 1), if requested.
+
+    Example:
+    >>> attention = SpatialAttention(kernel_size=3)
+    >>> outputs, spatial_map = attention(np.ones((1, 5, 6, 4), "float32"), return_attention_scores=True)
+    >>> tuple(spatial_map.shape)
+    (1, 5, 6, 1)
+    """
+
+    def __init__(self, kernel_size=7, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(kernel_size, int) or isinstance(kernel_size, bool) or kernel_size < 1 or kernel_size % 2 == 0:
+            raise ValueError(f"`kernel_size` must be a positive odd int. Received: kernel_size={kernel_size!r}")
+        self.kernel_size = kernel_size
+
+    def build(self, input_shape):
+        channels_of(input_shape, "SpatialAttention")
+        self.map_conv = keras.layers.Conv2D(
+            1, self.kernel_size, padding="same", use_bias=False, dtype=self.dtype_policy, name="map"
+        )
+        self.map_conv.build((None, None, None, 2))
+
+    def call(self, inputs, return_attention_scores=False):
+        pooled = ops.concatenate(
+            [ops.mean(inputs, axis=-1, keepdims=True), ops.max(inputs, axis=-1, keepdims=True)], axis=-1
+        )  # (B, H, W, 2)
+        spatial_map = ops.sigmoid(self.map_conv(pooled))  # (B, H, W, 1)
+        outputs = inputs * spatial_map  # (B, H, W, C)
+        return (outputs, spatial_map) if return_attention_scores else outputs
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"kernel_size": self.kernel_size})
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class SpatialTransformer(keras.layers.Layer):
+    """Spatial Transformer: a localisation net picks an affine transform, the image is resampled through it.
+
+    Jaderberg, Simonyan, Zisserman and Kavukcuoglu 2015, "Spatial Transformer Networks"
+    (https://arxiv.org/abs/1506.02025), section 3:
+
+        theta = f_loc(x)                          localisation net: the 6 affine parameters, (B, 2, 3)
+        (x_s, y_s) = theta @ (x_t, y_t, 1)        grid generator (`affine_grid`), one point per output pixel
+        outputs = bilinear(x, x_s, y_s)           sampler (`bilinear_sample`), differentiable in x and theta
+
+    `theta` maps output coordinates to input coordinates (both normalized to [-1, 1]): a scale
+    below 1 zooms in on part of the image, a translation moves the glimpse, a rotation turns it.
+    The localisation net's last layer starts at zero weights and the identity as its bias, so
+    the layer starts by passing its input through unchanged, and learns from the classification
+    loss alone (no box is ever given) which part of the image to cut out.
+
+    The localisation net, for any image size: `coordinates` appends the normalized x and y of
+    each pixel to the input as two channels; two stride-2 3x3 convolutions (relu,
+    `localization_filters`); a 1x1 convolution scores each position, a softmax over all positions
+    turns the scores into a distribution p; the features, the coordinates and their squares are
+    averaged under p (so the position of the most salient region is read out directly); a relu
+    `Dense(localization_units)`; a `Dense(6)`.
+
+    Deviation: the paper's localisation nets are fully connected or convolutional networks over
+    a fixed-size image; this one pools with a softmax over positions, so that it runs on images
+    of any size and reads the position of what it finds.
+
+    Args:
+        output_size: None (default: the output has the input's height and width) or a pair of
+            ints `(height, width)`, the size of the glimpse (a smaller one downsamples, as the
+            paper's 60x60 -> 30x30 MNIST transformers).
+        localization_filters: pair of ints, the channels of the localisation net's two
+            convolutions.
+        localization_units: int, the width of its hidden dense layer.
+        **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`).
+
+    Call arguments:
+        inputs: float tensor `[batch, height, width, channels]`.
+        theta: optional float tensor `[batch, 2, 3]` (or `[batch, 6]`): a transform to apply
+            instead of the localisation net's.
+        return_attention_scores: bool; if True, also return the transform `theta` `[batch, 2, 3]`.
+
+    Returns:
+        float tensor `[batch, out_height, out_width, channels]`; and `theta` if requested.
+
+    Example:
+    >>> stn = SpatialTransformer(output_size=(12, 12))
+    >>> glimpse, theta = stn(np.ones((2, 30, 31, 1), "float32"), return_attention_scores=True)
+    >>> tuple(glimpse.shape), tuple(theta.shape)
+    ((2, 12, 12, 1), (2, 2, 3))
+    """
+
+    def __init__(self, output_size=None, localization_filters=(8, 16), localization_units=32, **kwargs):
+        super().__init__(**kwargs)
+        if output_size is not None:
+            output_size = tuple(output_size)
+            if len(output_size) != 2 or any(not isinstance(n, int) or n < 1 for n in output_size):
+                raise ValueError(
+                    f"`output_size` must be None or two positive ints. Received: output_size={output_size!r}"
+                )
+        localization_filters = tuple(localization_filters)
+        if len(localization_filters) != 2 or any(not isinstance(n, int) or n < 1 for n in localization_filters):
+            raise ValueError(
+                "`localization_filters` must be two positive ints. "
+                f"Received: localization_filters={localization_filters!r}"
+            )
+        if not isinstance(localization_units, int) or localization_units < 1:
+            raise ValueError(
+                f"`localization_units` must be a positive int. Received: localization_units={localization_units!r}"
+            )
+        self.output_size = output_size
+        self.localization_filters = localization_filters
+        self.localization_units = localization_units
+
+    def build(self, inputs_shape, theta_shape=None):
+        channels = channels_of(inputs_shape, "SpatialTransformer")
+        first, second = self.localization_filters
+        self.first_conv = keras.layers.Conv2D(
+            first, 3, strides=2, padding="same", activation="relu", dtype=self.dtype_policy, name="localization_conv_1"
+        )
+        self.first_conv.build((None, None, None, channels + 2))
+        self.second_conv = keras.layers.Conv2D(
+            second, 3, strides=2, padding="same", activation="relu", dtype=self.dtype_policy, name="localization_conv_2"
+        )
+        self.second_conv.build((None, None, None, first))
+        self.saliency_conv = keras.layers.Conv2D(1, 1, dtype=self.dtype_policy, name="localization_saliency")
+        self.saliency_conv.build((None, None, None, second))
+        self.hidden_dense = keras.layers.Dense(
+            self.localization_units, activation="relu", dtype=self.dtype_policy, name="localization_hidden"
+        )
+        self.hidden_dense.build((None, second + 4))
+        self.theta_dense = keras.layers.Dense(
+            6,
+            kernel_initializer="zeros",
+            bias_initializer=keras.initializers.Constant(IDENTITY),
+            dtype=self.dtype_policy,
+            name="localization_theta",
+        )
+        self.theta_dense.build((None, self.localization_units))
+
+    def localize(self, inputs):
+        """The localisation net: `[B, H, W, C]` images -> `theta` `[B, 2, 3]`."""
+        shape = ops.shape(inputs)
+        x, y = affine_grid(ops.convert_to_tensor([[list(IDENTITY[:3]), list(IDENTITY[3:])]]), shape[1], shape[2])
+        coordinates = ops.stack([x, y], axis=-1)  # (1, H, W, 2)
+        coordinates = ops.broadcast_to(coordinates, (shape[0], shape[1], shape[2], 2))  # (B, H, W, 2)
+        features = ops.concatenate([inputs, ops.cast(coordinates, inputs.dtype)], axis=-1)  # (B, H, W, C + 2)
+        features = self.second_conv(self.first_conv(features))  # (B, H/4, W/4, F)
+        feature_shape = ops.shape(features)
+        scores = ops.reshape(self.saliency_conv(features), (feature_shape[0], -1))  # (B, H/4 * W/4)
+        where = ops.softmax(ops.cast(scores, "float32"), axis=-1)  # (B, N), a distribution over positions
+        fx, fy = affine_grid(ops.convert_to_tensor([[list(IDENTITY[:3]), list(IDENTITY[3:])]]), *feature_shape[1:3])
+        positions = ops.reshape(ops.stack([fx, fy], axis=-1), (-1, 2))  # (N, 2), the cells' coordinates
+        flat = ops.cast(ops.reshape(features, (feature_shape[0], -1, feature_shape[3])), "float32")  # (B, N, F)
+        pooled = ops.einsum("bn,bnf->bf", where, flat)  # (B, F)
+        centre = ops.matmul(where, positions)  # (B, 2)
+        spread = ops.matmul(where, ops.square(positions))  # (B, 2)
+        summary = ops.cast(ops.concatenate([pooled, centre, spread], axis=-1), self.compute_dtype)  # (B, F + 4)
+        return ops.reshape(self.theta_dense(self.hidden_dense(summary)), (-1, 2, 3))  # (B, 2, 3)
+
+    def call(self, inputs, theta=None, return_attention_scores=False):
+        theta = self.localize(inputs) if theta is None else ops.reshape(ops.cast(theta, "float32"), (-1, 2, 3))
+        theta = ops.cast(theta, "float32")
+        if self.output_size is None:
+            shape = ops.shape(inputs)
+            height, width = shape[1], shape[2]
+        else:
+            height, width = self.output_size
+        x, y = affine_grid(theta, height, width)  # (B, h, w) each
+        outputs = bilinear_sample(inputs, x, y)  # (B, h, w, C)
+        return (outputs, theta) if return_attention_scores else outputs
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "output_size": None if self.output_size is None else list(self.output_size),
+                "localization_filters": list(self.localization_filters),
+                "localization_units": self.localization_units,
+            }
+        )
+        return config
