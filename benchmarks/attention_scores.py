@@ -344,6 +344,9 @@ def add_scores_parser(experiments):
     parser.add_argument(
         "--beam-size", type=int, default=4, help="Beam size of the test evaluation (train.py's default); 1 is greedy."
     )
+    parser.add_argument(
+        "--test-size", type=int, default=0, help="Test sentences scored per run; 0: the whole split (1,000)."
+    )
     add_shared_flags(parser, seed=False)
     parser.set_defaults(run=run_scores, check=lambda args: check_scores_args(parser, args))
     return parser
@@ -352,7 +355,7 @@ def add_scores_parser(experiments):
 def check_scores_args(parser, args):
     """`parser.error` on a bad `scores` flag."""
     common.check_at_least(parser, args, ("epochs", "steps_per_epoch", "beam_size"), 1)
-    common.check_at_least(parser, args, ("train_size",), 0)
+    common.check_at_least(parser, args, ("train_size", "test_size"), 0)
 
 
 def build_parser():
@@ -713,12 +716,13 @@ def run_orders(scores, seeds):
 
 
 def train_config(args, seed, run_dir):
-    """The `TrainConfig` of one run: train.py's defaults except preset, budget, seed, beam, folders; float32."""
+    """The `TrainConfig` of one run: train.py's defaults but preset, budget, seed, test size, beam, folders; float32."""
     return TrainConfig(
         preset=args.preset,
         epochs=args.epochs,
         steps_per_epoch=args.steps_per_epoch,
         train_size=args.train_size,
+        test_size=args.test_size,
         beam_size=args.beam_size,
         seed=seed,
         precision="float32",

@@ -251,6 +251,10 @@ class TrainConfig(_JsonConfig):
     train_size: int = _field(
         0, "Training pairs to use: the first N of the files or dataset, or N generated; 0 = all (built-in: 20000)."
     )
+    validation_size: int = _field(
+        0, "Validation pairs to use: the first N of the split; 0 = all (built-in: 1000). Checked every epoch."
+    )
+    test_size: int = _field(0, "Test pairs scored at the end: the first N of the split; 0 = all (built-in: 1000).")
     source_normalization: str = _field(
         "auto",
         "Normalize how source text is typed (vocabulary, training and the exported graph): fold case and split "
@@ -327,7 +331,14 @@ class TrainConfig(_JsonConfig):
             raise ValueError(f"`length_penalty` must be >= 0. Received: {self.length_penalty}")
         if not self.checkpoint_every_seconds >= 0:
             raise ValueError(f"`checkpoint_every_seconds` must be >= 0. Received: {self.checkpoint_every_seconds}")
-        for name in ("train_size", "batch_tokens", "validation_bleu_sentences", "checkpoint_every_steps"):
+        for name in (
+            "train_size",
+            "validation_size",
+            "test_size",
+            "batch_tokens",
+            "validation_bleu_sentences",
+            "checkpoint_every_steps",
+        ):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ValueError(f"`{name}` must be an int >= 0. Received: {getattr(self, name)!r}")
         for name, allowed in (

@@ -63,6 +63,7 @@ RESUMABLE_CHANGES = frozenset(
         "model_name",
         "beam_size",
         "length_penalty",
+        "test_size",
         "strategy",
         "checkpoint_every_steps",
         "checkpoint_every_seconds",

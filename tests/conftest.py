@@ -66,6 +66,8 @@ def tiny_train_config(root, **overrides):
     values = dict(
         preset="tiny",
         train_size=300,
+        validation_size=100,
+        test_size=100,
         source_vocab_size=300,
         target_vocab_size=40,
         epochs=2,

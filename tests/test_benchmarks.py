@@ -384,7 +384,7 @@ def test_scores_flags_are_checked_and_the_runs_rotate_the_scores_from_seed_to_se
 def test_scores_smoke_run_trains_each_score_and_writes_its_figures(tmp_path):
     command = [sys.executable, str(BENCHMARKS / "attention_scores.py"), "scores", "--preset", "tiny"]
     command += ["--epochs", "1", "--steps-per-epoch", "4", "--seeds", "0", "--scores", "scaled_dot,additive"]
-    command += ["--train-size", "300", "--beam-size", "1", "--out", str(tmp_path)]
+    command += ["--train-size", "300", "--test-size", "60", "--beam-size", "1", "--out", str(tmp_path)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert common.cpu_line(common.cpu_info()) in result.stdout.splitlines()
@@ -397,7 +397,7 @@ def test_scores_smoke_run_trains_each_score_and_writes_its_figures(tmp_path):
     assert settings["order"] == [[0, "scaled_dot"], [0, "additive"]]
     assert list(written["scores"]) == ["scaled_dot", "additive"] and len(written["runs"]) == 2
     for run in written["runs"]:
-        assert run["steps"] == 4 and run["test_sentences"] == 1000
+        assert run["steps"] == 4 and run["test_sentences"] == 60
         assert 0 <= run["exact_match_percent"] <= 100 and 0 <= run["bleu"] <= 100
         assert run["ms_per_step_median"] > 0 and run["wall_seconds"] > run["train_seconds"] > 0
     runs = {run["score"]: run for run in written["runs"]}

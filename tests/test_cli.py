@@ -344,7 +344,7 @@ def test_summary_reports_metrics_throughput_and_paths(trained_run):
         "total_seconds",
     ):
         assert key in summary
-    assert summary["test"]["sentences"] == 1000  # its scores: see test_evaluate_export_and_translate_commands
+    assert summary["test"]["sentences"] == train_config.test_size == 100
     assert summary["test"]["bleu_signature"].startswith("nrefs:1|")
 
 

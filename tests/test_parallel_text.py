@@ -134,6 +134,19 @@ def test_train_size_takes_the_first_pairs_of_a_file(tmp_path):
     config = TrainConfig(corpus="files", train_size=5, **pair_files).validate()
     assert load_corpus(config, "train").sources == builtin_corpus("train", size=5)[0]
     assert len(load_corpus(config, "test")) == 20  # only the training split is cut
+    config = TrainConfig(corpus="files", validation_size=7, test_size=3, **pair_files).validate()
+    assert load_corpus(config, "validation").targets == builtin_corpus("validation", size=7)[1]
+    assert load_corpus(config, "test").sources == builtin_corpus("test", size=3)[0]
+    assert len(load_corpus(config, "train")) == 20
+
+
+def test_builtin_held_out_sizes_are_prefixes_of_the_default_splits():
+    config = TrainConfig(validation_size=30, test_size=10, seed=3).validate()
+    for split, size in (("validation", 30), ("test", 10)):
+        text = load_corpus(config, split)
+        assert (text.sources, text.targets) == tuple(pairs[:size] for pairs in builtin_corpus(split, seed=3))
+    with pytest.raises(ValueError, match="test_size"):
+        TrainConfig(test_size=-1).validate()
 
 
 def write_corpus_files(root, sizes=(300, 40, 40), compress=True):

@@ -162,15 +162,15 @@ def load_tfds(name, split, data_dir=None, download=True):
 def load_corpus(train_config, split):
     """A split of the corpus a `TrainConfig` names.
 
-    The training split is cut to `train_config.train_size` pairs (0: all; the built-in
-    corpus then generates its default 20,000).
+    Each split is cut to its first `train_config.{train,validation,test}_size` pairs (0: all; the
+    built-in corpus then generates its default 20,000 / 1,000 / 1,000).
 
     Returns:
         `ParallelText`.
     """
     if split not in SPLITS:
         raise ValueError(f"Unknown split {split!r}; expected one of {SPLITS}")
-    size = train_config.train_size if split == "train" else 0
+    size = getattr(train_config, f"{split}_size")
     if train_config.corpus == "builtin":
         sources, targets = dates.builtin_corpus(split, size=size or None, seed=train_config.seed)
         return ParallelText(sources, targets)
