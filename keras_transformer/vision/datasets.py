@@ -1,0 +1,120 @@
+"""Image classification data as tf.data pipelines: the cluttered glyphs, or a TFDS image dataset.
+
+TensorFlow only (the layers and models are backend-neutral; this module is not). Both sources go
+through the same steps (`prepare_images`): images to float32 in [0, 1], optionally to a fixed
+channel count and size (padded, not stretched, keeping the aspect ratio), then batched as
+`(images [B, H, W, C], labels [B])`:
+
+    image_dataset(data, batch_size, ...)         a `ClutteredGlyphs` (or arrays) in memory
+    tfds_image_dataset(name, split, ...)         a TFDS dataset read with `as_supervised=True`, e.g.
+                                                 "mnist", "cifar10", "caltech_birds2011"
+                                                 (fine-grained birds): whatever the user has
+                                                 downloaded; nothing is downloaded unless
+                                                 `download=True`
+"""
+
+import tensorflow as tf
+
+
+def prepare_images(images, channels=None, image_size=None):
+    """Images to float32 in [0, 1], with `channels` channels and `image_size` height and width.
+
+    Args:
+        images: uint8 (0 .. 255) or float (already in [0, 1]) tensor `[..., H, W, C]`.
+        channels: None (keep), 1 (RGB to grayscale) or 3 (grayscale repeated).
+        image_size: None (keep) or `(height, width)`: resized to fit inside, keeping the aspect
+            ratio, and padded with zeros to exactly that size.
+
+    Returns:
+        float32 tensor `[..., height, width, channels]`.
+    """
+    if images.dtype == tf.uint8:
+        images = tf.cast(images, tf.float32) / 255.0
+    else:
+        images = tf.cast(images, tf.float32)
+    if channels is not None and images.shape[-1] != channels:
+        if channels == 1:
+            images = tf.image.rgb_to_grayscale(images)
+        elif channels == 3:
+            images = tf.image.grayscale_to_rgb(images)
+        else:
+            raise ValueError(f"`channels` must be None, 1 or 3. Received: channels={channels!r}")
+    if image_size is not None:
+        images = tf.image.resize_with_pad(images, *image_size)
+    return images
+
+
+def image_dataset(data, batch_size, shuffle=False, seed=0, repeat=False):
+    """A `ClutteredGlyphs` (or `(images, labels)` arrays) as a batched tf.data pipeline.
+
+    Args:
+        data: a `keras_transformer.vision.cluttered.ClutteredGlyphs`, or a pair of arrays
+            `(images [N, H, W, C], labels [N])`.
+        batch_size: int, examples per batch (the last batch may be smaller).
+        shuffle: bool, shuffle the examples (again every epoch), seeded.
+        seed: int, the shuffle's seed.
+        repeat: bool, repeat forever (for `model.fit(steps_per_epoch=...)`).
+
+    Returns:
+        `tf.data.Dataset` of `(images float32 [B, H, W, C], labels int32 [B])`.
+    """
+    images, labels = (data.images, data.labels) if hasattr(data, "images") else data
+    dataset = tf.data.Dataset.from_tensor_slices((images, tf.cast(labels, tf.int32)))
+    if shuffle:
+        dataset = dataset.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True)
+    if repeat:
+        dataset = dataset.repeat()
+    return dataset.batch(batch_size).map(lambda x, y: (prepare_images(x), y)).prefetch(tf.data.AUTOTUNE)
+
+
+def tfds_image_dataset(
+    name,
+    split,
+    batch_size,
+    image_size=None,
+    channels=None,
+    data_dir=None,
+    download=False,
+    shuffle=False,
+    seed=0,
+    repeat=False,
+):
+    """A TFDS image classification dataset through the same pipeline as the cluttered glyphs.
+
+    Args:
+        name: a TFDS name with `(image, label)` supervised keys, e.g. `"mnist"`, `"cifar10"`,
+            `"caltech_birds2011"`.
+        split: a TFDS split, e.g. `"train"`, `"test"`, `"train[:10%]"`.
+        batch_size: int, examples per batch.
+        image_size: None (the images' own size; needed when they differ, to batch them) or
+            `(height, width)`.
+        channels: None, 1 or 3; see `prepare_images`.
+        data_dir: the TFDS data folder, or None for TFDS's default.
+        download: bool, let TFDS download and prepare the dataset if it is missing.
+        shuffle: bool, shuffle the examples (a buffer of 10,000), seeded.
+        seed: int, the shuffle's seed.
+        repeat: bool, repeat forever.
+
+    Returns:
+        `(dataset, num_classes)`: a `tf.data.Dataset` of `(images float32 [B, H, W, C], labels
+        int32 [B])` and the number of classes of the dataset's label feature.
+
+    Raises:
+        ValueError: the dataset cannot be loaded (not installed, not downloaded); the message
+            names it.
+    """
+    import tensorflow_datasets as tfds
+
+    try:
+        dataset, info = tfds.load(
+            name, split=split, data_dir=data_dir, as_supervised=True, download=download, with_info=True
+        )
+    except Exception as error:  # tfds raises several types for a missing or unknown dataset
+        raise ValueError(f"Cannot load TFDS dataset {name!r} (split {split!r}): {error}") from error
+    num_classes = info.features[info.supervised_keys[1]].num_classes
+    if shuffle:
+        dataset = dataset.shuffle(10_000, seed=seed, reshuffle_each_iteration=True)
+    if repeat:
+        dataset = dataset.repeat()
+    dataset = dataset.map(lambda x, y: (prepare_images(x, channels, image_size), tf.cast(y, tf.int32)))
+    return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE), num_classes
