@@ -212,7 +212,7 @@ def generate(
     low, high = object_scale
     if not 0.1 <= low <= high <= 0.9:
         raise ValueError(
-            f"`object_scale` must be (low, high) with 0.1 <= low <= high <= 0.9. Received: object_scale={object_scale!r}"
+            f"`object_scale` must be (low, high), 0.1 <= low <= high <= 0.9. Received: object_scale={object_scale!r}"
         )
     _check("max_rotation", max_rotation, 0.0, 180.0)
     _check("noise", noise, 0.0)
