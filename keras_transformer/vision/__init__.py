@@ -10,6 +10,16 @@ for feature maps of any spatial size:
 Every layer returns its attention on request (`return_attention_scores=True`): channel weights,
 a spatial map or an affine transform, never stored on the layer.
 
+The rest of the package, one module each:
+
+    cluttered   the task that needs attention, generated (no download): a small glyph at a random
+                position, size and rotation on a larger cluttered canvas, with its label and box
+    pointing    whether a spatial map falls on the object: its mass inside the box, against a
+                uniform map's
+    models      the small CNN with each kind of attention, and the spatial map it attends with
+    datasets    tf.data pipelines of the task and of TFDS image datasets (TensorFlow only)
+    export      SavedModel, image in, class and attention map out (TensorFlow only)
+
 Shape letters of the vision docstrings and shape comments (not the text model's):
 
     B  batch size

@@ -1,0 +1,181 @@
+"""A small CNN classifier, plain or with one kind of attention, and the spatial map it attends with.
+
+`build_classifier(attention=...)` builds the same convolutional network with each attention of
+`keras_transformer.vision` (`ATTENTIONS`), so that they can be compared at equal depth and width:
+
+    images [B, H, W, C]                            any size
+      stn only: SpatialTransformer -> glimpse [B, g, g, C]
+      per block i (filters f_i):
+        conv 3x3, relu                             "sk": SelectiveKernel(f_i, (3, 5)) instead;
+                                                   "residual": ResidualAttention(f_i) instead
+        "se": SqueezeExcitation / "cbam": CBAM     after the convolution
+        max pool 2x2
+      global average pooling -> Dense(classes)     logits [B, classes]
+
+Each model also reports one spatial map `[B, H, W]` over the input image (`attention_map`), to
+check whether it looks at the object:
+
+    cbam        the last block's spatial attention map M_s, upsampled to the image
+    residual    the last block's mask M(x), averaged over channels, upsampled
+    stn         the glimpse's footprint: 1 on the input pixels inside the sampled parallelogram,
+                0 elsewhere
+    none, se, sk    no spatial attention: the mean over channels of the last block's (relu)
+                    activations, upsampled; a reference, not attention
+"""
+
+import collections
+
+import keras
+from keras import ops
+
+from keras_transformer.vision.channel import SelectiveKernel, SqueezeExcitation
+from keras_transformer.vision.mixed import CBAM, ResidualAttention
+from keras_transformer.vision.spatial import SpatialTransformer, normalized_coordinates
+
+ATTENTIONS = ("none", "se", "sk", "cbam", "residual", "stn")
+LABELS = {
+    "none": "baseline CNN",
+    "se": "+ SE",
+    "sk": "+ SK",
+    "cbam": "+ CBAM",
+    "residual": "+ residual attention",
+    "stn": "STN in front",
+}
+# What each model's `attention_map` is.
+MAP_KINDS = {
+    "none": "activation",
+    "se": "activation",
+    "sk": "activation",
+    "cbam": "spatial attention",
+    "residual": "mask",
+    "stn": "glimpse",
+}
+
+Classifier = collections.namedtuple("Classifier", ["model", "attention_model"])
+Classifier.__doc__ = """A classifier and the same network with its spatial map as a second output.
+
+Attributes:
+    model: `keras.Model`, images `[B, H, W, C]` -> logits `[B, classes]`; train this one.
+    attention_model: `keras.Model` sharing every layer with `model`, images -> `{"logits": [B,
+        classes], "attention_map": [B, H, W]}`; save and export this one.
+"""
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class UpsampleToImage(keras.layers.Layer):
+    """A map `[B, h, w]` over a feature grid, resized (nearest neighbour) to the image `[B, H, W, C]`: `[B, H, W]`.
+
+    Image row i reads feature row `floor((i + 0.5) h / H)`, the cell it falls in when the grid's
+    cells tile the image evenly.
+    """
+
+    def call(self, feature_map, images):
+        grid, image = ops.shape(feature_map), ops.shape(images)
+
+        def cells(pixels, count):
+            positions = (ops.cast(ops.arange(pixels), "float32") + 0.5) * ops.cast(count, "float32")
+            return ops.cast(ops.floor(positions / ops.cast(pixels, "float32")), "int32")
+
+        resized = ops.take(feature_map, cells(image[1], grid[1]), axis=1)  # (B, H, w)
+        return ops.take(resized, cells(image[2], grid[2]), axis=2)  # (B, H, W)
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class GlimpseFootprint(keras.layers.Layer):
+    """Where a spatial transformer looks: 1 on the input pixels inside its glimpse, 0 elsewhere, `[B, H, W]`.
+
+    The glimpse of `theta [B, 2, 3]` is the parallelogram `theta @ (u, v, 1)` for u, v in [-1, 1]
+    (normalized coordinates, as `affine_grid`): a pixel at p is inside when
+    `A^-1 (p - t)` lies in the square, with `A` the first two columns of theta and `t` the third.
+    """
+
+    def call(self, theta, images):
+        shape = ops.shape(images)
+        theta = ops.cast(theta, "float32")
+        x = normalized_coordinates(shape[2])[None, None, :]  # (1, 1, W)
+        y = normalized_coordinates(shape[1])[None, :, None]  # (1, H, 1)
+        a, b, tx = theta[:, 0, 0, None, None], theta[:, 0, 1, None, None], theta[:, 0, 2, None, None]
+        c, d, ty = theta[:, 1, 0, None, None], theta[:, 1, 1, None, None], theta[:, 1, 2, None, None]
+        determinant = a * d - b * c
+        determinant = ops.where(ops.abs(determinant) < 1e-6, 1e-6, determinant)
+        dx, dy = x - tx, y - ty  # (B, H, W)
+        u = (d * dx - b * dy) / determinant
+        v = (-c * dx + a * dy) / determinant
+        return ops.cast((ops.abs(u) <= 1.0) & (ops.abs(v) <= 1.0), "float32")  # (B, H, W)
+
+
+def check_attention(attention):
+    """Check a model's attention name: one of `ATTENTIONS`; a `ValueError` naming the value otherwise."""
+    if attention not in ATTENTIONS:
+        raise ValueError(f"`attention` must be one of {ATTENTIONS}. Received: attention={attention!r}")
+    return attention
+
+
+def build_classifier(
+    attention="none",
+    num_classes=10,
+    channels=1,
+    filters=(16, 32, 32),
+    reduction=4,
+    spatial_kernel_size=5,
+    glimpse_size=(24, 24),
+):
+    """The small CNN with one kind of attention (or none), and its spatial map.
+
+    Args:
+        attention: one of `ATTENTIONS`: `"none"` (the baseline), `"se"`, `"sk"`, `"cbam"`,
+            `"residual"`, `"stn"`.
+        num_classes: int, the classes of the logits.
+        channels: int, the images' channels C.
+        filters: tuple of ints, the convolution channels of each block (one block each).
+        reduction: int, the reduction ratio of SE, SK (which also keeps at least 8 units) and
+            CBAM's channel MLP.
+        spatial_kernel_size: odd int, the size of CBAM's spatial convolution.
+        glimpse_size: `(height, width)` of the spatial transformer's output (`"stn"` only).
+
+    Returns:
+        A `Classifier(model, attention_model)`; both take images of any height and width.
+
+    Raises:
+        ValueError: an unknown `attention`, or empty `filters`.
+    """
+    check_attention(attention)
+    if not filters:
+        raise ValueError(f"`filters` must name at least one block. Received: filters={filters!r}")
+    images = keras.Input((None, None, channels), name="images")
+    x = images
+    if attention == "stn":
+        x, theta = SpatialTransformer(output_size=tuple(glimpse_size), name="spatial_transformer")(
+            x, return_attention_scores=True
+        )
+    for i, width in enumerate(filters, start=1):
+        if attention == "sk":
+            x = SelectiveKernel(width, (3, 5), reduction=reduction, min_units=8, name=f"block_{i}_sk")(x)
+        elif attention == "residual":
+            x, mask = ResidualAttention(width, name=f"block_{i}_residual_attention")(x, return_attention_scores=True)
+        else:
+            x = keras.layers.Conv2D(width, 3, padding="same", activation="relu", name=f"block_{i}_conv")(x)
+        if attention == "se":
+            x = SqueezeExcitation(reduction, name=f"block_{i}_se")(x)
+        elif attention == "cbam":
+            x, cbam = CBAM(reduction, spatial_kernel_size, name=f"block_{i}_cbam")(x, return_attention_scores=True)
+        last_features = x
+        x = keras.layers.MaxPooling2D(2, padding="same", name=f"block_{i}_pool")(x)
+    x = keras.layers.GlobalAveragePooling2D(name="pool")(x)
+    logits = keras.layers.Dense(num_classes, name="logits")(x)
+
+    if attention == "stn":
+        attention_map = GlimpseFootprint(name="attention_map")(theta, images)
+    else:
+        if attention == "cbam":
+            grid_map = cbam["spatial"][..., 0]
+        elif attention == "residual":
+            grid_map = ops.mean(mask, axis=-1)
+        else:
+            grid_map = ops.mean(last_features, axis=-1)
+        attention_map = UpsampleToImage(name="attention_map")(grid_map, images)
+    model = keras.Model(images, logits, name=f"classifier_{attention}")
+    attention_model = keras.Model(
+        images, {"logits": logits, "attention_map": attention_map}, name=f"classifier_{attention}_with_map"
+    )
+    return Classifier(model, attention_model)

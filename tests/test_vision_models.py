@@ -1,0 +1,142 @@
+"""The vision classifiers: each attention learns the task, reports its map, saves, and exports.
+
+A tiny model with each attention of `keras_transformer.vision.models.ATTENTIONS` learns a tiny
+cluttered-glyph task above chance in 60 steps; its spatial map covers the input image; the
+model with its map survives a `.keras` round trip; and its SavedModel (image in, class and
+attention map out) loads and answers in a fresh process that imports only TensorFlow.
+"""
+
+import json
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from keras_transformer.vision.cluttered import generate_splits
+from keras_transformer.vision.export import export_classifier
+from keras_transformer.vision.models import ATTENTIONS, GlimpseFootprint, build_classifier
+
+CLASSES = "0147"
+TINY = dict(num_classes=len(CLASSES), filters=(8, 16), reduction=2, glimpse_size=(12, 12))
+
+
+@pytest.fixture(scope="module")
+def task():
+    return generate_splits(
+        {"train": 320, "test": 200},
+        seed=0,
+        size=20,
+        glyphs=CLASSES,
+        clutter=1,
+        fragment_size=4,
+        max_rotation=10.0,
+        object_scale=(0.5, 0.7),
+    )
+
+
+def to_numpy(x):
+    return np.asarray(keras.ops.convert_to_numpy(x))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attention", [a for a in ATTENTIONS if a != "none"])
+def test_a_tiny_model_with_each_attention_learns_above_chance(attention, task):
+    keras.utils.set_random_seed(0)
+    classifier = build_classifier(attention, **TINY)
+    classifier.model.compile(
+        keras.optimizers.Adam(5e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"]
+    )
+    train, test = task["train"], task["test"]
+    before = classifier.model.evaluate(test.images, test.labels, verbose=0, return_dict=True)
+    classifier.model.fit(train.images, train.labels, batch_size=16, epochs=3, verbose=0, shuffle=False)
+    after = classifier.model.evaluate(test.images, test.labels, verbose=0, return_dict=True)
+    assert after["loss"] < before["loss"]
+    assert after["accuracy"] >= 0.33, after  # chance is 1/4; 200 test canvases
+
+    outputs = classifier.attention_model(test.images[:3])
+    attention_map = to_numpy(outputs["attention_map"])
+    assert attention_map.shape == (3, 20, 20) and np.all(attention_map >= 0) and np.all(attention_map.sum((1, 2)) > 0)
+    np.testing.assert_allclose(to_numpy(outputs["logits"]), to_numpy(classifier.model(test.images[:3])), atol=1e-5)
+    if attention in ("cbam", "residual"):
+        assert np.all(attention_map < 1)  # a sigmoid's values
+
+
+def test_models_take_any_image_size_and_their_maps_follow_it():
+    for attention in ("cbam", "stn"):
+        classifier = build_classifier(attention, **TINY)
+        for size in [(1, 17, 23), (2, 9, 9)]:
+            outputs = classifier.attention_model(np.zeros((*size, 1), "float32"))
+            assert outputs["logits"].shape == (size[0], 4) and outputs["attention_map"].shape == size
+
+
+def test_the_glimpse_footprint_is_the_sampled_parallelogram():
+    images = np.zeros((2, 9, 9, 1), "float32")
+    identity_and_zoom = np.array([[[1, 0, 0], [0, 1, 0]], [[0.5, 0, 0.5], [0, 0.5, -0.5]]], "float32")
+    footprint = to_numpy(GlimpseFootprint()(identity_and_zoom, images))
+    assert np.all(footprint[0] == 1.0)  # the identity samples the whole image
+    expected = np.zeros((9, 9))
+    expected[0:5, 4:9] = 1.0  # the top-right quarter, centre (x, y) = (0.5, -0.5), half side 0.5
+    np.testing.assert_array_equal(footprint[1], expected)
+
+
+def test_the_model_with_its_map_survives_a_keras_round_trip(tmp_path):
+    classifier = build_classifier("cbam", **TINY)
+    images = np.random.default_rng(0).uniform(size=(2, 20, 20, 1)).astype("float32")
+    path = tmp_path / "classifier.keras"
+    classifier.attention_model.save(path)
+    reloaded = keras.saving.load_model(path)
+    for key, value in classifier.attention_model(images).items():
+        np.testing.assert_allclose(to_numpy(reloaded(images)[key]), to_numpy(value), atol=1e-5)
+
+
+def test_unknown_attention_is_an_error_naming_it():
+    with pytest.raises(ValueError, match="`attention` must be one of .* Received: attention='bam'"):
+        build_classifier("bam")
+    with pytest.raises(ValueError, match=r"Received: filters=\(\)"):
+        build_classifier("none", filters=())
+
+
+SERVE = """
+import json, sys
+import numpy as np
+import tensorflow as tf
+assert not any(name.startswith("keras_transformer") for name in sys.modules)
+serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+images = np.load(sys.argv[2])
+out = {key: value.numpy().tolist() for key, value in serve(images=tf.constant(images)).items()}
+out["odd_size"] = {k: list(v.shape) for k, v in serve(images=tf.zeros((1, 13, 7, 1))).items()}
+out["modules"] = sorted(name for name in sys.modules if name.split(".")[0] == "keras_transformer")
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attention", ["stn"])
+def test_the_saved_model_serves_class_and_map_in_a_process_with_tensorflow_only(attention, tmp_path):
+    keras.utils.set_random_seed(1)
+    classifier = build_classifier(attention, **TINY)
+    images = np.random.default_rng(1).uniform(size=(3, 20, 20, 1)).astype("float32")
+    np.save(tmp_path / "images.npy", images)
+    export_classifier(classifier.attention_model, tmp_path / "export")
+    with pytest.raises(FileExistsError, match="Will not overwrite"):
+        export_classifier(classifier.attention_model, tmp_path / "export")
+    result = subprocess.run(
+        [sys.executable, "-c", SERVE, str(tmp_path / "export"), str(tmp_path / "images.npy")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    served = json.loads(result.stdout.strip().splitlines()[-1])
+    expected = classifier.attention_model(images)
+    logits, attention_map = to_numpy(expected["logits"]), to_numpy(expected["attention_map"])
+    np.testing.assert_array_equal(served["class_ids"], logits.argmax(-1))
+    np.testing.assert_allclose(served["probabilities"], to_numpy(keras.ops.softmax(logits)), atol=1e-5)
+    np.testing.assert_allclose(
+        served["attention_map"], attention_map / attention_map.sum((1, 2), keepdims=True), atol=1e-5
+    )
+    assert served["odd_size"] == {"class_ids": [1], "probabilities": [1, 4], "attention_map": [1, 13, 7]}
+    assert served["modules"] == []  # the project was never imported
