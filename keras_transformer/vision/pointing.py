@@ -7,7 +7,8 @@ For a non-negative map over the image and the object's box (NumPy, no TensorFlow
                     nothing about the object scores this on average
     pointing_hits   the pointing game (Zhang et al. 2016, "Top-down Neural Attention by Excitation
                     Backprop", https://arxiv.org/abs/1608.00507): whether the map's maximum falls
-                    inside the box (ties: any maximum inside counts)
+                    inside the box; tied maxima count as a random pick among them (the share of
+                    them inside), so a flat map scores what a uniform one does
 
 Boxes are `(top, left, bottom, right)` in pixels, bottom and right exclusive, as
 `keras_transformer.vision.cluttered` gives them.
@@ -50,11 +51,19 @@ def uniform_share(boxes, height, width):
 
 
 def pointing_hits(maps, boxes):
-    """Whether each map's maximum falls inside its box (any of tied maxima), bool `[N]`."""
+    """Whether each map's maximum falls inside its box: 1 or 0, or, for tied maxima, the share of them inside.
+
+    Args:
+        maps: float `[N, H, W]`.
+        boxes: `[N, 4]`, `(top, left, bottom, right)`.
+
+    Returns:
+        float64 `[N]` in [0, 1].
+    """
     maps = np.asarray(maps)
     inside = box_masks(boxes, *maps.shape[1:])
     peak = maps == maps.max(axis=(1, 2), keepdims=True)
-    return (peak & inside).any(axis=(1, 2))
+    return (peak & inside).sum(axis=(1, 2)) / peak.sum(axis=(1, 2))
 
 
 def pointing_summary(maps, boxes):

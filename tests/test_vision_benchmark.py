@@ -1,0 +1,75 @@
+"""A smoke run of benchmarks/vision_attention.py at tiny settings, and its flags.
+
+Not of accuracy or speed: the benchmark measures those. `benchmarks/` holds scripts, so its
+folder goes on `sys.path`.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import common  # noqa: E402
+import vision_attention  # noqa: E402
+
+
+def test_flags_are_checked_every_flag_has_help_and_the_models_rotate_from_seed_to_seed(capsys):
+    args = vision_attention.parse_args([])
+    assert args.attentions == ["none", "se", "sk", "cbam", "residual", "stn"] and args.seeds == [0, 1]
+    assert args.filters == [16, 32, 32]  # repeated widths are kept
+    args = vision_attention.parse_args(["--attentions", "stn, none,stn", "--filters", "8,8"])
+    assert args.attentions == ["stn", "none"] and args.filters == [8, 8]
+    for argv, message in (
+        (["--attentions", "none,bam"], "expected comma-separated names of none, se, sk, cbam, residual, stn"),
+        (["--seeds", "a"], "expected comma-separated ints"),
+        (["--steps", "0"], "--steps must be >= 1. Received: 0"),
+        (["--size", "8"], "--size must be >= 16. Received: 8"),
+        (["--learning-rate", "0"], "--learning-rate must be > 0. Received: 0.0"),
+    ):
+        with pytest.raises(SystemExit):
+            vision_attention.parse_args(argv)
+        assert message in capsys.readouterr().err
+    assert [a.dest for a in vision_attention.build_parser()._actions if not a.help] == []
+    assert vision_attention.run_orders(["a", "b", "c"], [0, 1]) == [
+        (0, "a"), (0, "b"), (0, "c"), (1, "b"), (1, "c"), (1, "a"),
+    ]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_smoke_run_trains_each_model_and_writes_ratios_pointing_scores_the_cpu_and_figures(tmp_path):
+    command = [sys.executable, str(BENCHMARKS / "vision_attention.py"), "--attentions", "none,stn"]
+    command += ["--seeds", "0", "--steps", "2", "--batch-size", "8", "--train-size", "32", "--test-size", "16"]
+    command += ["--size", "24", "--glimpse", "12", "--filters", "4,8", "--clutter", "2"]
+    command += ["--out", str(tmp_path), "--figures", str(tmp_path / "figures")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    result = subprocess.run(command, capture_output=True, text=True, timeout=240, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert common.cpu_line(common.cpu_info()) in lines
+    baseline = next(line for line in lines if line.startswith("baseline CNN"))
+    assert baseline.count("1.00x") + baseline.count("n/a") == 2  # accuracy and ms/step over the baseline's
+    assert any(line.startswith("STN placement") for line in lines)
+    written = json.loads((tmp_path / "vision_attention.json").read_text())
+    assert written["cpu"] == common.cpu_info() and written["cpu_count"] == os.cpu_count()
+    assert written["settings"]["steps"] == 2 and written["settings"]["filters"] == [4, 8]
+    assert list(written["models"]) == ["none", "stn"] and len(written["runs"]) == 2
+    for run in written["runs"]:
+        assert 0 <= run["test_accuracy_percent"] <= 100 and run["ms_per_step_median"] > 0
+        assert run["parameters"] > 0 and run["forward_flops"] > 0
+        pointing = run["pointing"]
+        assert 0 <= pointing["mass_in_box"] <= 1 and 0 < pointing["uniform_share"] < 1
+        assert pointing["lift"] == pytest.approx(pointing["mass_in_box"] / pointing["uniform_share"])
+    models = written["models"]
+    assert models["none"]["accuracy_over_baseline"] in (1.0, None) and models["none"]["ms_per_step_over_baseline"] == 1
+    assert models["none"]["map_kind"] == "activation" and models["stn"]["map_kind"] == "glimpse"
+    stn = models["stn"]["stn"]
+    assert stn["identity_centre_error_px"] > 0 and stn["side_over_glyph_height"] > 0
+    for name in ("vision_attention.png", "vision_attention_maps.png"):
+        assert (tmp_path / "figures" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
