@@ -208,6 +208,7 @@ def train_one(args, attention, seed, data, num_classes):
         keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=["accuracy"],
     )
+    model.optimizer.build(model.trainable_variables)  # eagerly: a lazy build slows the first step's trace
     train, test = data["train"], data["test"]
     timer = StepTimer()
     started = time.perf_counter()
