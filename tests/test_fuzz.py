@@ -13,6 +13,7 @@ stops growing at `MAX_TEXT_BYTES`.
 import io
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -466,3 +467,21 @@ def test_translate_command_reports_a_bad_line_and_translates_the_rest(export, tm
     translations = iter(_translate(export, good)["translation"].tolist())
     expected = [b"" if number in bad else next(translations) for number in range(1, len(lines) + 1)]
     assert out.split(b"\n") == [*expected, b""]
+
+
+@pytest.mark.slow
+def test_wild_input_benchmark_times_every_costly_input_against_a_plain_sentence(trained_run, tmp_path, capsys):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import wild_input as script
+
+    model = str(Path(trained_run[1]["export_path"]).parent)
+    assert script.main(["--model", model, "--repeats", "2", "--out", str(tmp_path)]) == 0
+    report = capsys.readouterr().out
+    result = json.loads((tmp_path / "wild_input.json").read_text())
+    assert list(result["inputs"])[:2] == ["plain sentence", "64 KiB of random bytes"]
+    assert "4 MiB of words of 1,023 bytes" in result["inputs"] and "translate_ids: 1,000,000 ids" in result["inputs"]
+    for name, row in result["inputs"].items():
+        assert len(row["seconds"]) == 2 and row["fastest_s"] == min(row["seconds"]) <= row["median_s"]
+        assert any(line.startswith(name) and line.rstrip().endswith("x") for line in report.splitlines())
+    assert result["slowest_call_s"] == max(max(row["seconds"]) for row in result["inputs"].values())
+    assert result["max_text_bytes"] == MAX_TEXT_BYTES and result["machine"]["cpu"]["model"]
