@@ -197,7 +197,8 @@ class ModelConfig(_JsonConfig):
 
 _FILE_PAIRS = ("train_files", "validation_files", "test_files")
 NORMALIZATION_CHOICES = ("auto", "on", "off")
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+# "auto": mixed_bfloat16 where the hardware computes bfloat16 natively, else float32 (see `precision`).
+PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 
 # Named model sizes. "small" is the default of `python train.py` on the built-in corpus.
@@ -299,9 +300,11 @@ class TrainConfig(_JsonConfig):
         0, "After every epoch, translate this many validation sentences (greedy) and log their BLEU; 0 = off."
     )
     precision: str = _field(
-        "float32",
+        "auto",
         "Keras dtype policy of training: float32, or mixed_bfloat16 / mixed_float16 (half-precision compute, "
-        "float32 weights, attention softmax, logits and loss).",
+        "float32 weights, attention softmax, logits and loss), or auto: mixed_bfloat16 where the hardware computes "
+        "bfloat16 natively (a GPU of compute capability 8.0+, a TPU, a CPU with AVX512-BF16 or AMX), float32 "
+        "elsewhere. Chosen once at the start; the log and summary.json say what and why, and a resumed run keeps it.",
         choices=PRECISIONS,
     )
     jit_compile: bool = _field(False, "Compile the training step with XLA (one compile per batch shape).")

@@ -7,7 +7,7 @@ Everything is kept in one run directory so a run can be resumed or re-exported:
     RUN_DIR/checkpoints/step-N/                    the training state after N steps, for `--resume`
     RUN_DIR/model.keras                            the trained model
     RUN_DIR/logs/                                  TensorBoard
-    RUN_DIR/summary.json                           metrics, throughput, paths
+    RUN_DIR/summary.json                           metrics, throughput, precision, machine, paths
 
 Under `--strategy multi_worker` every worker runs `train`; only the chief writes RUN_DIR and the
 export, the others write the same files into throwaway directories (see `distribute`).
@@ -41,6 +41,7 @@ from keras_transformer.evaluation import ValidationBleu, evaluate_translator
 from keras_transformer.export import IDS_SIGNATURE_KEY, SIGNATURE_KEY, Translator, export_translator
 from keras_transformer.files import write_text_atomically
 from keras_transformer.models import build_transformer
+from keras_transformer.precision import AUTO, PrecisionChoice, choose_precision, cpu_info, visible_accelerators
 from keras_transformer.training import compile_transformer, dtype_policy, finalize_after_fit, training_weights_kept
 
 TRAIN_CONFIG_FILE = "train_config.json"
@@ -113,8 +114,45 @@ def _make_tokenizers(run_dir, train_config):
     )
 
 
-def prepare_run(train_config, model_overrides=None, resume=False, log=print, replicas=1):
-    """Create or reopen the run directory and settle the configs.
+def settle_precision(train_config, resume=False, cpu=None, accelerators=None):
+    """The dtype policy of a run, chosen once, at its start.
+
+    A new run resolves `train_config.precision` for this machine (`precision.choose_precision`:
+    "auto" is mixed_bfloat16 where bfloat16 is native, float32 elsewhere), and `prepare_run`
+    saves the chosen policy in train_config.json. A resumed run keeps that policy, when asked
+    for "auto" (the default) as when asked for the policy itself, also on a machine where auto
+    would choose differently: a change of compute dtype in the middle would make it another
+    experiment than the run that was never interrupted. The reason then says so, and what auto
+    would choose here; a kept half precision that this machine does not compute natively comes
+    with a warning. Any other policy on resume is left for `prepare_run` to refuse.
+
+    Args:
+        train_config: the `TrainConfig` asked for.
+        resume: whether the run in `train_config.run_dir` is being resumed.
+        cpu: a `precision.cpu_info()` result; read from the machine when `None`.
+        accelerators: a `precision.visible_accelerators()` result; asked of the backend when `None`.
+
+    Returns:
+        A `precision.PrecisionChoice`.
+    """
+    cpu = cpu_info() if cpu is None else cpu
+    accelerators = visible_accelerators() if accelerators is None else accelerators
+    requested = train_config.precision
+    saved_path = Path(train_config.run_dir) / TRAIN_CONFIG_FILE
+    saved = TrainConfig.load(saved_path).precision if resume and saved_path.is_file() else AUTO
+    if saved == AUTO or requested not in (AUTO, saved):
+        return choose_precision(requested, cpu, accelerators)
+    here = choose_precision(saved, cpu, accelerators)
+    auto = choose_precision(AUTO, cpu, accelerators)
+    reason = f"the run's, kept on resume; auto would choose {auto.policy} here: {auto.reason}"
+    return PrecisionChoice(requested, saved, reason, here.warning)
+
+
+def prepare_run(train_config, model_overrides=None, resume=False, log=print, replicas=1, precision=None):
+    """Create or reopen the run directory and settle the configs, the precision among them.
+
+    The precision chosen, and why, is logged (and a warning when it is slow on this machine);
+    train_config.json holds the policy, never "auto".
 
     Args:
         train_config: `TrainConfig` (on resume, only `RESUMABLE_CHANGES` may differ from the
@@ -125,17 +163,23 @@ def prepare_run(train_config, model_overrides=None, resume=False, log=print, rep
         log: callable taking one line of progress text (default `print`).
         replicas: replicas in sync; the global batch must give each at least one pair (checked
             before a new run directory is made).
+        precision: the run's `PrecisionChoice`, from `settle_precision`; settled here when `None`.
 
     Returns:
         `(train_config, model_config)`, the latter without vocabulary sizes until the
         vocabularies exist.
     """
+    if precision is None:
+        precision = settle_precision(train_config, resume)
+    train_config = dataclasses.replace(train_config, precision=precision.policy)
     run_dir = Path(train_config.run_dir)
     saved_train = run_dir / TRAIN_CONFIG_FILE
     if resume:
         if not saved_train.is_file():
             raise RunError(f"Nothing to resume: no {TRAIN_CONFIG_FILE} in {run_dir}")
         saved = TrainConfig.load(saved_train)
+        if saved.precision == AUTO:  # saved unsettled (e.g. a config written by hand): settled now, no change
+            saved = dataclasses.replace(saved, precision=train_config.precision)
         saved_values = saved.to_dict()
         changed = sorted(
             name
@@ -153,6 +197,7 @@ def prepare_run(train_config, model_overrides=None, resume=False, log=print, rep
         )
         _check_global_batch(train_config, model_config, replicas)
         log(f"Resuming the run in {run_dir}")
+        _log_precision(precision, log)
         return train_config, model_config
     if saved_train.is_file():
         raise RunError(f"{run_dir} already holds a run; pass --resume to continue it, or choose another --run-dir")
@@ -163,7 +208,14 @@ def prepare_run(train_config, model_overrides=None, resume=False, log=print, rep
     # can be resumed.
     model_config.save(run_dir / MODEL_CONFIG_FILE)
     train_config.save(saved_train)
+    _log_precision(precision, log)
     return train_config, model_config
+
+
+def _log_precision(precision, log):
+    log(f"Precision: {precision.describe()}")
+    if precision.warning:
+        log(precision.warning)
 
 
 class _EpochTimer(keras.callbacks.Callback):
@@ -232,7 +284,9 @@ class _RunData:
 
 def _train(train_config, strategy, model_overrides, resume, log, extra_callbacks, verbose, started):
     replicas = strategy.num_replicas_in_sync
-    train_config, model_config = prepare_run(train_config, model_overrides, resume, log, replicas)
+    machine = {"cpu_count": os.cpu_count(), "cpu": cpu_info(), "accelerators": visible_accelerators()}
+    precision = settle_precision(train_config, resume, machine["cpu"], machine["accelerators"])
+    train_config, model_config = prepare_run(train_config, model_overrides, resume, log, replicas, precision)
     run_dir = Path(train_config.run_dir)
     keras.utils.set_random_seed(train_config.seed)
     data = _read_and_encode(train_config, model_config, log)
@@ -263,6 +317,7 @@ def _train(train_config, strategy, model_overrides, resume, log, extra_callbacks
     )
     _save_model(model, run_dir / MODEL_FILE)
     summary = _training_summary(model, model_config, train_config, data, history, timer, replicas)
+    summary.update(precision=precision.to_dict(), machine=machine)
     summary["checkpoints"] = {
         "directory": str(run_dir / CHECKPOINT_DIR),
         "resumed_from_step": start_step,

@@ -55,9 +55,12 @@ def toy_batch(lengths=(2, 4, 3, 4), seed=0):
 
 
 def compiled_tiny_model(**train_settings):
-    """A seeded tiny model built and compiled (`compile_transformer`) under `TrainConfig(**train_settings)`."""
+    """A seeded tiny model built and compiled (`compile_transformer`) under `TrainConfig(**train_settings)`.
+
+    In float32 unless `precision` is given (not "auto": the same model on every machine).
+    """
     keras.utils.set_random_seed(0)
-    model_config, train_config = tiny_config(), TrainConfig(**train_settings)
+    model_config, train_config = tiny_config(), TrainConfig(**{"precision": "float32", **train_settings})
     with dtype_policy(train_config.precision):
         return compile_transformer(build_transformer(model_config), model_config, train_config)
 
