@@ -3,8 +3,8 @@
 The benchmarks run as scripts, so their folder is on `sys.path`: import this module with
 `import common`. It holds what every benchmark records and does the same way:
 
-- the machine: `machine()` (CPU count, CPU model and flags from /proc/cpuinfo) for the JSON,
-  `cpu_line()` for the report header;
+- the machine: `machine()` (CPU count, CPU model and flags from /proc/cpuinfo, read by
+  `keras_transformer.precision.cpu_info`) for the JSON, `cpu_line()` for the report header;
 - `package_versions` of the libraries a benchmark depends on, read from the installed
   distributions (nothing is imported for it);
 - `peak_rss_mib`, the process's maximum resident set size;
@@ -25,7 +25,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-CPUINFO = "/proc/cpuinfo"
+# The package reads /proc/cpuinfo for `--precision auto`; the benchmarks record the same reading.
+from keras_transformer.precision import CPUINFO, cpu_info, parse_cpuinfo  # noqa: F401
+
 # The flags that decide how fast a CPU runs float32 and bfloat16 matmuls, in the order the
 # report header lists them (x86 names, as /proc/cpuinfo spells them).
 MATMUL_FLAGS = (
@@ -40,46 +42,6 @@ MATMUL_FLAGS = (
     "amx_bf16",
     "amx_int8",
 )
-_MODEL_KEYS = ("model name", "cpu model", "Hardware", "Processor")  # x86, then other architectures
-_FLAG_KEYS = ("flags", "Features")  # x86, Arm
-
-
-def parse_cpuinfo(text):
-    """The CPU model and flags of the first processor described in /proc/cpuinfo's text.
-
-    Args:
-        text: the contents of /proc/cpuinfo.
-
-    Returns:
-        `{"model": str or None, "flags": [str, ...]}`, the flags sorted; `None` and `[]` for
-        what the text does not say.
-    """
-    fields = {}
-    for line in text.splitlines():
-        key, separator, value = line.partition(":")
-        if separator:
-            fields.setdefault(key.strip(), value.strip())
-    model = next((fields[key] for key in _MODEL_KEYS if fields.get(key)), None)
-    flags = next((fields[key].split() for key in _FLAG_KEYS if key in fields), [])
-    return {"model": model, "flags": sorted(set(flags))}
-
-
-def cpu_info(path=CPUINFO):
-    """`parse_cpuinfo` of the machine's /proc/cpuinfo; without it, `platform`'s processor name.
-
-    Args:
-        path: the cpuinfo file to read.
-
-    Returns:
-        `{"model": str or None, "flags": [str, ...]}`.
-    """
-    try:
-        info = parse_cpuinfo(Path(path).read_text(encoding="utf-8", errors="replace"))
-    except OSError:
-        info = {"model": None, "flags": []}
-    if not info["model"]:
-        info["model"] = platform.processor() or platform.machine() or None
-    return info
 
 
 def machine(cpu=None):

@@ -46,10 +46,14 @@ is left out). "epochs" is target tokens trained on / target tokens in the traini
 included. Minutes on a shared machine are noisy: the two models run one after the other, so
 load from other processes can fall on one more than the other; the JSON keeps per-chunk times.
 
-Precision: both models train under `mixed_bfloat16` by default, because CPUs with AVX512-BF16
-and AMX run bfloat16 matmuls faster: on such a CPU the keras-hub model trained at 1.34x its
-float32 tokens/s. `--precision float32` is the reference setting, and likely the faster one on
-a CPU without those flags (the report header lists which the CPU has).
+Precision: both models train under `--precision auto` by default, resolved once by the parent
+(`keras_transformer.precision.choose_precision`) and given to both workers: `mixed_bfloat16`
+where the hardware computes bfloat16 natively (a CPU with AVX512-BF16 or AMX, a GPU of compute
+capability 8.0+, a TPU), `float32` elsewhere. On a CPU with AVX512-BF16 and AMX the keras-hub
+model trained at 1.34x its float32 tokens/s in mixed_bfloat16; on a CPU with AVX2 only,
+bfloat16 is emulated and the medium preset did 83 steps in its first 5 minutes. The report
+header and the JSON (`precision`) say what was chosen and why, beside the CPU model and flags;
+an explicit `--precision mixed_bfloat16` where bfloat16 is emulated runs, with a warning.
 
 Warm-up: the Noam schedule peaks after `--warmup` steps. The default scales with the budget,
 `round(1000 * minutes / 30)` (at least 1): about a third of the roughly 100 steps a minute that
@@ -82,13 +86,14 @@ from keras_transformer.data.tokenizers import END_ID, PAD_ID, SubwordTokenizer, 
 from keras_transformer.data.translation_batches import EncodedPairs, encode_pairs, make_dataset
 from keras_transformer.evaluation import score_translations, translate_texts
 from keras_transformer.models import build_transformer
+from keras_transformer.precision import choose_precision
 from keras_transformer.runs import MODEL_CONFIG_FILE, export_run, make_translator
 from keras_transformer.training import averaged_weights, compile_transformer
 
 MODELS = ("ours", "keras-hub")
 SOURCE_LANGUAGE, TARGET_LANGUAGE = "de", "en"
 SPLIT_FILES = {"train": "train", "validation": "val", "test": "test_2016_flickr"}
-PRECISIONS = ("float32", "mixed_bfloat16")
+PRECISIONS = ("auto", "float32", "mixed_bfloat16")
 WARMUP_STEPS_PER_MINUTE = 1000 / 30  # see "Warm-up" in the module docstring
 FINGERPRINT_BATCHES = 20  # batches hashed to check that both models train on the same ones
 MAX_CHUNKS = 1_000_000  # `fit` epochs; the budget stops training long before
@@ -139,9 +144,10 @@ def add_model_and_decoding_flags(parser):
     """The precision, XLA, initialization, weight-averaging, decoding, seed and model-choice flags."""
     parser.add_argument(
         "--precision",
-        default="mixed_bfloat16",
+        default="auto",
         choices=PRECISIONS,
-        help="Keras dtype policy of both models (mixed_bfloat16: bfloat16 compute, float32 weights, logits and loss).",
+        help="Keras dtype policy of both models (mixed_bfloat16: bfloat16 compute, float32 weights, logits and loss; "
+        "auto: mixed_bfloat16 where the hardware computes bfloat16 natively, float32 elsewhere).",
     )
     parser.add_argument("--jit", action="store_true", help="Train both models with XLA (model.jit_compile).")
     parser.add_argument(
@@ -217,6 +223,8 @@ def check_args(parser, args):
     if args.export_dir and "ours" not in args.models:
         parser.error("--export-dir exports our model: add ours to --models")
     args.plot = args.plot or str(Path(args.out).with_suffix(".png"))
+    args.precision_choice = choose_precision(args.precision)  # the workers are given its policy
+    args.policy = args.precision_choice.policy
     for split in SPLIT_FILES:
         for path in split_paths(args.data, split):
             if not path.is_file():
@@ -316,7 +324,8 @@ def run_workers(args, argv):
         result_path.unlink(missing_ok=True)
         print(f"\n=== {name}: training for {args.minutes:g} minutes ===", flush=True)
         start = time.perf_counter()
-        completed = subprocess.run(common.worker_command(__file__, argv, "--worker", name))
+        command = common.worker_command(__file__, argv, "--precision", args.policy, "--worker", name)
+        completed = subprocess.run(command)
         if completed.returncode != 0 or not result_path.is_file():
             raise RuntimeError(f"The {name} worker failed (exit status {completed.returncode}); see its output above")
         results[name] = json.loads(result_path.read_text())
@@ -331,7 +340,7 @@ def report_header(args, first):
         f"{args.preset}, vocab {first['vocab_sizes'][0]}/{first['vocab_sizes'][1]}, {first['train_pairs']:,} "
         f"training pairs ({first['dropped_pairs']} dropped, > {args.max_len} tokens), batch "
         f"{f'{args.batch_tokens} tokens' if args.batch_tokens else f'{args.batch_size} sentences'}, warm-up "
-        f"{args.warmup}, lr scale {args.lr_scale:g}, {args.precision}, jit {'on' if args.jit else 'off'}, "
+        f"{args.warmup}, lr scale {args.lr_scale:g}, {args.policy}, jit {'on' if args.jit else 'off'}, "
         f"{os.cpu_count()} CPUs; ours: {args.attention_initialization} attention initialization, "
         f"{f'weight averaging {args.ema_momentum:g}' if args.ema_momentum else 'no weight averaging'}"
     )
@@ -368,6 +377,7 @@ def print_report(args, results, cpu):
     print()
     print(report_header(args, first))
     print(common.cpu_line(cpu))
+    print(f"precision: {args.precision_choice.describe()}")
     header = f"{'':<34}" + "".join(f"{name:>18}" for name in names) + (f"{'ours / keras-hub':>18}" if both else "")
     print(header)
     print("-" * len(header))
@@ -405,7 +415,7 @@ def plot_curves(args, results, path):
         plot_model_curve(axes, args, name, result)
     axes.set_xlabel("training minutes (clock paused while scoring)")
     axes.set_ylabel("sacreBLEU, test_2016_flickr")
-    axes.set_title(f"Multi30k de->en, preset {args.preset}, {args.precision}, {os.cpu_count()} CPUs")
+    axes.set_title(f"Multi30k de->en, preset {args.preset}, {args.policy}, {os.cpu_count()} CPUs")
     axes.set_xlim(left=0)
     axes.set_ylim(bottom=0)
     axes.grid(alpha=0.3)
@@ -467,14 +477,18 @@ def run_parent(args, argv):
     """Vocabularies, then each model's worker, then the report, the JSON and the plot."""
     started = time.perf_counter()
     cpu = common.cpu_info()
+    print(f"Precision: {args.precision_choice.describe()}", flush=True)
+    if args.precision_choice.warning:
+        print(args.precision_choice.warning, flush=True)
     vocabularies = prepare_vocabularies(args)
     results = run_workers(args, argv)
     print_report(args, results, cpu)
     report = {
-        "config": {key: value for key, value in vars(args).items() if key != "worker"},
+        "config": {key: value for key, value in vars(args).items() if key not in ("worker", "precision_choice")},
         "command": common.command_line(argv),
         "versions": common.package_versions(VERSIONS),
         **common.machine(cpu),
+        "precision": args.precision_choice.to_dict(),
         "usable_cpus": len(os.sched_getaffinity(0)),
         "vocabularies": vocabularies,
         "models": results,
@@ -651,6 +665,7 @@ def worker_train_config(args, name):
         warmup_steps=args.warmup,
         learning_rate_scale=args.lr_scale,
         label_smoothing=args.label_smoothing,
+        precision=args.policy,
         ema_momentum=args.ema_momentum if name == "ours" else 0.0,
         seed=args.seed,
         run_dir=str(worker_dir(args, name)),
@@ -856,7 +871,7 @@ def data_facts(model, model_config, data, fingerprint):
 def run_worker(args):
     """Train and score the model of `--worker` in the budget; write its result JSON to its work folder."""
     name, started = args.worker, time.perf_counter()
-    keras.mixed_precision.set_global_policy(args.precision)
+    keras.mixed_precision.set_global_policy(args.policy)
     keras.utils.set_random_seed(args.seed)
     run_dir = worker_dir(args, name)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -865,7 +880,7 @@ def run_worker(args):
     model, translator = build_worker_model(args, name, model_config, train_config, data, run_dir)
     print(
         f"{name}: {model.count_params():,} parameters, {len(data.pairs):,} training pairs "
-        f"({data.pairs.num_dropped} dropped), {args.precision}, warm-up {args.warmup} steps",
+        f"({data.pairs.num_dropped} dropped), {args.policy}, warm-up {args.warmup} steps",
         flush=True,
     )
     fingerprint, train_data = training_batches(args, data.pairs)

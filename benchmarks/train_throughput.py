@@ -1,6 +1,6 @@
 """Training throughput: our Transformer against keras-hub's, alternating in one run.
 
-    python benchmarks/train_throughput.py                       # small preset, float32 and mixed_bfloat16
+    python benchmarks/train_throughput.py                       # small preset, float32 (+ mixed_bfloat16 if native)
     python benchmarks/train_throughput.py --jit --precision mixed_bfloat16
     python benchmarks/train_throughput.py --rounds 2 --steps 3 --bleu-epochs 0 --preset tiny   # a quick check
 
@@ -38,6 +38,14 @@ What runs:
   share besides their blocks (both embedding tables, the logits projection, the loss and Adam
   over those), and the report splits each step: the shared part's milliseconds, each model's
   blocks (its step minus the shared part), and the block time ours would need for 1.2x.
+- Precision: `--precision float32 auto` by default. `auto` is resolved once, by the parent, with
+  `keras_transformer.precision.choose_precision`: mixed_bfloat16 where the hardware computes
+  bfloat16 natively (a CPU with AVX512-BF16 or AMX, a GPU of compute capability 8.0+, a TPU),
+  else float32, which then runs once. So the defaults always measure float32 and add
+  mixed_bfloat16 only where it can be the faster: on a CPU with AVX2 only, bfloat16 matmuls are
+  emulated and a mixed_bfloat16 round takes many times longer. An explicit `mixed_bfloat16` is
+  run as asked, with a warning where it is emulated. What each flag became, and why, is printed
+  and written to the JSON (`precision`), beside the CPU model and flags.
 - `--bleu-epochs N` (TensorFlow backend only) then trains our model on the built-in corpus
   (`runs.train`, small preset, N epochs) once in each precision and prints the test BLEU of
   each, to show that the faster precision does not cost translation quality.
@@ -62,6 +70,7 @@ import numpy as np
 from keras import ops
 
 from keras_transformer.config import PRECISIONS, PRESETS, TrainConfig, preset
+from keras_transformer.precision import choose_precision
 from keras_transformer.special_tokens import END_ID, START_ID
 from keras_transformer.training import compile_transformer, dtype_policy
 
@@ -80,9 +89,11 @@ def parse_args(argv=None):
     parser.add_argument(
         "--precision",
         nargs="+",
-        default=["float32", "mixed_bfloat16"],
+        default=["float32", "auto"],
         choices=PRECISIONS,
-        help="Dtype policies to compare in, one pair of workers each.",
+        help="Dtype policies to compare in, one pair of workers each (default: float32 auto). auto is "
+        "mixed_bfloat16 where the hardware computes bfloat16 natively and float32 elsewhere; a policy given twice "
+        "runs once.",
     )
     parser.add_argument("--jit", action="store_true", help="Compile both models' training steps with XLA.")
     parser.add_argument("--steps", type=int, default=20, help="Training steps per round.")
@@ -105,7 +116,8 @@ def parse_args(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="benchmarks/results/train_throughput.json", help="JSON results file.")
     parser.add_argument("--worker", choices=(*MODELS, SHARED), help=argparse.SUPPRESS)
-    parser.add_argument("--worker-precision", choices=PRECISIONS, help=argparse.SUPPRESS)
+    policies = [name for name in PRECISIONS if name != "auto"]  # a worker is given what auto chose
+    parser.add_argument("--worker-precision", choices=policies, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # workers get the same flags
     args.models = [name.strip() for name in args.models.split(",") if name.strip()]
@@ -387,13 +399,29 @@ def step_split(results, target=1.2):
     }
 
 
-def bleu_by_precision(args):
-    """Our model on the built-in corpus, `--bleu-epochs` epochs, once per precision: test BLEU."""
+def choose_policies(args, cpu, accelerators=None):
+    """The dtype policies to run: each `--precision` resolved (`choose_precision`), once each.
+
+    Args:
+        args: the parsed flags.
+        cpu: a `common.cpu_info()` result.
+        accelerators: `keras_transformer.precision.visible_accelerators()`; asked when `None`.
+
+    Returns:
+        `(policies, choices)`: the distinct policies in the order of the flags, and the
+        `PrecisionChoice` of each flag.
+    """
+    choices = [choose_precision(name, cpu, accelerators) for name in args.precision]
+    return list(dict.fromkeys(choice.policy for choice in choices)), choices
+
+
+def bleu_by_precision(args, policies):
+    """Our model on the built-in corpus, `--bleu-epochs` epochs, once per policy: test BLEU."""
     from keras_transformer import runs
 
     scores = {}
     with tempfile.TemporaryDirectory() as folder:
-        for precision in args.precision:
+        for precision in policies:
             config = TrainConfig(
                 epochs=args.bleu_epochs,
                 precision=precision,
@@ -462,6 +490,11 @@ def main(argv=None):
     if args.worker:
         return run_worker(args)
     cpu = common.cpu_info()
+    policies, choices = choose_policies(args, cpu)
+    for choice in choices:
+        print(f"precision {choice.requested}: {choice.describe()}", flush=True)
+        if choice.warning:
+            print(choice.warning, flush=True)
     config = model_config(args)
     flops_per_step = train_step_flops(config, args.batch_size, args.length, args.length)
     peak = {dtype: matmul_peak(args.peak_size, dtype) for dtype in ("float32", "bfloat16")}
@@ -469,10 +502,10 @@ def main(argv=None):
         f"matmul peak: float32 {peak['float32'] / 1e9:,.0f} GFLOP/s, bfloat16 {peak['bfloat16'] / 1e9:,.0f} GFLOP/s",
         flush=True,
     )
-    comparisons = {precision: compare(args, precision, flops_per_step, peak) for precision in args.precision}
+    comparisons = {precision: compare(args, precision, flops_per_step, peak) for precision in policies}
     bleu = {}
     if args.bleu_epochs and keras.backend.backend() == "tensorflow":
-        bleu = bleu_by_precision(args)
+        bleu = bleu_by_precision(args, policies)
     print_report(args, peak, flops_per_step, comparisons, cpu)
     results = {
         "command": common.command_line(args.argv),
@@ -485,6 +518,7 @@ def main(argv=None):
             {"keras": "keras", "numpy": "numpy", "tensorflow": "tensorflow", "keras-hub": "keras-hub", "jax": "jax"}
         ),
         **common.machine(cpu),
+        "precision": [choice.to_dict() for choice in choices],
         "matmul_peak_flops": peak,
         "model_flops_per_step": flops_per_step,
         "precisions": comparisons,
