@@ -66,6 +66,8 @@ def tiny_train_config(root, **overrides):
     values = dict(
         preset="tiny",
         train_size=300,
+        # float32 on any CPU: the shared tiny runs' numbers then compare across machines.
+        precision="float32",
         validation_size=100,
         test_size=100,
         source_vocab_size=300,

@@ -51,6 +51,7 @@ def _flags(corpus, root):
         "--source-vocab-size", "300", "--target-vocab-size", "40", "--batch-size", "16", "--warmup-steps", "6",
         "--epochs", str(EPOCHS), "--steps-per-epoch", str(STEPS_PER_EPOCH), "--ema-momentum", "0.9",
         "--checkpoint-every-steps", "2", "--checkpoint-every-seconds", "0", "--beam-size", "1",
+        "--precision", "float32",
         "--run-dir", str(root / "run"), "--export-dir", str(root / "export"), "--model-name", "dates",
     ]  # fmt: skip
 
