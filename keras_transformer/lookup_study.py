@@ -150,6 +150,8 @@ def compare_variants(
         keras.utils.set_random_seed(seed)  # the same initial weights for every variant
         model = KeyValueLookup(num_keys, num_values, width, variant=variant, score=score, seed=seed)
         model.compile(optimizer=keras.optimizers.Adam(learning_rate))
+        model({name: ids[:1] for name, ids in test_inputs.items()})  # built, so that its optimizer can be too
+        model.optimizer.build(model.trainable_variables)
         curve = LookupStudyCurve(test_inputs, test_answers, (noise_inputs, noise_answers), batch_size, every)
         timer = tf.timestamp()
         model.fit(train[0], train[1], batch_size=batch_size, epochs=1, shuffle=False, verbose=0, callbacks=[curve])
