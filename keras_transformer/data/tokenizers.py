@@ -141,15 +141,14 @@ def normalize_text(texts, normalize_typing=True) -> list[str]:
     """Texts as `split_words` sees them, words joined by one space (eager, in batches).
 
     Args:
-      texts: a sequence of `str`.
+      texts: an iterable of `str` or `bytes`.
       normalize_typing: as in `split_words`.
 
     Returns:
       One `str` per text: `"MARCH 3,1987"` -> `"march 3 , 1987"`.
     """
     normalized = []
-    for start in range(0, len(texts), _LEARN_BATCH_SIZE):
-        batch = [text.encode("utf-8", "surrogatepass") for text in texts[start : start + _LEARN_BATCH_SIZE]]
+    for batch in _batches(texts, _LEARN_BATCH_SIZE):
         words = split_words(tf.constant(batch, dtype=tf.string), normalize_typing)
         joined = tf.strings.reduce_join(words, axis=1, separator=" ").numpy()
         normalized.extend(text.decode("utf-8") for text in joined)
