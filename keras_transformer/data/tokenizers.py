@@ -44,6 +44,14 @@ Special cases (all handled in-graph, documented here once):
   word-initial piece is re-emitted character by character (`"<"`, `"##/"`, `"##s"`, ...).
   They therefore never turn into `<pad>`/`<s>`/`</s>` ids and round-trip exactly.
 - `tokenize` adds no `<s>`/`</s>`; the model code adds them.
+- Extra reserved tokens. `learn_vocabulary(..., extra_reserved=(MASK_TOKEN,))` puts `<mask>` at
+  id 4, right after the four tokens every vocabulary starts with, for the masked language model;
+  the ids 0..3 do not move. A vocabulary's reserved tokens are its first four lines and the run
+  of `<name>` lines that follows them (`vocabulary_reserved_tokens`); a learned vocabulary's
+  next line is a single character, so the run is never ambiguous. The tokenizer treats every
+  reserved token like `<s>` above: a literal `"<mask>"` in the text is re-emitted character by
+  character and never becomes the mask id. `SubwordTokenizer.mask_id` is 4 for such a
+  vocabulary and None for a translation vocabulary.
 
 Shapes: `tokenize`: `tf.string [batch]` -> `int32 RaggedTensor [batch, (pieces)]`;
 `detokenize`: `int [batch, T]` (dense or ragged `[batch, (T)]`) -> `tf.string [batch]`.
@@ -64,7 +72,16 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as _learner
 
-from keras_transformer.special_tokens import END_ID, PAD_ID, RESERVED_TOKENS, START_ID, UNK_ID
+from keras_transformer.special_tokens import (
+    END_ID,
+    LM_RESERVED_TOKENS,
+    MASK_ID,
+    MASK_TOKEN,
+    PAD_ID,
+    RESERVED_TOKENS,
+    START_ID,
+    UNK_ID,
+)
 
 __all__ = [
     "RESERVED_TOKENS",
@@ -72,11 +89,15 @@ __all__ = [
     "UNK_ID",
     "START_ID",
     "END_ID",
+    "MASK_TOKEN",
+    "MASK_ID",
+    "LM_RESERVED_TOKENS",
     "SUFFIX_INDICATOR",
     "MAX_BYTES_PER_WORD",
     "learn_vocabulary",
     "write_vocabulary",
     "read_vocabulary",
+    "vocabulary_reserved_tokens",
     "split_words",
     "SubwordTokenizer",
 ]
@@ -92,8 +113,15 @@ _WHITESPACE_RUN_RE = (
     r"[\t\n\x0b\x0c\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}"
     r"\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]+"
 )
-# A word-initial piece that reads as a special token or as a suffix piece: re-emit per character.
-_AMBIGUOUS_PIECE_RE = "|".join([re.escape(SUFFIX_INDICATOR) + ".*"] + [re.escape(token) for token in RESERVED_TOKENS])
+# The form of a reserved token beyond RESERVED_TOKENS (e.g. "<mask>"): a name in angle brackets.
+_EXTRA_RESERVED_RE = re.compile(r"<[A-Za-z0-9_]+>")
+
+
+def _ambiguous_piece_re(reserved_tokens):
+    """A word-initial piece that reads as a reserved token or as a suffix piece: re-emit per character."""
+    return "|".join([re.escape(SUFFIX_INDICATOR) + ".*"] + [re.escape(token) for token in reserved_tokens])
+
+
 # What the WordPiece op emits for an unknown character. 0xFF never occurs in valid UTF-8, and the
 # text is valid UTF-8 after transcoding, so this cannot be confused with a piece of real text.
 # It is not in the vocabulary, so the id lookup maps it (and "##" + it) to UNK_ID.
@@ -187,7 +215,40 @@ def _count_words(texts: Iterable, normalize_typing: bool = False) -> tuple[colle
     return collections.Counter({w.decode("utf-8"): c for w, c in counts.items()}), num_texts
 
 
-def learn_vocabulary(texts: Iterable[str], vocab_size: int, normalize_typing: bool = False) -> list[str]:
+def _check_extra_reserved(extra_reserved) -> tuple[str, ...]:
+    if isinstance(extra_reserved, (str, bytes)):
+        raise TypeError(f"extra_reserved must be a sequence of tokens, not a single string: {extra_reserved!r}")
+    extra = tuple(extra_reserved)
+    for token in extra:
+        if not isinstance(token, str) or not _EXTRA_RESERVED_RE.fullmatch(token):
+            raise ValueError(f"extra reserved token {token!r} must be a name in angle brackets, like {MASK_TOKEN!r}")
+        if token in RESERVED_TOKENS or extra.count(token) > 1:
+            raise ValueError(f"extra reserved token {token!r} is already reserved")
+    return extra
+
+
+def vocabulary_reserved_tokens(tokens: Sequence[str]) -> tuple[str, ...]:
+    """The reserved tokens at the head of a vocabulary: `RESERVED_TOKENS` and any extra ones.
+
+    The extra ones are the run of `<name>` tokens right after the first four (`<mask>` in a
+    vocabulary learned with `extra_reserved=(MASK_TOKEN,)`). In a learned vocabulary the next
+    token is a single character, which never has that form.
+
+    Args:
+      tokens: the vocabulary, in id order (as `read_vocabulary` returns it).
+
+    Returns:
+      The reserved tokens, in id order: ids `0 .. len(result) - 1`.
+    """
+    count = len(RESERVED_TOKENS)
+    while count < len(tokens) and _EXTRA_RESERVED_RE.fullmatch(tokens[count]):
+        count += 1
+    return tuple(tokens[:count])
+
+
+def learn_vocabulary(
+    texts: Iterable[str], vocab_size: int, normalize_typing: bool = False, extra_reserved: Sequence[str] = ()
+) -> list[str]:
     """Learns a WordPiece vocabulary of at most `vocab_size` tokens from training text.
 
     Words are counted after the same cleaning and whitespace split as
@@ -195,8 +256,8 @@ def learn_vocabulary(texts: Iterable[str], vocab_size: int, normalize_typing: bo
     `wordpiece_tokenizer_learner_lib.learn` (with `lower_thresh=1` so that small corpora come
     close to `vocab_size`; its default of 10 leaves them far below).
 
-    Layout: `RESERVED_TOKENS` (ids 0..3), every character seen in training as a
-    word-initial piece, the same characters as `##` suffix pieces, then the learned pieces
+    Layout: `RESERVED_TOKENS` (ids 0..3), then `extra_reserved` (ids 4, ...), every character
+    seen in training as a word-initial piece, the same characters as `##` suffix pieces, then the learned pieces
     (most frequent first) up to `vocab_size`. Because every seen character is there in both
     forms, text made of seen characters never tokenizes to `<unk>`.
 
@@ -204,21 +265,26 @@ def learn_vocabulary(texts: Iterable[str], vocab_size: int, normalize_typing: bo
       texts: iterable of `str` (or UTF-8 `bytes`); one sentence or document each.
       vocab_size: maximum number of tokens, reserved tokens included.
       normalize_typing: learn from typing-normalized text, for a `SubwordTokenizer(..., normalize_typing=True)`.
+      extra_reserved: reserved tokens after the first four, each a name in angle brackets:
+        `(MASK_TOKEN,)` (that is, `LM_RESERVED_TOKENS`) for a masked language model's
+        vocabulary, `<mask>` at id `MASK_ID` (4). Empty for translation.
 
     Returns:
       The vocabulary, a list of at most `vocab_size` unique tokens.
 
     Raises:
-      ValueError: `vocab_size` < `len(RESERVED_TOKENS) + 1`; too small to hold every seen
-        character in both forms; or the corpus has no words.
+      ValueError: `vocab_size` < the number of reserved tokens + 1; too small to hold every
+        seen character in both forms; the corpus has no words; or an extra reserved token is
+        not of the form `<name>` or repeats one.
     """
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, numbers.Integral):
         raise TypeError(f"vocab_size must be an int, got {type(vocab_size).__name__}: {vocab_size!r}")
     vocab_size = int(vocab_size)
-    min_size = len(RESERVED_TOKENS) + 1
+    reserved = RESERVED_TOKENS + _check_extra_reserved(extra_reserved)
+    min_size = len(reserved) + 1
     if vocab_size < min_size:
         raise ValueError(
-            f"vocab_size must be at least {min_size} (the {len(RESERVED_TOKENS)} reserved tokens + 1), got {vocab_size}"
+            f"vocab_size must be at least {min_size} (the {len(reserved)} reserved tokens + 1), got {vocab_size}"
         )
     if isinstance(texts, (str, bytes)):
         raise TypeError("texts must be an iterable of strings, not a single string")
@@ -228,18 +294,18 @@ def learn_vocabulary(texts: Iterable[str], vocab_size: int, normalize_typing: bo
         raise ValueError(f"cannot learn a vocabulary from an empty corpus: {num_texts} text(s) containing no words")
 
     chars = sorted({char for word in counts for char in word})
-    required = list(RESERVED_TOKENS) + chars + [SUFFIX_INDICATOR + c for c in chars]
+    required = list(reserved) + chars + [SUFFIX_INDICATOR + c for c in chars]
     if len(required) > vocab_size:
         raise ValueError(
             f"vocab_size={vocab_size} is too small for this corpus: its {len(chars)} distinct "
-            f"characters need {len(required)} entries ({len(RESERVED_TOKENS)} reserved tokens "
+            f"characters need {len(required)} entries ({len(reserved)} reserved tokens "
             f"+ each character as a word-initial and as a '{SUFFIX_INDICATOR}' suffix piece)"
         )
 
     learned = _learner.learn(
         counts,
         vocab_size=vocab_size,
-        reserved_tokens=list(RESERVED_TOKENS),
+        reserved_tokens=list(reserved),
         lower_thresh=1,
         # Keep every word: all characters are in the vocabulary anyway (see `required`).
         max_unique_chars=len(chars),
@@ -383,6 +449,10 @@ class SubwordTokenizer(tf.Module):
         `tokenize` (in-graph, so an export does too; see `split_words`); use it with a vocabulary
         learned by `learn_vocabulary(..., normalize_typing=True)`.
         Off by default: tokenization is lossless, case and spacing included.
+
+    The vocabulary's reserved tokens (`vocabulary_reserved_tokens`: the first four, and
+    `<mask>` in a language-model vocabulary) never come out of `tokenize`: text that spells one
+    is re-emitted character by character.
     """
 
     def __init__(self, vocab_path, name=None, normalize_typing=False):
@@ -395,6 +465,8 @@ class SubwordTokenizer(tf.Module):
         tokens = read_vocabulary(vocab_path)
         self._vocab_path = vocab_path
         self._vocab_size = len(tokens)
+        self._reserved_tokens = vocabulary_reserved_tokens(tokens)
+        self._ambiguous_piece_re = _ambiguous_piece_re(self._reserved_tokens)
         self._vocab_asset = tf.saved_model.Asset(vocab_path)
         # Line number -> id. The default (UNK_ID) applies to unknown-character pieces.
         self._token_to_id = tf.lookup.StaticHashTable(
@@ -432,6 +504,21 @@ class SubwordTokenizer(tf.Module):
     def vocab_size(self) -> int:
         """Number of tokens in the vocabulary (ids are `0 .. vocab_size - 1`)."""
         return self._vocab_size
+
+    @property
+    def reserved_tokens(self) -> tuple[str, ...]:
+        """The vocabulary's reserved tokens, ids `0 .. num_reserved - 1` (see `vocabulary_reserved_tokens`)."""
+        return self._reserved_tokens
+
+    @property
+    def num_reserved(self) -> int:
+        """Number of reserved ids; the ids of text pieces are `num_reserved .. vocab_size - 1`."""
+        return len(self._reserved_tokens)
+
+    @property
+    def mask_id(self) -> int | None:
+        """Id of `<mask>` in the vocabulary (`MASK_ID`, 4, when learned with `LM_RESERVED_TOKENS`); None without one."""
+        return self._reserved_tokens.index(MASK_TOKEN) if MASK_TOKEN in self._reserved_tokens else None
 
     @property
     def normalize_typing(self) -> bool:
@@ -476,9 +563,11 @@ class SubwordTokenizer(tf.Module):
         starts = starts.merge_dims(1, 2)
         flat = pieces.values  # [n]
 
-        # Word-initial pieces that would read as <pad>/<unk>/<s>/</s> or as a '##' suffix piece
+        # Word-initial pieces that would read as <pad>/<unk>/<s>/</s> (<mask>) or as a '##' suffix piece
         # are rewritten as "c1 ##c2 ##c3 ..." and split on " " (pieces never contain spaces).
-        ambiguous = tf.logical_and(tf.equal(starts.values, 0), tf.strings.regex_full_match(flat, _AMBIGUOUS_PIECE_RE))
+        ambiguous = tf.logical_and(
+            tf.equal(starts.values, 0), tf.strings.regex_full_match(flat, self._ambiguous_piece_re)
+        )
         per_char = tf.strings.regex_replace(
             tf.strings.regex_replace(flat, "(.)", " " + SUFFIX_INDICATOR + r"\1"),
             "^ " + re.escape(SUFFIX_INDICATOR),
