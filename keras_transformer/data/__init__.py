@@ -9,4 +9,7 @@
   seed, for hard attention (no TensorFlow).
 - `translation_batches`: tf.data batches for the translation model: tokenize, drop overlong
   pairs, bucket by length, batch.
+- `language_batches`: text of any of those sources for the language models, tf.data batches for
+  the causal LM (packed windows) and the masked LM (deterministic masking), and a date
+  classification task generated in-library for fine-tuning.
 """

@@ -18,7 +18,9 @@ classification) models:
   last `L` the labels; no padding but in a finite stream's last window, and attention crosses
   text boundaries (the `<s>` after a `</s>` tells the model a new text starts). Packing wastes
   no compute on padding and keeps every batch the same shape; each window loses one prediction
-  (its first token is never a label), and every token of the stream is in exactly one window.
+  (its first token is never a label), and every token of the stream is in exactly one window
+  (but for a finite stream's last token when it would be a window of its own, with nothing to
+  predict).
   `pack=False` gives one text per row instead (`<s> text </s>` cut to `L + 1` tokens), each
   starting at `<s>` like a prompt.
 - `masked_lm_dataset`: `(inputs int32 [B, L], labels int32 [B, L])`, one text per row,
@@ -35,7 +37,8 @@ classification) models:
 Labels are 0 wherever the loss must not look (padding, and in the masked LM every unselected
 position), which is what `keras_transformer.training.MaskedLabelSmoothedLoss` and
 `MaskedAccuracy` ignore: both models train with the translation model's loss and metric,
-unchanged. The loss then averages over exactly the predicted tokens.
+unchanged. The loss then averages over exactly the predicted tokens. The classification task's
+label is a class index (0 is a class), for a plain sparse categorical cross-entropy.
 
 Deterministic. Shuffling takes `seed`; the masked LM's choices are drawn with stateless random
 ops keyed by `(seed, index)`, `index` the example's position in the dataset's stream (counted
@@ -45,10 +48,11 @@ seen, and each pass over a repeated dataset masks the texts afresh (dynamic mask
 
 Why our own masking: tensorflow-text's `mask_language_model` with `RandomItemSelector` and
 `MaskValuesChooser` (which keras-hub's `MaskedLMMaskGenerator` wraps) draws from TensorFlow's
-global random state, so its batches differ from run to run and cannot be recomputed on resume;
-its random tokens are drawn from the whole vocabulary, reserved ids included; and it picks a
-fixed count per row where we draw each piece independently at the rate. The stateless version
-is a few lines of plain tensor ops.
+global random state (the selector takes a shuffle function, the value chooser nothing), so its
+batches differ from run to run and cannot be recomputed on resume; its random tokens are drawn
+from the whole vocabulary, reserved ids included; and it picks a fixed count per row where we
+draw each piece independently at the rate. The stateless version is a few lines of plain tensor
+ops.
 """
 
 import dataclasses
