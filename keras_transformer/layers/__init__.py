@@ -1,7 +1,7 @@
 """Keras 3 layers porting the tutorial's functions; see each class for the mapping."""
 
 from keras_transformer.layers.attention import MultiheadAttention
-from keras_transformer.layers.blocks import DecoderBlock, EncoderBlock
+from keras_transformer.layers.blocks import DecoderBlock, DecoderOnlyBlock, EncoderBlock
 from keras_transformer.layers.embedding import PositionalEncoding, TokenEmbedding, sinusoidal_encoding
 from keras_transformer.layers.feedforward import FeedForward
 from keras_transformer.layers.normalization import LayerNorm
@@ -12,6 +12,7 @@ __all__ = [
     "Attention",
     "AttentionScore",
     "DecoderBlock",
+    "DecoderOnlyBlock",
     "EncoderBlock",
     "FeedForward",
     "LayerNorm",

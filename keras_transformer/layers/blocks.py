@@ -1,4 +1,8 @@
-"""Encoder and decoder blocks: the loop bodies of the tutorial's encoder and decoder (paper section 3.1, figure 1)."""
+"""Encoder and decoder blocks: the loop bodies of the tutorial's encoder and decoder (paper section 3.1, figure 1).
+
+`DecoderOnlyBlock` is the block of a decoder-only (GPT-style) language model: an encoder block
+whose self-attention is causal.
+"""
 
 import keras
 from keras import ops
@@ -6,10 +10,11 @@ from keras import ops
 from keras_transformer.config import ATTENTION_SCORES
 from keras_transformer.layers.attention import MultiheadAttention
 from keras_transformer.layers.feedforward import FeedForward
+from keras_transformer.masks import attention_masks
 
 
 class _Block(keras.layers.Layer):
-    """Hyperparameters and config shared by `EncoderBlock` and `DecoderBlock`."""
+    """Hyperparameters, config and the cached self-attention step shared by every block."""
 
     causal_self_attention = False
 
@@ -73,6 +78,27 @@ class _Block(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="feed_forward",
         )
+
+    def _cached_self_attention(self, inputs, index, self_cache, inputs_mask):
+        """Self-attention of one new position over a key/value cache (the first sublayer of `decode_step`).
+
+        Args:
+            inputs: float tensor `[B, 1, D]`, the new position's input.
+            index: int scalar, its position `t`.
+            self_cache: `(key, value)`, float tensors `[B, H, L, K]` holding positions `0 .. t-1`.
+            inputs_mask: bool tensor `[B, L]`, True at the positions position `t` may attend to
+                (its causality: False from `t + 1` on).
+
+        Returns:
+            `(outputs, self_cache, query_mask)`: float tensor `[B, 1, D]`, the cache with position
+            `t` written, and bool `[B, 1]`, whether position `t` is real.
+        """
+        new_key, new_value = self.self_attention.project_keys_values(inputs)  # (B, H, 1, K) each
+        at_index = ops.equal(ops.arange(ops.shape(inputs_mask)[1]), index)[None, None, :, None]  # (1, 1, L, 1)
+        self_cache = tuple(ops.where(at_index, new, cached) for new, cached in zip((new_key, new_value), self_cache))
+        query_mask = ops.take(inputs_mask, ops.reshape(index, (1,)), axis=1)  # (B, 1)
+        outputs = self.self_attention.attend(inputs, *self_cache, inputs_mask[:, None, None, :], query_mask)
+        return outputs, self_cache, query_mask
 
     def get_config(self):
         config = super().get_config()
@@ -146,6 +172,67 @@ class EncoderBlock(_Block):
         if return_attention_scores:
             return outputs, {"self_attention": weights}
         return outputs
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class DecoderOnlyBlock(EncoderBlock):
+    """One block of a decoder-only (GPT-style) model: causal self-attention, then feed-forward.
+
+    An `EncoderBlock` whose self-attention is causal, as the decoder's (`multihead_attention(dec,
+    dec, causality=True)`): position `t` attends to positions `0 .. t` only. It is a
+    `DecoderBlock` without the encoder-decoder attention, and decodes step by step with the same
+    key/value cache (`prefill`, `decode_step`).
+
+    Args: as `EncoderBlock`.
+
+    Call arguments:
+        inputs: float tensor `[B, T, D]`.
+        training: bool.
+        mask: optional bool tensor `[B, T]` (True = real token); defaults to the Keras mask of
+            `inputs`, else to sign masks.
+        return_attention_scores: bool; also return the self-attention weights `[B, H, T, T]`.
+
+    Returns:
+        float tensor `[B, T, D]`, zero at padding.
+    """
+
+    causal_self_attention = True
+
+    def prefill(self, inputs, mask):
+        """`call` on a whole prefix (inference), also returning its self-attention keys and values.
+
+        Args:
+            inputs: float tensor `[B, T, D]`.
+            mask: bool tensor `[B, T]`, True at real positions.
+
+        Returns:
+            `(outputs, cache)`: float tensor `[B, T, D]` and `(key, value)`, float tensors
+            `[B, H, T, K]`, the cache of `decode_step` for positions `0 .. T-1`.
+        """
+        queries_mask, allowed = attention_masks(inputs, inputs, mask, mask, causality=True)
+        cache = self.self_attention.project_keys_values(inputs)  # (B, H, T, K) each
+        outputs = self.self_attention.attend(inputs, *cache, allowed, queries_mask)  # (B, T, D)
+        return self.feed_forward(outputs, mask=mask), cache
+
+    def decode_step(self, inputs, index, cache, inputs_mask):
+        """Run the block on one new position, with a key/value cache.
+
+        Equal to `call` on the whole prefix, at its last position, but the earlier positions'
+        keys and values come from `cache` instead of being recomputed.
+
+        Args:
+            inputs: float tensor `[B, 1, D]`, the new position's input.
+            index: int scalar, its position `t`.
+            cache: `(key, value)`, float tensors `[B, H, L, K]` holding positions `0 .. t-1`
+                (later positions are ignored).
+            inputs_mask: bool tensor `[B, L]`, True at the positions `0 .. t` position `t` may
+                attend to, False from `t + 1` on (the causality of the step).
+
+        Returns:
+            `(outputs, cache)`: float tensor `[B, 1, D]` and the cache with position `t` written.
+        """
+        outputs, cache, query_mask = self._cached_self_attention(inputs, index, cache, inputs_mask)
+        return self.feed_forward(outputs, mask=query_mask), cache  # (B, 1, D)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -247,11 +334,7 @@ class DecoderBlock(_Block):
             `(outputs, self_cache)`: float tensor `[B, 1, D]` and the cache with position `t`
             written.
         """
-        new_key, new_value = self.self_attention.project_keys_values(inputs)  # (B, H, 1, K) each
-        at_index = ops.equal(ops.arange(ops.shape(inputs_mask)[1]), index)[None, None, :, None]  # (1, 1, L, 1)
-        self_cache = tuple(ops.where(at_index, new, cached) for new, cached in zip((new_key, new_value), self_cache))
-        query_mask = ops.take(inputs_mask, ops.reshape(index, (1,)), axis=1)  # (B, 1)
-        outputs = self.self_attention.attend(inputs, *self_cache, inputs_mask[:, None, None, :], query_mask)
+        outputs, self_cache, query_mask = self._cached_self_attention(inputs, index, self_cache, inputs_mask)
         outputs = self.cross_attention.attend(outputs, *cross_cache, memory_mask[:, None, None, :], query_mask)
         outputs = self.feed_forward(outputs, mask=query_mask)  # (B, 1, D)
         return outputs, self_cache

@@ -22,6 +22,12 @@ class TokenEmbedding(keras.layers.Layer):
     Deviation: weights start from `N(0, D^-1/2)`, so that scaled embeddings have unit variance
     like the positional encodings they are added to; the tutorial uses Xavier initialization.
 
+    Extension: called with `reverse=True` on hidden states, the layer is a language model's
+    output layer with the same `[V, D]` table (weight tying, paper section 3.4: "we share the same
+    weight matrix between the two embedding layers and the pre-softmax linear transformation"):
+    `logits = hidden E^T`, unscaled, in float32. The table is then one variable, updated by both
+    uses; a functional model calls the one layer twice.
+
     Args:
         vocab_size: int V, number of token ids.
         d_model: int D, embedding width.
@@ -30,10 +36,12 @@ class TokenEmbedding(keras.layers.Layer):
             this package then use instead of sign masks.
 
     Call arguments:
-        token_ids: int tensor `[B, T]`, 0 = padding.
+        token_ids: int tensor `[B, T]`, 0 = padding; with `reverse`, float tensor `[B, T, D]`.
+        reverse: bool, compute logits from hidden states instead of embedding token ids.
 
     Returns:
-        float tensor `[B, T, D]`, exactly zero at padding.
+        float tensor `[B, T, D]`, exactly zero at padding; with `reverse`, float32 logits
+        `[B, T, V]`.
     """
 
     def __init__(self, vocab_size, d_model, scale=True, mask_zero=False, **kwargs):
@@ -56,7 +64,10 @@ class TokenEmbedding(keras.layers.Layer):
             autocast=False,
         )
 
-    def call(self, token_ids):
+    def call(self, token_ids, reverse=False):
+        if reverse:
+            hidden = ops.cast(token_ids, "float32")  # (B, T, D)
+            return ops.matmul(hidden, ops.transpose(self.embeddings))  # (B, T, V)
         token_ids = ops.cast(token_ids, "int32")
         # The table is read through a multiply, whose gradient is dense: on TensorFlow a gather's
         # gradient has one row per token (`tf.IndexedSlices`), and Keras's Adam squares those rows
@@ -73,10 +84,17 @@ class TokenEmbedding(keras.layers.Layer):
         return outputs * factor[..., None]
 
     def compute_mask(self, token_ids, mask=None):
-        return ops.not_equal(token_ids, 0) if self.mask_zero else None
+        # Keras passes no call arguments here: float inputs are hidden states (`reverse`), no mask.
+        reversed_call = keras.backend.is_float_dtype(keras.backend.standardize_dtype(token_ids.dtype))
+        return ops.not_equal(token_ids, 0) if self.mask_zero and not reversed_call else None
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape) + (self.d_model,)
+
+    def compute_output_spec(self, token_ids, reverse=False):
+        if reverse:
+            return keras.KerasTensor(tuple(token_ids.shape[:-1]) + (self.vocab_size,), dtype="float32")
+        return keras.KerasTensor(self.compute_output_shape(token_ids.shape), dtype=self.compute_dtype)
 
     def get_config(self):
         config = super().get_config()

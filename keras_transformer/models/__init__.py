@@ -2,9 +2,27 @@
 
 `translation`: the encoder-decoder Transformer of "Attention Is All You Need".
 `lookup`: a one-layer soft or hard attention reader of the key-value lookup task.
+`language`: decoder-only (GPT-style) and encoder-only (BERT-style) language models.
 """
 
+from keras_transformer.models.language import (
+    LanguageModelLayers,
+    build_decoder_only,
+    build_encoder_only,
+    build_language_model,
+)
 from keras_transformer.models.lookup import KeyValueLookup
 from keras_transformer.models.translation import TransformerLayers, attention_weights, build_transformer, decode, encode
 
-__all__ = ["KeyValueLookup", "TransformerLayers", "attention_weights", "build_transformer", "decode", "encode"]
+__all__ = [
+    "KeyValueLookup",
+    "LanguageModelLayers",
+    "TransformerLayers",
+    "attention_weights",
+    "build_decoder_only",
+    "build_encoder_only",
+    "build_language_model",
+    "build_transformer",
+    "decode",
+    "encode",
+]
