@@ -86,12 +86,16 @@ def _guard_empty_batch(source_ids, max_length, decode_fn):
     )
 
 
-def _log_probs(logits):
-    """`[N, V]` logits -> float32 log-probabilities, with `<pad>` and `<s>` made impossible."""
+def forbid_never_emitted(logits):
+    """`[N, V]` logits -> float32 logits with `<pad>` and `<s>`, which decoders never emit, made impossible."""
     vocab_ids = ops.arange(ops.shape(logits)[-1])
     never = ops.logical_or(ops.equal(vocab_ids, PAD_ID), ops.equal(vocab_ids, START_ID))  # (V,)
-    logits = ops.where(never[None, :], IMPOSSIBLE, ops.cast(logits, "float32"))
-    return ops.log_softmax(logits, axis=-1)
+    return ops.where(never[None, :], IMPOSSIBLE, ops.cast(logits, "float32"))
+
+
+def _log_probs(logits):
+    """`[N, V]` logits -> float32 log-probabilities, with `<pad>` and `<s>` made impossible."""
+    return ops.log_softmax(forbid_never_emitted(logits), axis=-1)
 
 
 def _ends(token, end_id):

@@ -62,8 +62,9 @@ def with_token_changed(ids, t):
 
 MODEL_VARIANTS = {
     "tied": {},
-    "untied-learned-positions": {"tie_embeddings": False, "learned_positions": True},
-    "tutorial-attention-cosine": {
+    "untied-learned-positions-tutorial-attention": {
+        "tie_embeddings": False,
+        "learned_positions": True,
         "use_output_projection": False,
         "projection_activation": "relu",
         "attention_score": "cosine",
@@ -107,28 +108,31 @@ def test_encoder_only_model_is_bidirectional_and_ignores_padding(encoder_model):
     np.testing.assert_allclose(to_numpy(padded["class_logits"]), class_logits, atol=1e-5)
 
 
-def test_classification_head_reads_the_first_position(encoder_model):
+def test_classification_head_reads_the_first_position_and_tied_logits_the_embedding_table(encoder_model):
     layers = LanguageModelLayers.from_model(encoder_model)
     ids = token_ids(lengths=(4, 2))
-    hidden = keras.Model(encoder_model.input, encoder_model.get_layer(f"block_{N - 1}").output)(ids)  # (B, T, D)
+    hidden = to_numpy(keras.Model(encoder_model.input, layers.blocks[-1].output)(ids))  # (B, T, D)
+    outputs = encoder_model(ids)
     kernel, bias = (to_numpy(w) for w in layers.classifier.weights)
-    expected = to_numpy(hidden)[:, 0] @ kernel + bias
-    np.testing.assert_allclose(to_numpy(encoder_model(ids)["class_logits"]), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(to_numpy(outputs["class_logits"]), hidden[:, 0] @ kernel + bias, rtol=1e-5, atol=1e-5)
+    table = to_numpy(layers.token_embedding.embeddings)
+    np.testing.assert_allclose(to_numpy(outputs["logits"]), hidden @ table.T, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("kind", ["decoder", "encoder"])
-def test_tied_logits_use_the_one_embedding_variable(kind):
-    tied, untied = lm_model(kind, tie_embeddings=True), lm_model(kind, tie_embeddings=False)
-    assert [layer.name for layer in tied.layers].count("logits") == 0
-    assert len(tied.trainable_variables) == len(untied.trainable_variables) - 2  # no Dense kernel and bias
-    table = LanguageModelLayers.from_model(tied).token_embedding.embeddings
-    assert sum(variable is table for variable in tied.trainable_variables) == 1
+def test_tied_logits_are_the_one_embedding_variable():
+    model = lm_model("decoder", tie_embeddings=True)
+    layers = LanguageModelLayers.from_model(model)
+    assert layers.output_projection is None and "logits" not in [layer.name for layer in model.layers]
+    table = layers.token_embedding.embeddings
+    assert sum(variable is table for variable in model.trainable_variables) == 1
+    assert len(model.trainable_variables) == len(lm_model("decoder", tie_embeddings=False).trainable_variables) - 2
     ids = token_ids()
-    hidden = keras.Model(tied.input, tied.get_layer(f"block_{N - 1}").output)(ids)  # (B, T, D)
-    np.testing.assert_allclose(logits_of(tied, ids), to_numpy(hidden) @ to_numpy(table).T, rtol=1e-5, atol=1e-5)
-    # The one variable serves both ends: a gradient of the logits reaches it through the output too.
+    hidden = to_numpy(keras.Model(model.input, layers.blocks[-1].output)(ids))  # (B, T, D)
+    np.testing.assert_allclose(logits_of(model, ids), hidden @ to_numpy(table).T, rtol=1e-5, atol=1e-5)
+    # One table serves both ends: changing it changes the embeddings and the output layer at once.
     table.assign(to_numpy(table) * 2.0)
-    assert not np.allclose(logits_of(tied, ids), to_numpy(hidden) @ to_numpy(table).T)
+    doubled = to_numpy(keras.Model(model.input, layers.blocks[-1].output)(ids))
+    np.testing.assert_allclose(logits_of(model, ids), doubled @ to_numpy(table).T, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize(
