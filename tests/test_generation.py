@@ -112,31 +112,32 @@ def test_cached_logits_equal_the_model_and_are_causal(model):
     ids = np.concatenate([np.full((B, 1), START_ID), rng.integers(4, V, size=(B, T - 1))], axis=1).astype("int32")
 
     def stepped_logits(ids, prefill):
-        """Logits `[B, T - 1, V]` of positions 1 .. T-1 predicted step by step after a prefill."""
+        """Logits of positions `prefill - 1 .. T - 2`, predicted step by step after a prefill."""
         _, cache = decoder.prefill(ids[:, :prefill], T)
         logits = []
         for index in range(prefill, T):
-            step_logits, _, cache = decoder.next_token_logits(ids, cache, index)
+            step_logits, _, cache = decoder.next_token_logits(ids, cache, index)  # (B, V)
             logits.append(to_numpy(step_logits))
         return np.stack(logits, axis=1)
 
     expected = allowed_logits(to_numpy(model(ids)))[:, :-1]  # (B, T - 1, V): position t predicts t + 1
-    for prefill in (1, 3):
-        got = stepped_logits(ids, prefill)
-        np.testing.assert_allclose(got[:, : T - 1][..., 3:], expected[:, prefill - 1 :][..., 3:], atol=1e-5)
-    # Changing token t through the cache changes no logit before position t, and the one at t.
-    for t in (1, 3):
-        changed = ids.copy()
-        changed[:, t] = np.where(ids[:, t] == 4, 5, 4)
-        before, after = stepped_logits(ids, 1), stepped_logits(changed, 1)
-        np.testing.assert_allclose(after[:, :t], before[:, :t], atol=1e-6)
-        assert np.abs(after[:, t, 3:] - before[:, t, 3:]).max() > 1e-4
+    real = slice(START_ID + 1, None)  # the ids generation may emit (the others are -inf or -1e9)
+    np.testing.assert_allclose(stepped_logits(ids, 3)[..., real], expected[:, 2:, real], atol=1e-5)
+    # Rows 2 .. 5 have token 1 or 3 changed: through the cache, no logit before that position changes.
+    changed = [ids.copy(), ids.copy()]
+    for variant, t in zip(changed, (1, 3)):
+        variant[:, t] = np.where(ids[:, t] == 4, 5, 4)
+    logits = stepped_logits(np.concatenate([ids] + changed), 1).reshape(3, B, T - 1, V)
+    np.testing.assert_allclose(logits[0][..., real], expected[..., real], atol=1e-5)
+    for variant_logits, t in zip(logits[1:], (1, 3)):
+        np.testing.assert_allclose(variant_logits[:, :t], logits[0][:, :t], atol=1e-6)
+        assert np.abs(variant_logits[:, t, real] - logits[0][:, t, real]).max() > 1e-4
 
 
 @pytest.mark.parametrize(
     "overrides",
-    [{}, {"tie_embeddings": False, "learned_positions": True, "attention_score": "additive", "num_blocks": 3}],
-    ids=["tied", "untied-learned-positions-additive-deeper"],
+    [{}, {"tie_embeddings": False, "learned_positions": True, "attention_score": "additive"}],
+    ids=["tied", "untied-learned-positions-additive"],
 )
 def test_cached_greedy_generation_equals_the_uncached_loop(overrides):
     model = decoder_model(seed=3, **overrides)
@@ -152,10 +153,9 @@ def test_cached_greedy_generation_equals_the_uncached_loop(overrides):
     assert not np.isin(generated[:, 1:], [START_ID]).any()
 
 
+# Greedy is the uncached loop's argmax (above); top-k's seeds are tested below.
 SAMPLER_FACTORIES = {
-    "greedy": lambda seed: keras_hub.samplers.GreedySampler(),
-    "beam": lambda seed: keras_hub.samplers.BeamSampler(num_beams=3),
-    "top_k": lambda seed: keras_hub.samplers.TopKSampler(k=4, temperature=1.5, seed=seed),
+    "beam": lambda seed: keras_hub.samplers.BeamSampler(num_beams=2),
     "top_p": lambda seed: keras_hub.samplers.TopPSampler(p=0.8, temperature=0.7, seed=seed),
     "random": lambda seed: keras_hub.samplers.RandomSampler(temperature=2.0, seed=seed),
 }
@@ -180,16 +180,11 @@ def test_samplers_through_the_cache_equal_keras_hub_samplers_on_the_whole_model(
 
 def test_equal_seeds_repeat_a_sample_and_different_seeds_do_not(model):
     def top_k(seed):
-        return to_numpy(generate(model, PROMPTS, MAX_LENGTH, "top_k", seed=seed))
+        return to_numpy(generate(model, PROMPTS[:2], 5, "top_k", seed=seed, end_id=None))
 
     first = top_k(1)
     np.testing.assert_array_equal(top_k(1), first)
     assert not np.array_equal(top_k(2), first)
-    # A sampler instance given no seed keeps drawing from its own seed generator.
-    sampler = get_sampler("top_k", seed=1, k=5, temperature=3.0)
-    assert not np.array_equal(
-        to_numpy(generate(model, PROMPTS, 12, sampler)), to_numpy(generate(model, PROMPTS, 12, sampler))
-    )
 
 
 def test_generate_without_end_id_runs_to_max_length_and_full_prompts_come_back(model):
@@ -198,17 +193,6 @@ def test_generate_without_end_id_runs_to_max_length_and_full_prompts_come_back(m
     full = generated[:, :6]
     np.testing.assert_array_equal(to_numpy(generate(model, full, 6)), full)
     assert to_numpy(generate(model, np.zeros((0, 3), "int32"), 5)).shape == (0, 5)
-
-
-def test_generate_traces_into_one_graph_with_unknown_shapes(model):
-    import tensorflow as tf  # the export's use: generation inside a tf.function
-
-    traced = tf.function(
-        lambda prompts: generate(model, prompts, MAX_LENGTH),
-        input_signature=[tf.TensorSpec([None, None], tf.int32)],
-    )
-    np.testing.assert_array_equal(to_numpy(traced(PROMPTS)), to_numpy(generate(model, PROMPTS, MAX_LENGTH)))
-    assert to_numpy(traced(np.zeros((0, 2), "int32"))).shape == (0, MAX_LENGTH)
 
 
 def test_pad_after_end_ignores_end_tokens_of_the_prompt():
@@ -234,7 +218,7 @@ def test_bad_arguments_raise_value_errors_naming_them(model):
         get_sampler(keras_hub.samplers.TopKSampler(), k=3)
     with pytest.raises(ValueError, match="return_all_beams=False"):
         generate(model, PROMPTS, MAX_LENGTH, keras_hub.samplers.BeamSampler(return_all_beams=True))
-    learned = decoder_model(learned_positions=True, max_length=6)
+    learned = decoder_model(learned_positions=True, max_length=6, num_blocks=1)
     with pytest.raises(ValueError, match="max_length=7, model max_length=6"):
         generate(learned, PROMPTS, 7)
     encoder = build_encoder_only(
