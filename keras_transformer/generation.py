@@ -14,8 +14,8 @@ before it, keeps the prompt's tokens where `mask` is True, writes its choice els
 once every row has generated a stop token.
 
 Everything is written with `keras.ops`, so it runs on every Keras backend and traces into one
-graph (e.g. a `tf.function` for a SavedModel export). Generated sequences never contain `<pad>`
-or `<s>`; after a row's generated `</s>` its output is padding (0).
+graph (e.g. a `tf.function` for a SavedModel export). A generated token is never `<pad>` or
+`<s>`; after a row's generated `</s>` its output is padding (0).
 """
 
 import keras_hub
