@@ -103,3 +103,23 @@ def serving_op_lists():
     """
     paths = [SERVING_OPS / "tf_2_12_1_core_ops.txt", SERVING_OPS / "tftext_2_12_1_ops.txt"]
     return tuple({line.strip() for line in path.read_text().splitlines() if line.strip()} for path in paths)
+
+
+# The longest tests, by measured duration: a notebook that trains, the SIGKILL resume chain.
+LONGEST_FIRST = ("test_notebooks.py", "test_resume.py")
+
+
+def pytest_collection_modifyitems(items):
+    """Run the slow tests first, the longest of them at the head; quick tests fill the end.
+
+    With two workers stealing work from each other, a long test started last would run alone
+    while the other worker idles; started first, the quick tests fill the gaps instead. Tests
+    keep their order within each group.
+    """
+
+    def group(item):
+        if item.path.name in LONGEST_FIRST and item.get_closest_marker("slow"):
+            return 0
+        return 1 if item.get_closest_marker("slow") else 2
+
+    items.sort(key=group)
