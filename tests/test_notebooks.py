@@ -14,7 +14,13 @@ import nbformat
 import pytest
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
-NOTEBOOKS = ("01_attention_mechanics", "02_train_and_translate", "03_export_and_serve", "04_attention_family")
+NOTEBOOKS = (
+    "01_attention_mechanics",
+    "02_train_and_translate",
+    "03_export_and_serve",
+    "04_attention_family",
+    "06_attention_in_vision",
+)
 CELL_TIMEOUT_S = 600
 
 
@@ -44,5 +50,5 @@ def test_notebook_runs_top_to_bottom(name, tmp_path, monkeypatch):
     # "Run all" runs every code cell, in order: none is empty or tagged to be skipped.
     assert [cell.execution_count for cell in code_cells] == list(range(1, len(code_cells) + 1))
     images = sum("image/png" in output.get("data", {}) for cell in notebook.cells for output in cell.get("outputs", []))
-    if name != "03_export_and_serve":  # 03 prints its results; the other two teach with plots
+    if name != "03_export_and_serve":  # 03 prints its results; the others teach with plots
         assert images >= 3, f"{name} drew {images} figures"
