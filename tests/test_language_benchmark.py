@@ -1,0 +1,130 @@
+"""Tests of benchmarks/language_models.py: its FLOP and token counts, its batches and flags, and a smoke run.
+
+Not of speed: the benchmark measures that. `benchmarks/` holds scripts, so its folder goes on
+`sys.path`.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import common  # noqa: E402
+import language_models  # noqa: E402
+
+TINY = ["--preset", "tiny", "--vocab", "50", "--batch-size", "3", "--length", "8", "--batches", "2"]
+
+
+@pytest.mark.parametrize("kind", language_models.KINDS)
+def test_flop_formula_counts_every_matmul_weight_of_both_libraries_models(kind):
+    """6 FLOPs per matmul weight and token, plus attention; the same for ours and keras-hub's.
+
+    With one-token rows the attention terms are 3 x 4 D per block; the rest must be 6 FLOPs
+    (forward 2, backward 4) per matmul weight: every kernel of the built model (BERT's unused,
+    frozen pooler excepted) and the tied `[V, D]` table that computes the logits.
+    """
+    config = language_models.model_config(language_models.parse_args(TINY), kind)
+    attention = 3 * config.num_blocks * 4 * config.d_model
+    for name in language_models.MODELS:
+        model, _ = language_models.build_model(name, config)
+        kernels = sum(
+            int(np.prod(w.shape))
+            for w in model.weights
+            if w.path.endswith("kernel") and len(w.shape) >= 2 and "pooled_dense" not in w.path
+        )
+        tied_logits = config.vocab_size * config.d_model
+        assert language_models.train_step_flops(config, 1, 1) == 6 * (kernels + tied_logits) + attention, name
+    one = language_models.train_step_flops(config, 1, 1)
+    assert language_models.train_step_flops(config, 3, 1) == 3 * one  # linear in the batch
+    # Quadratic in length only through attention: 3 x 4 T^2 D per block.
+    assert language_models.train_step_flops(config, 1, 2) - 2 * one == 3 * config.num_blocks * 4 * 2 * config.d_model
+
+
+def test_round_tokens_count_real_inputs_and_predicted_labels_cycling_the_batches():
+    first = (np.array([[5, 6, 0], [7, 0, 0]]), np.array([[0, 6, 0], [0, 0, 0]]))  # 3 real, 1 predicted
+    second = (np.array([[5, 6, 7], [7, 8, 9]]), np.array([[5, 6, 7], [7, 8, 9]]))  # 6 real, 6 predicted
+    assert language_models.round_tokens([first, second], 1) == (3, 1)
+    assert language_models.round_tokens([first, second], 3) == (3 + 6 + 3, 1 + 6 + 1)
+
+
+def test_batches_are_the_same_in_every_process_and_look_as_described():
+    args = language_models.parse_args(TINY)
+    decoder = language_models.decoder_batches(args)
+    assert language_models.checksum(decoder) == language_models.checksum(language_models.decoder_batches(args))
+    for inputs, labels in decoder:
+        assert inputs.shape == labels.shape == (3, 8) and inputs.dtype == labels.dtype == np.int32
+        np.testing.assert_array_equal(inputs[:, 1:], labels[:, :-1])  # packed windows, shifted by one
+        assert inputs.min() >= language_models.FIRST_PIECE_ID and inputs.max() < 50  # no padding, no reserved id
+    encoder = language_models.encoder_batches(args)
+    assert language_models.checksum(encoder) == language_models.checksum(language_models.encoder_batches(args))
+    assert language_models.checksum(encoder) != language_models.checksum(decoder)
+    for inputs, labels in encoder:
+        assert inputs.shape == labels.shape == (3, 8)
+        lengths = np.count_nonzero(inputs, axis=1)
+        assert np.all((lengths >= 4) & (lengths <= 8)) and np.all(inputs[:, 0] == 2)  # <s> first
+        assert np.all(labels[inputs == 0] == 0)  # padding is never predicted
+        assert np.all(labels[labels > 0] >= language_models.FIRST_PIECE_ID)  # only pieces are
+
+
+def test_flags_are_checked_and_every_flag_has_help(capsys):
+    args = language_models.parse_args([])
+    assert (args.preset, args.kinds, args.precision) == ("small", ["decoder", "encoder"], "auto")
+    assert args.positions == "learned"
+    assert language_models.parse_args(["--kinds", "encoder, decoder"]).kinds == ["decoder", "encoder"]
+    for argv, message in (
+        (["--kinds", "decoder,gpt"], "--kinds takes names from decoder,encoder"),
+        (["--length", "2"], "--length must be >= 3. Received: 2"),
+        (["--new-tokens", "0"], "--new-tokens must be >= 1. Received: 0"),
+        (["--vocab", "6"], "--vocab must be >= 7. Received: 6"),
+    ):
+        with pytest.raises(SystemExit):
+            language_models.parse_args(argv)
+        assert message in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        language_models.parse_args(["--help"])
+    assert exit_info.value.code == 0
+    shown = capsys.readouterr().out
+    for flag in ("--preset", "--steps", "--rounds", "--batch-size", "--length", "--new-tokens", "--out"):
+        assert flag in shown
+    assert "--worker" not in shown
+
+
+@pytest.mark.slow
+def test_smoke_run_writes_both_kinds_ratios_of_the_medians_and_the_cpu(tmp_path):
+    out = tmp_path / "language_models.json"
+    command = [sys.executable, str(BENCHMARKS / "language_models.py"), "--preset", "tiny", "--vocab", "64"]
+    command += ["--batch-size", "2", "--length", "8", "--prompt-length", "2", "--new-tokens", "2", "--batches", "1"]
+    command += ["--steps", "1", "--rounds", "1", "--warmup-rounds", "0", "--peak-size", "64", "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert common.cpu_line(common.cpu_info()) in result.stdout.splitlines()
+    written = json.loads(out.read_text())
+    assert written["cpu"] == common.cpu_info() and written["cpu_count"] == os.cpu_count()
+    precision = written["precision"]
+    assert precision["requested"] == "auto" and precision["policy"] in ("float32", "mixed_bfloat16")
+    assert {"keras", "tensorflow", "keras-hub"} <= set(written["versions"])
+    for kind in ("decoder", "encoder"):
+        results = written["training"][kind]
+        medians = [results[name]["tokens_per_second_median"] for name in ("ours", "keras-hub")]
+        assert min(medians) > 0 and results["ours_over_keras_hub"] == pytest.approx(medians[0] / medians[1])
+        assert results["model_flops_per_step"] > 0
+        assert results["ours"]["mfu_fp32_peak"] > 0 and results["ours"]["mfu_fp32_peak_cpu_time"] > 0
+    generation = written["generation"]
+    names = ("ours", "keras-hub", "keras-hub generate")
+    speeds = {name: generation[name]["new_tokens_per_second_median"] for name in names}
+    assert generation["ours_over_keras_hub"] == pytest.approx(speeds["ours"] / speeds["keras-hub"])
+    assert generation["ours_over_keras_hub_generate"] == pytest.approx(speeds["ours"] / speeds["keras-hub generate"])
+    for kind in ("decoder", "encoder"):
+        results = written["training"][kind]
+        cpu_medians = [results[name]["tokens_per_cpu_second_median"] for name in ("ours", "keras-hub")]
+        assert results["ours_over_keras_hub_cpu_time"] == pytest.approx(cpu_medians[0] / cpu_medians[1])
+    assert all(generation[name]["equal_to_uncached"] == 1.0 for name in speeds)  # both caches are right
