@@ -1,8 +1,9 @@
-"""The `keras-transformer` command line: `train`, `evaluate`, `translate`, `export`.
+"""The `keras-transformer` command line: `train`, `evaluate`, `translate`, `export`, `generate`.
 
-Flags of `train` are generated from the fields of `TrainConfig` and `ModelConfig`, with their
-help texts; `--config FILE.json` loads settings and explicit flags override it. User errors
-(bad values, missing files, an existing run) print one `error:` line and exit with status 2.
+Flags of `train` are generated from the fields of `TrainConfig`, `ModelConfig` and
+`LanguageModelConfig` (for `--task lm|mlm`), with their help texts; `--config FILE.json` loads
+settings and explicit flags override it. User errors (bad values, missing files, an existing run)
+print one `error:` line and exit with status 2.
 """
 
 import argparse
@@ -17,7 +18,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's C++ start-up chatter quiet
 
-from keras_transformer.config import PRESETS, ModelConfig, TrainConfig  # noqa: E402
+from keras_transformer.config import PRESETS, LanguageModelConfig, ModelConfig, TrainConfig  # noqa: E402
 
 _BOOLEAN_CHOICES = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
 
@@ -49,39 +50,44 @@ def _default_text(config_class, field, only):
     if only is not None:  # evaluate / export: the run's saved settings
         return "(default: the run's)"
     by_preset = [f"{name} {values[field.name]!r}" for name, values in PRESETS.items() if field.name in values]
-    if config_class is ModelConfig and by_preset:
+    if config_class in (ModelConfig, LanguageModelConfig) and by_preset:
         return f"(default: set by --preset: {', '.join(by_preset)})"
     return f"(default: {field.default!r})"
 
 
-def _add_config_flags(parser, config_class, title, only=None):
+def _add_config_flags(parser, config_class, title, only=None, exclude=()):
     """Flags for the fields of `config_class`.
 
     Args:
         parser: the (sub)command's `argparse.ArgumentParser`.
-        config_class: `TrainConfig` or `ModelConfig`.
+        config_class: `TrainConfig`, `ModelConfig` or `LanguageModelConfig`.
         title: the title of the flags' group in `--help`.
         only: names of the only fields to offer, whose flags then default to the run's settings
             (`evaluate`, `export`); None for all fields with `cli=True`.
+        exclude: names of fields not to offer (flags another group has already).
     """
     group = parser.add_argument_group(title)
     for field in dataclasses.fields(config_class):
         if not field.metadata.get("cli", True) or (only is not None and field.name not in only):
             continue
+        if field.name in exclude:
+            continue
         flag = "--" + field.name.replace("_", "-")
         aliases = [flag] if "_" not in field.name else [flag, "--" + field.name]
-        pair = isinstance(field.default, tuple)  # SOURCE TARGET file paths
-        kind = str if pair else {int: int, float: float, bool: _boolean, str: str}[type(field.default)]
+        # File paths: SOURCE TARGET for translation, one or more text files for a language model
+        # (`TrainConfig.validate` checks the count for the task).
+        paths = isinstance(field.default, tuple)
+        kind = str if paths else {int: int, float: float, bool: _boolean, str: str}[type(field.default)]
         group.add_argument(
             *aliases,
             dest=field.name,
             type=kind,
-            nargs=2 if pair else None,
+            nargs="+" if paths else None,
             choices=field.metadata.get("choices"),
             default=argparse.SUPPRESS,  # only explicit flags reach the namespace
-            metavar=("SOURCE", "TARGET") if pair else None if field.metadata.get("choices") else field.name.upper(),
+            metavar="FILE" if paths else None if field.metadata.get("choices") else field.name.upper(),
             help=field.metadata["help"]
-            if pair
+            if paths
             else f"{field.metadata['help']} {_default_text(config_class, field, only)}",
         )
 
@@ -99,12 +105,21 @@ def _build_parser():
         formatter_class=_HelpFormatter,
         help="train a model, evaluate it on the test split and export it",
         description="Train on the built-in corpus (default), print test exact match and BLEU, write "
-        "RUN_DIR/summary.json and export a SavedModel to EXPORT_DIR/MODEL_NAME/VERSION.",
+        "RUN_DIR/summary.json and export a SavedModel to EXPORT_DIR/MODEL_NAME/VERSION. With --task lm or "
+        "--task mlm, train a language model on text instead and print its test perplexity and token accuracy.",
     )
-    train.add_argument("--config", type=Path, help="JSON file of TrainConfig and ModelConfig fields; flags override it")
+    train.add_argument(
+        "--config", type=Path, help="JSON file of TrainConfig and model config fields; flags override it"
+    )
     train.add_argument("--resume", action="store_true", help="continue the interrupted run in --run-dir")
     _add_config_flags(train, TrainConfig, "training")
     _add_config_flags(train, ModelConfig, "model (override the preset)")
+    _add_config_flags(
+        train,
+        LanguageModelConfig,
+        "language model (--task lm/mlm; the model flags above but --max-source-len and --max-target-len apply too)",
+        exclude=_TRANSLATION_MODEL_FIELDS,
+    )
 
     evaluate = commands.add_parser(
         "evaluate", formatter_class=_HelpFormatter, help="score a finished run on its test split"
@@ -126,6 +141,32 @@ def _build_parser():
         "--ids-only", action="store_true", help="export token ids -> token ids without tensorflow-text ops"
     )
     _add_config_flags(export, TrainConfig, "decoding", only=_DECODING_FIELDS)
+
+    generate = commands.add_parser(
+        "generate",
+        formatter_class=_HelpFormatter,
+        help="continue prompts with an exported language model (train --task lm)",
+        description="Continue the PROMPT arguments, or else each line of --input FILE or of standard input, and "
+        "print one line per prompt, in order: the generated text that follows the prompt (without the prompt). "
+        "The export's sampler, chosen when it was exported (--sampler, --temperature, --top-k, --top-p, "
+        "--sampler-seed of train or export), picks each token. A prompt that is not valid UTF-8 (its bad bytes "
+        "are read as U+FFFD) or longer than the model reads (only its beginning is continued) is still continued, "
+        "with a warning on standard error that names its line. A line the model fails on is named in an error on "
+        "standard error and printed as an empty line; the other lines are continued. Exit status: 0 when every "
+        "line was continued, 1 when some line failed, 2 when the model or the input file is missing.",
+    )
+    generate.add_argument(
+        "--model",
+        required=True,
+        type=Path,
+        help="SavedModel folder of a --task lm run, or a model folder holding integer versions (the highest is used)",
+    )
+    generate.add_argument(
+        "--input",
+        metavar="FILE",
+        help="read the prompts from FILE, one per line ('-' for standard input, what is read when no PROMPT is given)",
+    )
+    generate.add_argument("prompt", nargs="*", help="prompts to continue (none: read them from --input)")
 
     translate = commands.add_parser(
         "translate",
@@ -154,9 +195,16 @@ def _build_parser():
 
 
 _TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}
-_DECODING_FIELDS = ("beam_size", "length_penalty")
+# What `evaluate` and `export` may change of a finished run: a translation's decoding, a language model's sampler.
+_DECODING_FIELDS = ("beam_size", "length_penalty", "sampler", "temperature", "top_k", "top_p", "sampler_seed")
+_TRANSLATION_MODEL_FIELDS = {f.name for f in dataclasses.fields(ModelConfig)}
 # Vocabulary sizes are requests (TrainConfig); the model config records the learned sizes.
-_MODEL_FIELDS = {f.name for f in dataclasses.fields(ModelConfig) if f.metadata.get("cli", True)}
+_MODEL_FIELDS = {
+    f.name
+    for config_class in (ModelConfig, LanguageModelConfig)
+    for f in dataclasses.fields(config_class)
+    if f.metadata.get("cli", True)
+}
 
 
 def _split_by_config(values):
@@ -210,35 +258,36 @@ def _train(args):
     args.run_dir_resolved = Path(train_config.run_dir)  # for the Ctrl-C message
     summary = runs.train(train_config, model_overrides, resume=args.resume)
     test = summary["test"]
-    print(
-        f"Done in {summary['total_seconds']:.0f} s: test exact match {test['exact_match']:.2%}, "
-        f"BLEU {test['bleu']}; exported to {summary['export_path']}"
-    )
+    if "perplexity" in test:  # a language model
+        scores = f"test perplexity {test['perplexity']:.2f}, token accuracy {test['accuracy']:.2%}"
+    else:
+        scores = f"test exact match {test['exact_match']:.2%}, BLEU {test['bleu']}"
+    print(f"Done in {summary['total_seconds']:.0f} s: {scores}; exported to {summary['export_path']}")
     return 0
 
 
 def _load_run_for_decoding(args):
-    """`(train_config, translator)` of `--run-dir`, with explicit decoding flags applied."""
+    """`(train_config, module)` of `--run-dir`, with explicit decoding (or sampler) flags applied."""
     from keras_transformer import runs
 
-    train_config, model_config, model, translator = runs.load_run(args.run_dir)
+    train_config, model_config, model, module = runs.load_run(args.run_dir)
     decoding = {name: getattr(args, name) for name in _DECODING_FIELDS if hasattr(args, name)}
     if decoding:
         try:
             train_config = TrainConfig(**{**train_config.to_dict(), **decoding}).validate()
         except ValueError as error:
             raise runs.RunError(str(error)) from None
-        translator = runs.make_translator(
-            model, model_config, translator.source_tokenizer, translator.target_tokenizer, args.run_dir, train_config
-        )
-    return train_config, translator
+        task = runs.task_of(train_config)
+        tokenizers = task.load_tokenizers(args.run_dir, train_config)
+        module = runs.make_serving_module(model, model_config, tokenizers, args.run_dir, train_config)
+    return train_config, module
 
 
 def _evaluate(args):
-    from keras_transformer import evaluation
+    from keras_transformer import runs
 
-    train_config, translator = _load_run_for_decoding(args)
-    evaluation.evaluate_translator(translator, train_config)
+    train_config, module = _load_run_for_decoding(args)
+    runs.task_of(train_config).evaluate(module, train_config, print)
     return 0
 
 
@@ -277,72 +326,115 @@ def _read_lines(stream, max_bytes):
         yield line[:-1] if ended else line[: max_bytes + 1]
 
 
-def _call_text_signature(signature, texts):
-    """Translate `texts` (a list of `bytes`) with the text signature.
+@dataclasses.dataclass(frozen=True)
+class _TextCommand:
+    """What differs between `translate` and `generate`: the signature's names and the words of the messages."""
+
+    input_name: str  # the text signature's input
+    output_name: str  # its text output
+    arguments: str  # the positional arguments' name in messages
+    done: str  # what happens to a text, in messages
+    limit: str  # how much of a text the model reads
+    needs: str  # the error when the export has no such signature
+
+
+_TRANSLATE = _TextCommand(
+    "text",
+    "translation",
+    "sentences",
+    "translated",
+    "max_source_len tokens",
+    "takes no text (an ids-only export?); translate needs the text export",
+)
+_GENERATE = _TextCommand(
+    "prompt",
+    "continuation",
+    "prompts",
+    "continued",
+    "max_length - 2 pieces",
+    "takes no prompt (an ids-only export, or not of a --task lm run?); generate needs the text export of a "
+    "--task lm run",
+)
+
+
+def _call_text_signature(signature, texts, command=_TRANSLATE):
+    """Translate (or continue) `texts` (a list of `bytes`) with the text signature.
 
     A call the model fails on is retried in halves, down to single texts, so that only the texts
     at fault fail (a batch of 64 with one of them takes 13 calls).
 
     Returns:
-        `[(translation or None, truncated, error or None)]`, one per text: the translation as
-        UTF-8 `bytes` and the `truncated` flag, or None and the first line of the model's error.
+        `[(output or None, truncated, error or None)]`, one per text: the translation (or
+        continuation) as UTF-8 `bytes` and the `truncated` flag, or None and the first line of
+        the model's error.
     """
     import tensorflow as tf
 
     try:
-        outputs = signature(text=tf.constant(texts, dtype=tf.string))
+        outputs = signature(**{command.input_name: tf.constant(texts, dtype=tf.string)})
     except tf.errors.OpError as error:
         if len(texts) > 1:
             half = len(texts) // 2
-            return _call_text_signature(signature, texts[:half]) + _call_text_signature(signature, texts[half:])
+            return _call_text_signature(signature, texts[:half], command) + _call_text_signature(
+                signature, texts[half:], command
+            )
         return [(None, False, (error.message.strip() or type(error).__name__).splitlines()[0])]
-    translations = outputs["translation"].numpy().tolist()
+    translations = outputs[command.output_name].numpy().tolist()
     return [
         (translation, truncated, None) for translation, truncated in zip(translations, outputs["truncated"].numpy())
     ]
 
 
 def _translate(args):
+    return _run_text_command(args, args.text, _TRANSLATE)
+
+
+def _generate(args):
+    return _run_text_command(args, args.prompt, _GENERATE)
+
+
+def _run_text_command(args, arguments, command):
+    """`translate` or `generate`: the texts of the arguments or of `--input`, one output line each."""
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer ops the SavedModel uses)
 
     from keras_transformer.export import MAX_TEXT_BYTES, SIGNATURE_KEY, latest_version_dir
     from keras_transformer.runs import RunError
 
-    if args.text and args.input is not None:
-        raise RunError("give the sentences as arguments or with --input, not both")
+    if arguments and args.input is not None:
+        raise RunError(f"give the {command.arguments} as arguments or with --input, not both")
     if args.input not in (None, "-") and not Path(args.input).is_file():
         raise FileNotFoundError(f"--input: no such file: {args.input}")
     export_dir = latest_version_dir(args.model)
     loaded = tf.saved_model.load(str(export_dir))
     signature = loaded.signatures.get(SIGNATURE_KEY)
-    if signature is None or "text" not in signature.structured_input_signature[1]:
-        raise RunError(f"{export_dir} takes no text (an ids-only export?); translate needs the text export")
+    if signature is None or command.input_name not in signature.structured_input_signature[1]:
+        raise RunError(f"{export_dir} {command.needs}")
 
     with contextlib.ExitStack() as stack:
-        if args.text:
+        if arguments:
             # os.fsencode gives back the bytes of an argument that is not valid UTF-8.
-            texts, label, batch_size = map(os.fsencode, args.text), "text", _TRANSLATE_BATCH
+            texts, label, batch_size = map(os.fsencode, arguments), "text", _TRANSLATE_BATCH
         else:
             stream = sys.stdin.buffer if args.input in (None, "-") else stack.enter_context(open(args.input, "rb"))
             texts, label = _read_lines(stream, MAX_TEXT_BYTES), "line"
             batch_size = 1 if stream.isatty() else _TRANSLATE_BATCH  # a typed line is answered at once
         sys.stdout.flush()
-        out = getattr(sys.stdout, "buffer", None)  # the translations are UTF-8 bytes: written as they are
+        out = getattr(sys.stdout, "buffer", None)  # the outputs are UTF-8 bytes: written as they are
         failed = number = 0
         while batch := list(itertools.islice(texts, batch_size)):
-            for text, (translation, truncated, error) in zip(batch, _call_text_signature(signature, batch)):
+            for text, (translation, truncated, error) in zip(batch, _call_text_signature(signature, batch, command)):
                 number += 1
                 if error is not None:
                     failed += 1
-                    print(f"error: {label} {number}: not translated: {error}", file=sys.stderr)
+                    print(f"error: {label} {number}: not {command.done}: {error}", file=sys.stderr)
                     translation = b""
                 if error is None and not _is_utf8(text):
                     print(f"warning: {label} {number}: not valid UTF-8; bad bytes read as U+FFFD", file=sys.stderr)
                 if error is None and (truncated or len(text) > MAX_TEXT_BYTES):
                     print(
-                        f"warning: {label} {number}: longer than the model reads (max_source_len tokens, "
-                        f"{MAX_TEXT_BYTES} bytes); only its beginning was translated",
+                        f"warning: {label} {number}: longer than the model reads ({command.limit}, "
+                        f"{MAX_TEXT_BYTES} bytes); only its beginning was {command.done}",
                         file=sys.stderr,
                     )
                 if out is None:  # a text-only stdout, such as io.StringIO
@@ -361,7 +453,7 @@ def _is_utf8(data):
     return True
 
 
-_COMMANDS = {"train": _train, "evaluate": _evaluate, "export": _export, "translate": _translate}
+_COMMANDS = {"train": _train, "evaluate": _evaluate, "export": _export, "translate": _translate, "generate": _generate}
 # What Ctrl-C leaves behind, per command. Only `train` has anything to continue.
 _INTERRUPTED = {
     "train": "the run keeps its last checkpoint; continue it with the same command and --resume",
@@ -369,6 +461,7 @@ _INTERRUPTED = {
     # export.py writes a version to a staging folder, removes it on any exception and renames it when complete.
     "export": "the export did not finish; no partial version is left (a version folder appears only once complete)",
     "translate": "nothing was written (translate only reads the model); run the command again",
+    "generate": "nothing was written (generate only reads the model); run the command again",
 }
 
 

@@ -214,6 +214,10 @@ class ModelConfig(_JsonConfig):
 
 
 _FILE_PAIRS = ("train_files", "validation_files", "test_files")
+# What `train` can train: a translation model, a causal (GPT-style) or a masked (BERT-style) language model.
+TASKS = ("translate", "lm", "mlm")
+# The samplers of an exported causal language model (keras-hub's, by name: `generation.SAMPLERS`).
+LM_SAMPLERS = ("greedy", "top_k", "top_p", "random")
 NORMALIZATION_CHOICES = ("auto", "on", "off")
 # "auto": mixed_bfloat16 where the hardware computes bfloat16 natively, else float32 (see `precision`).
 PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
@@ -332,17 +336,40 @@ class TrainConfig(_JsonConfig):
     documents it; `validate` checks them.
     """
 
+    task: str = _field(
+        "translate",
+        "What to train: translate (the encoder-decoder on sentence pairs), lm (a decoder-only, GPT-style causal "
+        "language model on text) or mlm (an encoder-only, BERT-style masked language model on text). lm and mlm "
+        "read one text per line, learn one vocabulary (--vocab-size) and size the model with --preset, "
+        "--max-length and the other model flags.",
+        choices=TASKS,
+    )
     preset: str = _field("small", "Model size preset; explicit model flags override it.", choices=tuple(PRESETS))
     corpus: str = _field(
         "builtin",
-        "Where the sentence pairs come from: builtin (generated dates), files (--train-files, --validation-files, "
-        "--test-files) or tfds (--tfds-name). Implied by those flags.",
+        "Where the sentence pairs (or, for --task lm/mlm, the texts) come from: builtin (generated dates; lm/mlm "
+        "read their typed forms), files (--train-files, --validation-files, --test-files) or tfds (--tfds-name). "
+        "Implied by those flags.",
         choices=("builtin", "files", "tfds"),
     )
-    train_files: tuple = _field((), "SOURCE TARGET: line-aligned training files, UTF-8, plain or gzip.")
-    validation_files: tuple = _field((), "SOURCE TARGET: line-aligned validation files.")
-    test_files: tuple = _field((), "SOURCE TARGET: line-aligned test files (scored at the end).")
-    tfds_name: str = _field("", "TFDS translation dataset, e.g. ted_hrlr_translate/pt_to_en or wmt14_translate/de-en.")
+    train_files: tuple = _field(
+        (),
+        "SOURCE TARGET: line-aligned training files, UTF-8, plain or gzip. For --task lm/mlm: one or more text "
+        "files, one text per line, read in order.",
+    )
+    validation_files: tuple = _field(
+        (), "SOURCE TARGET: line-aligned validation files. For --task lm/mlm: one or more text files."
+    )
+    test_files: tuple = _field(
+        (), "SOURCE TARGET: line-aligned test files (scored at the end). For --task lm/mlm: one or more text files."
+    )
+    tfds_name: str = _field(
+        "",
+        "TFDS dataset: for translation a supervised pair dataset, e.g. ted_hrlr_translate/pt_to_en or "
+        "wmt14_translate/de-en; for --task lm/mlm any dataset with a text feature (--tfds-text-feature), e.g. lm1b. "
+        "Its train, validation and test splits are read.",
+    )
+    tfds_text_feature: str = _field("text", "The text feature of the --tfds-name dataset, for --task lm/mlm.")
     tfds_data_dir: str = _field("", "TFDS data directory (empty: TFDS's default).")
     train_size: int = _field(
         0, "Training pairs to use: the first N of the files or dataset, or N generated; 0 = all (built-in: 20000)."
@@ -359,6 +386,11 @@ class TrainConfig(_JsonConfig):
         choices=NORMALIZATION_CHOICES,
     )
     joint_vocab: bool = _field(False, "Learn one vocabulary from both sides (size --source-vocab-size) and share it.")
+    vocab_size: int = _field(
+        400,
+        "Requested WordPiece vocabulary size of --task lm/mlm (one vocabulary; mlm's holds <mask>); the learned one "
+        "may be smaller (the model config records it).",
+    )
     source_vocab_size: int = _field(
         400, "Requested source WordPiece vocabulary size; the learned one may be smaller (the model config records it)."
     )
@@ -411,10 +443,26 @@ class TrainConfig(_JsonConfig):
     )
     beam_size: int = _field(4, "Beam size of evaluation and of the exported translator; 1 is greedy decoding.")
     length_penalty: float = _field(0.6, "Beam search's GNMT length-penalty alpha (0 ranks by log-probability).")
+    sampler: str = _field(
+        "greedy",
+        "How the exported --task lm model and its evaluation choose each next token (keras-hub's samplers): greedy, "
+        "top_k (from the --top-k likeliest), top_p (from the smallest set of probability >= --top-p) or random.",
+        choices=LM_SAMPLERS,
+    )
+    temperature: float = _field(1.0, "Softmax temperature of --sampler top_k, top_p and random (--task lm).")
+    top_k: int = _field(10, "k of --sampler top_k (--task lm).")
+    top_p: float = _field(0.9, "p of --sampler top_p, in (0, 1] (--task lm).")
+    sampler_seed: int = _field(
+        0, "Seed of the sampling (--task lm): a freshly loaded export samples the same continuations."
+    )
 
     def validate(self):
+        if self.task not in TASKS:
+            raise ValueError(f"`task` must be one of {TASKS}. Received: task={self.task!r}")
         _check_positive(
             self,
+            "vocab_size",
+            "top_k",
             "source_vocab_size",
             "target_vocab_size",
             "epochs",
@@ -450,12 +498,43 @@ class TrainConfig(_JsonConfig):
             raise ValueError(f"Unknown preset {self.preset!r}; expected one of {sorted(PRESETS)}")
         if not self.learning_rate_scale > 0:
             raise ValueError(f"`learning_rate_scale` must be positive. Received: {self.learning_rate_scale}")
+        if self.sampler not in LM_SAMPLERS:
+            raise ValueError(f"`sampler` must be one of {LM_SAMPLERS}. Received: sampler={self.sampler!r}")
+        if not self.temperature > 0:
+            raise ValueError(f"`temperature` must be positive. Received: temperature={self.temperature!r}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"`top_p` must be in (0, 1]. Received: top_p={self.top_p!r}")
+        self._validate_task_settings()
         self._validate_corpus()
         return self
 
+    def _validate_task_settings(self):
+        """Settings of another task than `task` must keep their defaults: one error names the first that does not."""
+        defaults = {field.name: field.default for field in dataclasses.fields(self)}
+        for names, tasks in _TASK_SETTINGS:
+            if self.task in tasks:
+                continue
+            for name in names:
+                if getattr(self, name) != defaults[name]:
+                    flag = "--" + name.replace("_", "-")
+                    raise ValueError(
+                        f"{flag} is a setting of --task {'/'.join(tasks)}, not of --task {self.task}"
+                        + (f"; --task {self.task} learns one vocabulary of --vocab-size" if "vocab" in name else "")
+                    )
+
+    @property
+    def is_language_model(self):
+        """Whether the task trains a language model (`lm` or `mlm`) on text, not a translation model."""
+        return self.task != "translate"
+
     @property
     def normalizes_source(self):
-        """Whether the source tokenizer normalizes typing: `source_normalization`, auto resolved by the corpus."""
+        """Whether the source tokenizer normalizes typing: `source_normalization`, auto resolved by the corpus.
+
+        Never for a language model: its text is kept as typed (case and spacing).
+        """
+        if self.is_language_model:
+            return False
         if self.source_normalization == "auto":
             return self.corpus == "builtin"
         return self.source_normalization == "on"
@@ -468,7 +547,7 @@ class TrainConfig(_JsonConfig):
     def _validate_corpus(self):
         given_files = [name for name in _FILE_PAIRS if getattr(self, name)]
         for name in given_files:
-            if len(getattr(self, name)) != 2:
+            if not self.is_language_model and len(getattr(self, name)) != 2:
                 raise ValueError(f"`{name}` takes two paths, SOURCE TARGET. Received: {getattr(self, name)!r}")
         if self.corpus == "files":
             missing = [name for name in _FILE_PAIRS if not getattr(self, name)]
@@ -478,3 +557,24 @@ class TrainConfig(_JsonConfig):
             raise ValueError(f"{', '.join(given_files)} given but corpus is {self.corpus!r}; use --corpus files")
         if (self.corpus == "tfds") != bool(self.tfds_name):
             raise ValueError("corpus 'tfds' and --tfds-name go together")
+
+
+# The settings of some tasks only, `(names, tasks)`: given to another task they are an error
+# (`TrainConfig.validate`), rather than silently unused.
+_TASK_SETTINGS = (
+    (
+        (
+            "source_normalization",
+            "joint_vocab",
+            "source_vocab_size",
+            "target_vocab_size",
+            "batch_tokens",
+            "validation_bleu_sentences",
+            "beam_size",
+            "length_penalty",
+        ),
+        ("translate",),
+    ),
+    (("vocab_size", "tfds_text_feature"), ("lm", "mlm")),
+    (("sampler", "temperature", "top_k", "top_p", "sampler_seed"), ("lm",)),
+)

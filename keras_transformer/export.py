@@ -29,6 +29,24 @@ with an `InvalidArgumentError` naming them.
 Decoding (beam size, length penalty, output length `max_target_len`) is fixed at export time.
 A new version is written to a staging folder beside the versions and renamed into place, so a
 model server never sees half a model.
+
+Language models are exported the same way (`export_module`, the same layout, versions, warm-up
+requests and models.config):
+
+- a causal language model (`TextGenerator`, tensorflow-text ops):
+    `serving_default`: `prompt: string[B]` -> `continuation: string[B]`, `output_ids: int32[B, L]`,
+        `truncated: bool[B]`; the prompt is tokenized, `<s>` put in front, continued by cached
+        generation with the sampler chosen at export time (greedy by default; a sampling one
+        with its seed, so that a freshly loaded export samples the same continuations), and the
+        generated tokens (up to `</s>`) detokenized;
+    `generate_ids`:    `prompt_ids: int32[B, P]` -> `output_ids: int32[B, L]`, `truncated: bool[B]`;
+  and its ids-only export (`IdsGenerator`, core ops only), whose `serving_default` is `generate_ids`.
+  `L` is the model's `max_length`, prompt included; a prompt is cut to `L - 1` tokens (flagged
+  `truncated`), so that at least one token is generated.
+- a masked language model (`MaskFiller`, core ops only):
+    `serving_default`: `token_ids: int32[B, T]` -> `filled_ids: int32[B, T']` (each `<mask>` replaced
+        by the likeliest text piece, the other ids kept), `logits: float32[B, T', V]`,
+        `truncated: bool[B]`; `T'` is `T` cut to the model's `max_length`.
 """
 
 import os
@@ -39,11 +57,12 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from keras_transformer.data.tokenizers import PAD_ID
+from keras_transformer.data.tokenizers import PAD_ID, START_ID
 from keras_transformer.decoding import beam_search, greedy_decode
 
 SIGNATURE_KEY = "serving_default"
 IDS_SIGNATURE_KEY = "translate_ids"
+GENERATE_IDS_SIGNATURE_KEY = "generate_ids"
 WARMUP_FILE = Path("assets.extra") / "tf_serving_warmup_requests"
 MODELS_CONFIG_FILE = "models.config"
 # The text signature reads at most this many bytes of each text; the rest is ignored and the
@@ -181,6 +200,177 @@ class Translator(IdsTranslator):
         }
 
 
+def _checked_ids(ids, vocab_size, name):
+    """`ids` once checked to be `0 <= id < vocab_size` (the checks run before anything reads them)."""
+    checks = [
+        tf.debugging.assert_non_negative(ids, message=f"{name} must be >= 0 (0 is padding)"),
+        tf.debugging.assert_less(ids, vocab_size, message=f"{name} must be < the vocabulary size {vocab_size}"),
+    ]
+    with tf.control_dependencies(checks):
+        return tf.identity(ids)
+
+
+class _LanguageModelModule(tf.Module):
+    """The weights and assets a language-model export carries (see `IdsTranslator` for why weights only).
+
+    Args:
+        model: a trained model of `keras_transformer.models.build_language_model`.
+        model_config: its `LanguageModelConfig`.
+        config_path: the `model_config.json` to ship as an asset.
+        vocab_paths: vocabulary files to ship as assets (an ids-only export's, for the client).
+        name: the module's name.
+    """
+
+    def __init__(self, model, model_config, config_path, vocab_paths=(), name=None):
+        super().__init__(name=name)
+        object.__setattr__(self, "model", model)  # untracked
+        self.model_weights = [weight.value for weight in model.weights]
+        self.model_config = model_config
+        self.model_config_file = tf.saved_model.Asset(str(config_path))
+        self._config_path = str(config_path)
+        self.vocab_files = [tf.saved_model.Asset(str(path)) for path in vocab_paths]
+
+
+class IdsGenerator(_LanguageModelModule):
+    """Prompt ids to prompt and continuation ids by cached generation, in core TensorFlow ops only.
+
+    Args:
+        model, model_config, config_path, vocab_paths: see `_LanguageModelModule`; `model` from
+            `build_decoder_only`.
+        sampler: a name of `generation.SAMPLERS`: "greedy", "top_k", "top_p", "random".
+        seed: int, the seed of a sampler that draws at random: its seed generator's state is a
+            variable of the export, so that every freshly loaded export samples alike.
+        **options: the sampler's options (`k`, `p`, `temperature`).
+    """
+
+    def __init__(self, model, model_config, config_path, vocab_paths=(), sampler="greedy", seed=0, **options):
+        super().__init__(model, model_config, config_path, vocab_paths, name="generator")
+        if model_config.max_length < 2:
+            raise ValueError(f"Generation needs max_length >= 2. Received: max_length={model_config.max_length}")
+        from keras_transformer.generation import get_sampler  # imports keras-hub: only for a language model
+
+        # Built once, outside the traced function (a sampler made inside would make a new variable per trace).
+        sampler_object = get_sampler(sampler, seed, **options)
+        object.__setattr__(self, "sampler", sampler_object)  # untracked: only its state is saved
+        generator = getattr(sampler_object, "seed_generator", None)
+        self.sampler_state = [] if generator is None else [generator.state.value]
+        self.sampler_settings = dict(sampler=sampler, seed=seed, **options)
+
+    def signatures(self):
+        """`{signature name: tf.function}` to save."""
+        return {SIGNATURE_KEY: self.generate_ids}
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="prompt_ids")])
+    def generate_ids(self, prompt_ids):
+        """Continues prompts given as ids: `prompt_ids: int32[B, P]`, right-padded with 0.
+
+        A prompt should start with `<s>` (id 2), as the training texts do; a row of padding
+        only starts from `<s>`.
+
+        Returns:
+            `{"output_ids": int32[B, L], "truncated": bool[B]}`: each prompt, cut to `L - 1`
+            tokens, then its continuation, padding (0) after a generated `</s>`; `truncated`
+            where the prompt was cut. `L` is the model's `max_length`.
+        """
+        prompt_ids = _checked_ids(prompt_ids, self.model_config.vocab_size, "prompt_ids")
+        room = self.model_config.max_length - 1
+        truncated = tf.reduce_any(tf.not_equal(prompt_ids[:, room:], PAD_ID), axis=1)
+        return {"output_ids": self._generate(prompt_ids[:, :room]), "truncated": truncated}
+
+    def _generate(self, prompt_ids):
+        """int32 `[B, P < L]` -> int32 `[B, L]`, the prompts and their continuations."""
+        from keras_transformer.generation import generate
+
+        return generate(self.model, prompt_ids, self.model_config.max_length, sampler=self.sampler)
+
+
+class TextGenerator(IdsGenerator):
+    """Prompt text to continuation text: tokenization, cached generation and detokenization in one graph.
+
+    Args:
+        model, model_config, config_path, sampler, seed, **options: see `IdsGenerator`.
+        tokenizer: the run's `SubwordTokenizer` (its vocabulary is saved as an asset).
+    """
+
+    def __init__(self, model, model_config, tokenizer, config_path, sampler="greedy", seed=0, **options):
+        super().__init__(model, model_config, config_path, (), sampler, seed, **options)
+        self.tokenizer = tokenizer
+
+    def signatures(self):
+        return {SIGNATURE_KEY: self.generate, GENERATE_IDS_SIGNATURE_KEY: self.generate_ids}
+
+    def ids_only(self):
+        """The `IdsGenerator` of the same model and sampler, for the ids-only export."""
+        return IdsGenerator(
+            self.model, self.model_config, self._config_path, (self.tokenizer.vocab_path,), **self.sampler_settings
+        )
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="prompt")])
+    def generate(self, prompt):
+        """Continues text: `prompt: string[B]` -> a dict of outputs.
+
+        The outputs: `{"continuation": string[B], "output_ids": int32[B, L], "truncated": bool[B]}`:
+        the generated text after the prompt (up to `</s>`), `<s>`, the prompt's ids and the
+        generated ones, and whether the prompt was cut (more than `L - 2` pieces or
+        `MAX_TEXT_BYTES` bytes: only its beginning was continued).
+        """
+        too_long = tf.strings.length(prompt) > MAX_TEXT_BYTES  # (B,)
+        prompt = tf.strings.substr(prompt, 0, MAX_TEXT_BYTES)
+        room = self.model_config.max_length - 2  # pieces after <s>, leaving one position to generate
+        pieces = self.tokenizer.tokenize(prompt, max_words=room + 1)  # (B, (P)); see `Translator.translate`
+        truncated = tf.logical_or(too_long, pieces.row_lengths() > room)
+        starts = tf.fill([pieces.nrows(), 1], tf.constant(START_ID, tf.int32))
+        prompt_ids = tf.concat([starts, pieces[:, :room]], axis=1).to_tensor(default_value=PAD_ID)  # (B, P)
+        output_ids = self._generate(prompt_ids)  # (B, L)
+        extra = tf.shape(output_ids)[1] - tf.shape(prompt_ids)[1]
+        in_prompt = tf.pad(tf.not_equal(prompt_ids, PAD_ID), [[0, 0], [0, extra]])  # (B, L)
+        generated = tf.where(in_prompt, PAD_ID, output_ids)  # (B, L)
+        return {
+            "continuation": self.tokenizer.detokenize(generated),
+            "output_ids": output_ids,
+            "truncated": truncated,
+        }
+
+
+class MaskFiller(_LanguageModelModule):
+    """Token ids with `<mask>`s to the masked language model's fill-in, in core TensorFlow ops only.
+
+    Args:
+        model, model_config, config_path, vocab_paths: see `_LanguageModelModule`; `model` from
+            `build_encoder_only`, without a classification head.
+        mask_id: the id of `<mask>`.
+        num_reserved: the number of reserved ids; a mask is filled with a text piece, never one of them.
+    """
+
+    def __init__(self, model, model_config, config_path, vocab_paths, mask_id, num_reserved):
+        super().__init__(model, model_config, config_path, vocab_paths, name="mask_filler")
+        self.mask_id = int(mask_id)
+        self.num_reserved = int(num_reserved)
+
+    def signatures(self):
+        """`{signature name: tf.function}` to save."""
+        return {SIGNATURE_KEY: self.fill_masks}
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="token_ids")])
+    def fill_masks(self, token_ids):
+        """Fills the masks of `token_ids: int32[B, T]`, right-padded with 0, `<s>` first as in training.
+
+        Returns:
+            `{"filled_ids": int32[B, T'], "logits": float32[B, T', V], "truncated": bool[B]}`:
+            the ids with each `<mask>` replaced by its likeliest text piece, the model's logits
+            at every position, and where a row was longer than `T' = min(T, max_length)`.
+        """
+        token_ids = _checked_ids(token_ids, self.model_config.vocab_size, "token_ids")
+        max_length = self.model_config.max_length
+        truncated = tf.reduce_any(tf.not_equal(token_ids[:, max_length:], PAD_ID), axis=1)
+        token_ids = token_ids[:, :max_length]
+        logits = tf.cast(self.model(token_ids, training=False), tf.float32)  # (B, T', V)
+        is_piece = tf.range(self.model_config.vocab_size) >= self.num_reserved  # (V,)
+        best = tf.argmax(tf.where(is_piece, logits, float("-inf")), axis=-1, output_type=tf.int32)  # (B, T')
+        filled = tf.where(tf.equal(token_ids, self.mask_id), best, token_ids)
+        return {"filled_ids": filled, "logits": logits, "truncated": truncated}
+
+
 def next_version(model_dir):
     """1 + the highest integer version folder in `model_dir` (1 when there is none)."""
     return max(_versions(model_dir), default=0) + 1
@@ -193,13 +383,14 @@ def _versions(model_dir):
     return [int(p.name) for p in model_dir.iterdir() if p.is_dir() and re.fullmatch(r"\d+", p.name)]
 
 
-def export_translator(translator, export_dir, model_name, warmup_inputs=None):
-    """Save `translator` as the next version of `export_dir/model_name`, atomically.
+def export_module(module, export_dir, model_name, warmup_inputs=None):
+    """Save `module` as the next version of `export_dir/model_name`, atomically.
 
     Then rewrite `export_dir/models.config`.
 
     Args:
-        translator: a `Translator` or an `IdsTranslator`.
+        module: a `Translator`, `IdsTranslator`, `TextGenerator`, `IdsGenerator` or `MaskFiller`:
+            a `tf.Module` whose `signatures()` gives the signatures to save.
         export_dir: export root.
         model_name: folder and served name of the model.
         warmup_inputs: optional `{signature name: {input name: array}}`; each becomes a warm-up
@@ -213,7 +404,7 @@ def export_translator(translator, export_dir, model_name, warmup_inputs=None):
     model_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=model_dir))
     try:
-        tf.saved_model.save(translator, str(staging), signatures=translator.signatures())
+        tf.saved_model.save(module, str(staging), signatures=module.signatures())
         if warmup_inputs:
             write_warmup_requests(staging / WARMUP_FILE, model_name, warmup_inputs)
         while True:
@@ -229,6 +420,11 @@ def export_translator(translator, export_dir, model_name, warmup_inputs=None):
         raise
     write_models_config(export_dir)
     return version_dir
+
+
+def export_translator(translator, export_dir, model_name, warmup_inputs=None):
+    """`export_module` of a `Translator` or an `IdsTranslator` (the name the translation export always had)."""
+    return export_module(translator, export_dir, model_name, warmup_inputs)
 
 
 def write_warmup_requests(path, model_name, warmup_inputs):

@@ -1,9 +1,14 @@
 """A training run, end to end: corpus -> vocabularies -> tf.data -> `model.fit` -> evaluation -> export.
 
+One job for every task (`TrainConfig.task`): a run directory, the precision, the strategy,
+`model.fit` with periodic checkpoints and exact resume, the summary. What differs by task (the
+data, the model, its evaluation and its export) is a task object: `TranslationTask` here,
+`keras_transformer.language_runs.LanguageModelTask` for `lm` and `mlm` (see `task_of`).
+
 Everything is kept in one run directory so a run can be resumed or re-exported:
 
     RUN_DIR/train_config.json, model_config.json   the configs (rebuild the model from these)
-    RUN_DIR/source_vocab.txt, target_vocab.txt     WordPiece vocabularies (cached)
+    RUN_DIR/source_vocab.txt, target_vocab.txt     WordPiece vocabularies (cached; lm/mlm: vocab.txt)
     RUN_DIR/checkpoints/step-N/                    the training state after N steps, for `--resume`
     RUN_DIR/model.keras                            the trained model
     RUN_DIR/logs/                                  TensorBoard
@@ -25,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.checkpoints import CheckpointError, PeriodicCheckpoint, checkpoint_path, restore_checkpoint
-from keras_transformer.config import ModelConfig, TrainConfig, preset
+from keras_transformer.config import LanguageModelConfig, ModelConfig, TrainConfig, preset
 from keras_transformer.data.parallel_text import load_corpus
 from keras_transformer.data.tokenizers import SubwordTokenizer, learn_vocabulary, normalize_text, write_vocabulary
 from keras_transformer.data.translation_batches import EncodedPairs, encode_pairs, make_dataset
@@ -51,7 +56,14 @@ SUMMARY_FILE = "summary.json"
 CHECKPOINT_DIR = "checkpoints"
 # What a resumed run reads back from RUN_DIR: copied for workers other than the chief, so that
 # every worker restores the chief's state.
-RUN_STATE = (TRAIN_CONFIG_FILE, MODEL_CONFIG_FILE, "source_vocab.txt", "target_vocab.txt", CHECKPOINT_DIR)
+RUN_STATE = (
+    TRAIN_CONFIG_FILE,
+    MODEL_CONFIG_FILE,
+    "source_vocab.txt",
+    "target_vocab.txt",
+    "vocab.txt",
+    CHECKPOINT_DIR,
+)
 WARMUP_SENTENCES = 3  # validation sentences replayed by TF Serving before it serves a version
 # Settings that may change when a run is resumed; any other change would make the resumed
 # run a different experiment.
@@ -64,6 +76,11 @@ RESUMABLE_CHANGES = frozenset(
         "model_name",
         "beam_size",
         "length_penalty",
+        "sampler",
+        "temperature",
+        "top_k",
+        "top_p",
+        "sampler_seed",
         "test_size",
         "strategy",
         "checkpoint_every_steps",
@@ -74,6 +91,15 @@ RESUMABLE_CHANGES = frozenset(
 
 class RunError(Exception):
     """A user-facing problem with a run directory (printed as one line by the CLI)."""
+
+
+def task_of(train_config):
+    """The task object of `train_config.task`: `TranslationTask` or a `language_runs.LanguageModelTask`."""
+    if train_config.is_language_model:
+        from keras_transformer.language_runs import LanguageModelTask
+
+        return LanguageModelTask(train_config.task)
+    return TranslationTask()
 
 
 def _tokenizers(run_dir, train_config, train_text):
@@ -157,8 +183,9 @@ def prepare_run(train_config, model_overrides=None, resume=False, log=print, rep
     Args:
         train_config: `TrainConfig` (on resume, only `RESUMABLE_CHANGES` may differ from the
             saved one, and the saved one is used otherwise).
-        model_overrides: dict of `ModelConfig` fields that override the preset (on resume, only the
-            values the run already has are accepted).
+        model_overrides: dict of model config fields that override the preset (`ModelConfig`'s,
+            or `LanguageModelConfig`'s for `lm` / `mlm`; on resume, only the values the run
+            already has are accepted).
         resume: continue the run saved in `train_config.run_dir`.
         log: callable taking one line of progress text (default `print`).
         replicas: replicas in sync; the global batch must give each at least one pair (checked
@@ -186,7 +213,8 @@ def prepare_run(train_config, model_overrides=None, resume=False, log=print, rep
             for name, value in train_config.to_dict().items()
             if value != saved_values[name] and name not in RESUMABLE_CHANGES
         )
-        model_config = ModelConfig.load(run_dir / MODEL_CONFIG_FILE)
+        task = task_of(saved)
+        model_config = task.config_class.load(run_dir / MODEL_CONFIG_FILE)
         saved_model = model_config.to_dict()
         # The same model flags as the run's (the same command again) are no change.
         changed += sorted(name for name, value in (model_overrides or {}).items() if saved_model.get(name) != value)
@@ -195,14 +223,16 @@ def prepare_run(train_config, model_overrides=None, resume=False, log=print, rep
         train_config = TrainConfig.from_dict(
             {**saved.to_dict(), **{name: getattr(train_config, name) for name in RESUMABLE_CHANGES}}
         )
-        _check_global_batch(train_config, model_config, replicas)
+        task.check_global_batch(train_config, model_config, replicas)
         log(f"Resuming the run in {run_dir}")
         _log_precision(precision, log)
         return train_config, model_config
     if saved_train.is_file():
         raise RunError(f"{run_dir} already holds a run; pass --resume to continue it, or choose another --run-dir")
-    model_config = _model_config(train_config.preset, model_overrides or {})
-    _check_global_batch(train_config, model_config, replicas)
+    task = task_of(train_config)
+    model_config = task.model_config(train_config.preset, model_overrides or {})
+    task.check_global_batch(train_config, model_config, replicas)
+    task.check_new_run(train_config)
     run_dir.mkdir(parents=True, exist_ok=True)
     # Both configs at once (the vocabulary sizes are filled in later): a run killed from here on
     # can be resumed.
@@ -287,11 +317,12 @@ def _train(train_config, strategy, model_overrides, resume, log, extra_callbacks
     machine = {"cpu_count": os.cpu_count(), "cpu": cpu_info(), "accelerators": visible_accelerators()}
     precision = settle_precision(train_config, resume, machine["cpu"], machine["accelerators"])
     train_config, model_config = prepare_run(train_config, model_overrides, resume, log, replicas, precision)
+    task = task_of(train_config)
     run_dir = Path(train_config.run_dir)
     keras.utils.set_random_seed(train_config.seed)
-    data = _read_and_encode(train_config, model_config, log)
+    data = task.read_and_encode(train_config, model_config, log)
     with strategy.scope(), dtype_policy(train_config.precision):
-        model = compile_transformer(build_transformer(model_config), model_config, train_config)
+        model = compile_transformer(task.build_model(model_config), model_config, train_config)
         adapt_keras_fit(model)
         start_step = _restore(model, run_dir, resume, log)
     log(f"Strategy: {describe(strategy)}")
@@ -308,15 +339,16 @@ def _train(train_config, strategy, model_overrides, resume, log, extra_callbacks
     )
     history = _fit(
         model,
+        task,
         data,
         train_config,
         replicas,
         start_step,
-        callbacks=[checkpoints, *_callbacks(model, model_config, train_config, data, timer, extra_callbacks)],
+        callbacks=[checkpoints, *_callbacks(task, model, model_config, train_config, data, timer, extra_callbacks)],
         verbose=verbose,
     )
     _save_model(model, run_dir / MODEL_FILE)
-    summary = _training_summary(model, model_config, train_config, data, history, timer, replicas)
+    summary = _training_summary(task, model, model_config, train_config, data, history, timer, replicas)
     summary.update(precision=precision.to_dict(), machine=machine)
     summary["checkpoints"] = {
         "directory": str(run_dir / CHECKPOINT_DIR),
@@ -324,11 +356,9 @@ def _train(train_config, strategy, model_overrides, resume, log, extra_callbacks
         "written_this_session": checkpoints.checkpoints_written,
         "seconds_writing_this_session": round(checkpoints.seconds_writing, 2),
     }
-    translator = make_translator(
-        model, model_config, data.source_tokenizer, data.target_tokenizer, run_dir, train_config
-    )
-    summary["test"] = evaluate_translator(translator, train_config, log)
-    export_path = export_run(translator, train_config)
+    module = task.serving_module(model, model_config, task.tokenizers(data), run_dir, train_config)
+    summary["test"] = task.evaluate(module, train_config, log)
+    export_path = export_run(module, train_config)
     log(f"Exported the model to {export_path}")
     summary.update(
         run_dir=str(run_dir),
@@ -373,22 +403,19 @@ def _read_and_encode(train_config, model_config, log):
     return _RunData(texts, source_tokenizer, target_tokenizer, train_pairs, validation_pairs)
 
 
-def _train_batches(data, train_config, replicas, skip=0):
+def _train_batches(task, data, train_config, replicas, skip=0):
     """The training batches for `model.fit`, from batch number `skip` of the run's stream on.
 
     Batches are global: under a strategy each replica takes its slice of every batch. The stream
-    repeats (one iterator for a whole `fit`) and is the same for a given seed, so skipping the
-    batches a checkpoint has seen continues exactly where it left off.
+    (`task.train_dataset`) repeats (one iterator for a whole `fit`) and is the same for a given
+    seed, so skipping the batches a checkpoint has seen continues exactly where it left off.
     """
-    batching = dict(batch_size=train_config.batch_size, batch_tokens=train_config.batch_tokens)
-    train_data = make_dataset(data.train_pairs, shuffle=True, repeat=True, seed=train_config.seed, **batching)
-    return split_batches(train_data, replicas).skip(skip)
+    return split_batches(task.train_dataset(data, train_config), replicas).skip(skip)
 
 
-def _validation_batches(data, train_config, replicas):
-    """`(validation batches, validation steps)`: one finite pass, counted once."""
-    batching = dict(batch_size=train_config.batch_size, batch_tokens=train_config.batch_tokens)
-    validation_data = split_batches(make_dataset(data.validation_pairs, **batching), replicas)
+def _validation_batches(task, data, train_config, replicas):
+    """`(validation batches, validation steps)`: one finite pass of `task.validation_dataset`, counted once."""
+    validation_data = split_batches(task.validation_dataset(data, train_config), replicas)
     validation_steps = sum(1 for _ in validation_data)
     # A known cardinality makes Keras start every validation pass from a fresh iterator (under a
     # strategy, Keras 3.15 otherwise reads the exhausted one of the last pass and stops).
@@ -411,7 +438,7 @@ def _restore(model, run_dir, resume, log):
     return step
 
 
-def _fit(model, data, train_config, replicas, start_step, callbacks, verbose):
+def _fit(model, task, data, train_config, replicas, start_step, callbacks, verbose):
     """`model.fit` from step `start_step` to the end of the last epoch.
 
     A run resumed in the middle of an epoch first finishes that epoch (a `fit` of its remaining
@@ -438,12 +465,12 @@ def _fit(model, data, train_config, replicas, start_step, callbacks, verbose):
         epoch += 1
     if epoch < epochs:
         segments.append((epoch, epochs, steps_per_epoch))
-    validation_data, validation_steps = _validation_batches(data, train_config, replicas)
+    validation_data, validation_steps = _validation_batches(task, data, train_config, replicas)
     history, position = {}, start_step
     for index, (first, last, steps) in enumerate(segments):
         with training_weights_kept(model) if index < len(segments) - 1 else contextlib.nullcontext():
             fitted = model.fit(
-                _train_batches(data, train_config, replicas, skip=position),
+                _train_batches(task, data, train_config, replicas, skip=position),
                 initial_epoch=first,
                 epochs=last,
                 steps_per_epoch=steps,
@@ -470,30 +497,15 @@ def _save_model(model, path):
     os.replace(staging, path)
 
 
-def _callbacks(model, model_config, train_config, data, timer, extra_callbacks):
-    """The optional validation BLEU, TensorBoard, the epoch timer, extras."""
+def _callbacks(task, model, model_config, train_config, data, timer, extra_callbacks):
+    """The task's callbacks (the optional validation BLEU), TensorBoard, the epoch timer, extras."""
     run_dir = Path(train_config.run_dir)
-    callbacks = []
-    if train_config.validation_bleu_sentences:
-        # Before TensorBoard, which then logs the score with the epoch's other metrics.
-        callbacks.append(
-            ValidationBleu(
-                lambda: make_translator(
-                    model,
-                    model_config,
-                    data.source_tokenizer,
-                    data.target_tokenizer,
-                    run_dir,
-                    train_config,
-                    beam_size=1,
-                ),
-                data.texts["validation"].head(train_config.validation_bleu_sentences),
-            )
-        )
+    # The task's first, before TensorBoard, which then logs their scores with the epoch's other metrics.
+    callbacks = task.callbacks(model, model_config, train_config, data)
     return [*callbacks, keras.callbacks.TensorBoard(str(run_dir / "logs")), timer, *extra_callbacks]
 
 
-def _training_summary(model, model_config, train_config, data, history, timer, replicas):
+def _training_summary(task, model, model_config, train_config, data, history, timer, replicas):
     """The summary of `model.fit`: configs, sizes, time and throughput of this call, last metrics.
 
     On resume, time and throughput count only the epochs trained by this call.
@@ -504,9 +516,7 @@ def _training_summary(model, model_config, train_config, data, history, timer, r
         "train_config": train_config.to_dict(),
         "parameters": int(model.count_params()),
         "replicas": replicas,
-        "train_pairs": len(data.train_pairs),
-        "dropped_pairs": data.train_pairs.num_dropped,
-        "skipped_while_reading": data.texts["train"].skipped,
+        **task.data_summary(data),
         "epochs_this_session": len(timer.seconds),
         "train_seconds_this_session": round(train_seconds, 1),
         "final_metrics": {k: round(float(v[-1]), 4) for k, v in history.items()} if history else {},
@@ -550,18 +560,129 @@ def _check_global_batch(train_config, model_config, replicas):
         )
 
 
+class TranslationTask:
+    """The parts of a run that are translation's own: sentence pairs, the encoder-decoder, BLEU, `Translator`.
+
+    Every task has these methods; `language_runs.LanguageModelTask` is the other one.
+    """
+
+    name = "translate"
+    config_class = ModelConfig
+
+    def model_config(self, preset_name, model_overrides):
+        """The model of a new run: `preset` with the overrides (raises `RunError`)."""
+        lm_only = sorted(set(model_overrides) & (_LANGUAGE_MODEL_FIELDS - _TRANSLATION_MODEL_FIELDS))
+        if lm_only:
+            raise RunError(
+                f"--{lm_only[0].replace('_', '-')} is a language-model setting (--task lm/mlm); a translation model's "
+                "lengths are --max-source-len and --max-target-len"
+            )
+        return _model_config(preset_name, model_overrides)
+
+    def check_global_batch(self, train_config, model_config, replicas):
+        _check_global_batch(train_config, model_config, replicas)
+
+    def check_new_run(self, train_config):
+        """Nothing to check before a new translation run directory is made."""
+
+    def read_and_encode(self, train_config, model_config, log):
+        return _read_and_encode(train_config, model_config, log)
+
+    def tokenizers(self, data):
+        return data.source_tokenizer, data.target_tokenizer
+
+    def load_tokenizers(self, run_dir, train_config):
+        return _make_tokenizers(run_dir, train_config)
+
+    def build_model(self, model_config):
+        return build_transformer(model_config)
+
+    def train_dataset(self, data, train_config):
+        """The repeated, shuffled global batches of the training pairs."""
+        batching = dict(batch_size=train_config.batch_size, batch_tokens=train_config.batch_tokens)
+        return make_dataset(data.train_pairs, shuffle=True, repeat=True, seed=train_config.seed, **batching)
+
+    def validation_dataset(self, data, train_config):
+        """One pass over the validation pairs."""
+        batching = dict(batch_size=train_config.batch_size, batch_tokens=train_config.batch_tokens)
+        return make_dataset(data.validation_pairs, **batching)
+
+    def callbacks(self, model, model_config, train_config, data):
+        """The validation BLEU, when asked for."""
+        if not train_config.validation_bleu_sentences:
+            return []
+        run_dir = Path(train_config.run_dir)
+        return [
+            ValidationBleu(
+                lambda: make_translator(
+                    model,
+                    model_config,
+                    data.source_tokenizer,
+                    data.target_tokenizer,
+                    run_dir,
+                    train_config,
+                    beam_size=1,
+                ),
+                data.texts["validation"].head(train_config.validation_bleu_sentences),
+            )
+        ]
+
+    def data_summary(self, data):
+        return {
+            "train_pairs": len(data.train_pairs),
+            "dropped_pairs": data.train_pairs.num_dropped,
+            "skipped_while_reading": data.texts["train"].skipped,
+        }
+
+    def serving_module(self, model, model_config, tokenizers, run_dir, train_config):
+        source_tokenizer, target_tokenizer = tokenizers
+        return make_translator(model, model_config, source_tokenizer, target_tokenizer, run_dir, train_config)
+
+    def evaluate(self, module, train_config, log):
+        return evaluate_translator(module, train_config, log)
+
+    def export(self, module, train_config, export_dir=None, ids_only=False):
+        return _export_translator(module, train_config, export_dir, ids_only)
+
+
+_TRANSLATION_MODEL_FIELDS = {field.name for field in dataclasses.fields(ModelConfig)}
+_LANGUAGE_MODEL_FIELDS = {field.name for field in dataclasses.fields(LanguageModelConfig)}
+
+
 def load_run(run_dir):
-    """`(train_config, model_config, model, translator)` of a finished run."""
+    """`(train_config, model_config, model, module)` of a finished run.
+
+    `module` is what the run exports: a `Translator`, or for `lm` an `export.TextGenerator`, for
+    `mlm` an `export.MaskFiller` (see `make_serving_module`).
+    """
     run_dir = Path(run_dir)
     for name in (TRAIN_CONFIG_FILE, MODEL_CONFIG_FILE, MODEL_FILE):
         if not (run_dir / name).is_file():
             raise RunError(f"{run_dir} is not a finished run: {name} is missing")
     train_config = TrainConfig.load(run_dir / TRAIN_CONFIG_FILE)
-    model_config = ModelConfig.load(run_dir / MODEL_CONFIG_FILE)
+    task = task_of(train_config)
+    model_config = task.config_class.load(run_dir / MODEL_CONFIG_FILE)
     model = keras.models.load_model(run_dir / MODEL_FILE)
-    source_tokenizer, target_tokenizer = _make_tokenizers(run_dir, train_config)
-    translator = make_translator(model, model_config, source_tokenizer, target_tokenizer, run_dir, train_config)
-    return train_config, model_config, model, translator
+    tokenizers = task.load_tokenizers(run_dir, train_config)
+    module = task.serving_module(model, model_config, tokenizers, run_dir, train_config)
+    return train_config, model_config, model, module
+
+
+def make_serving_module(model, model_config, tokenizers, run_dir, train_config):
+    """What a run exports, with the run's decoding settings: see `load_run`.
+
+    Args:
+        model: the run's trained model.
+        model_config: its config.
+        tokenizers: the run's tokenizers: `(source, target)` for translation, `(tokenizer,)` for
+            a language model.
+        run_dir: the run directory (its model_config.json is an asset of the export).
+        train_config: the run's `TrainConfig` (beam size and length penalty, or the sampler).
+
+    Returns:
+        The `tf.Module` to export.
+    """
+    return task_of(train_config).serving_module(model, model_config, tokenizers, run_dir, train_config)
 
 
 def make_translator(model, model_config, source_tokenizer, target_tokenizer, run_dir, train_config, beam_size=None):
@@ -578,19 +699,23 @@ def make_translator(model, model_config, source_tokenizer, target_tokenizer, run
 
 
 def export_run(translator, train_config, export_dir=None, ids_only=False):
-    """Export a run's translator (text, or `ids_only`) with warm-up requests made of a few validation sentences.
+    """Export a run's serving module (text, or `ids_only`) with warm-up requests made of a few validation texts.
 
     The ids-only model is named `MODEL_NAME_ids`.
 
     Args:
-        translator: the run's `Translator`.
-        train_config: the run's `TrainConfig`: validation corpus, model name, export root.
+        translator: the run's `Translator` (or, for a language model, its module of `load_run`).
+        train_config: the run's `TrainConfig`: task, validation corpus, model name, export root.
         export_dir: export root; `train_config.export_dir` when None.
         ids_only: export the ids-in, ids-out model instead of the text one.
 
     Returns:
         `Path` of the new version folder.
     """
+    return task_of(train_config).export(translator, train_config, export_dir, ids_only)
+
+
+def _export_translator(translator, train_config, export_dir=None, ids_only=False):
     sources = load_corpus(train_config, "validation").sources
     texts = tf.constant(sources[:WARMUP_SENTENCES] + [""])
     warmup = {IDS_SIGNATURE_KEY: {"source_ids": translator.source_tokenizer.tokenize(texts).to_tensor().numpy()}}

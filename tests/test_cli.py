@@ -13,7 +13,7 @@ from conftest import tiny_train_config
 
 from keras_transformer import cli, runs
 from keras_transformer.cli import main
-from keras_transformer.config import PRESETS, ModelConfig, TrainConfig
+from keras_transformer.config import PRESETS, LanguageModelConfig, ModelConfig, TrainConfig
 from keras_transformer.export import saved_model_op_types
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,8 +52,11 @@ def _cli_fields(config_class):
 def test_train_help_documents_every_config_field_with_its_help_and_default(capsys):
     entries = _help(capsys, "train")
     expected_flags = {"-h", "--help", "--config", "--resume"}
-    for config_class in (TrainConfig, ModelConfig):
+    translation_model = {field.name for field in _cli_fields(ModelConfig)}
+    for config_class in (TrainConfig, ModelConfig, LanguageModelConfig):
         for field in _cli_fields(config_class):
+            if config_class is LanguageModelConfig and field.name in translation_model:
+                continue  # one flag for both kinds of model
             flag = _flag(field.name)
             aliases = {flag, "--" + field.name}
             expected_flags |= aliases
@@ -61,7 +64,7 @@ def test_train_help_documents_every_config_field_with_its_help_and_default(capsy
             entry = entries[flag]
             assert field.metadata["help"] in entry, f"{flag}: help text missing"
             by_preset = [f"{name} {values[field.name]!r}" for name, values in PRESETS.items() if field.name in values]
-            if config_class is ModelConfig and by_preset:  # what `python train.py` uses is the preset's
+            if config_class is not TrainConfig and by_preset:  # what `python train.py` uses is the preset's
                 assert f"(default: set by --preset: {', '.join(by_preset)})" in entry, entry
             elif not isinstance(field.default, tuple):
                 assert f"(default: {field.default!r})" in entry, entry
@@ -89,12 +92,20 @@ def test_train_help_documents_every_config_field_with_its_help_and_default(capsy
                 "text": "sentences to translate",
             },
         ),
+        (
+            "generate",
+            {
+                "--model": "SavedModel folder of a --task lm run",
+                "--input": "read the prompts from FILE, one per line",
+                "prompt": "prompts to continue",
+            },
+        ),
     ],
 )
 def test_every_command_help_lists_its_flags(command, flags, capsys):
     entries = _help(capsys, command)
-    if command != "translate":  # decoding settings default to the run's, not to TrainConfig's
-        for field in (field for field in _cli_fields(TrainConfig) if field.name in ("beam_size", "length_penalty")):
+    if command not in ("translate", "generate"):  # decoding settings default to the run's, not to TrainConfig's
+        for field in (field for field in _cli_fields(TrainConfig) if field.name in cli._DECODING_FIELDS):
             flags[_flag(field.name)] = flags["--" + field.name] = f"{field.metadata['help']} (default: the run's)"
     assert set(entries) == {"-h", "--help", *flags}
     for flag, help_text in flags.items():
