@@ -372,12 +372,17 @@ class TrainConfig(_JsonConfig):
     tfds_text_feature: str = _field("text", "The text feature of the --tfds-name dataset, for --task lm/mlm.")
     tfds_data_dir: str = _field("", "TFDS data directory (empty: TFDS's default).")
     train_size: int = _field(
-        0, "Training pairs to use: the first N of the files or dataset, or N generated; 0 = all (built-in: 20000)."
+        0,
+        "Training pairs (texts, for --task lm/mlm) to use: the first N of the files or dataset, or N generated; "
+        "0 = all (built-in: 20000).",
     )
     validation_size: int = _field(
-        0, "Validation pairs to use: the first N of the split; 0 = all (built-in: 1000). Checked every epoch."
+        0,
+        "Validation pairs (or texts) to use: the first N of the split; 0 = all (built-in: 1000). Checked every epoch.",
     )
-    test_size: int = _field(0, "Test pairs scored at the end: the first N of the split; 0 = all (built-in: 1000).")
+    test_size: int = _field(
+        0, "Test pairs (or texts) scored at the end: the first N of the split; 0 = all (built-in: 1000)."
+    )
     source_normalization: str = _field(
         "auto",
         "Normalize how source text is typed (vocabulary, training and the exported graph): fold case and split "
@@ -399,7 +404,11 @@ class TrainConfig(_JsonConfig):
     )
     epochs: int = _field(12, "Training epochs.")
     steps_per_epoch: int = _field(200, "Optimizer steps per epoch (the training data repeats).")
-    batch_size: int = _field(64, "Sentence pairs per batch (when --batch-tokens is 0); global, split across replicas.")
+    batch_size: int = _field(
+        64,
+        "Sentence pairs (rows of --max-length tokens, for --task lm/mlm) per batch (when --batch-tokens is 0); "
+        "global, split across replicas.",
+    )
     batch_tokens: int = _field(
         0, "Batch by token budget instead: about this many tokens (padded, longer side) per global batch; 0 = off."
     )
@@ -445,7 +454,8 @@ class TrainConfig(_JsonConfig):
     length_penalty: float = _field(0.6, "Beam search's GNMT length-penalty alpha (0 ranks by log-probability).")
     sampler: str = _field(
         "greedy",
-        "How the exported --task lm model and its evaluation choose each next token (keras-hub's samplers): greedy, "
+        "How the exported --task lm model chooses each next token (keras-hub's samplers; the evaluation's logged "
+        "continuations are greedy): greedy, "
         "top_k (from the --top-k likeliest), top_p (from the smallest set of probability >= --top-p) or random.",
         choices=LM_SAMPLERS,
     )
