@@ -330,10 +330,14 @@ def language_model_preset(name, kind, **overrides):
 
 @dataclasses.dataclass
 class TrainConfig(_JsonConfig):
-    """How to train: data, schedule, budget and where outputs go.
+    """How to train: the task, data, schedule, budget and where outputs go.
 
-    Each field's help text (its `help` metadata, also shown by `keras-transformer train --help`)
-    documents it; `validate` checks them.
+    `task` says what is trained: a translation model (`ModelConfig`) or a language model
+    (`LanguageModelConfig`, `lm` or `mlm`). Settings that only one task reads (the translation
+    vocabularies and decoding, the language model's vocabulary size and sampler) must keep their
+    defaults under another task: `validate` says which one does not. Each field's help text (its
+    `help` metadata, also shown by `keras-transformer train --help`) documents it; `validate`
+    checks them.
     """
 
     task: str = _field(
