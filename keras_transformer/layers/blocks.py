@@ -119,6 +119,26 @@ class _Block(keras.layers.Layer):
         return config
 
 
+def block_arguments(config):
+    """The block arguments a model config sets: every block of a model gets the same ones.
+
+    Args:
+        config: a `ModelConfig` or `LanguageModelConfig` (their block and attention fields).
+
+    Returns:
+        dict of `EncoderBlock` / `DecoderBlock` / `DecoderOnlyBlock` arguments.
+    """
+    return dict(
+        num_heads=config.num_heads,
+        d_ff=config.d_ff,
+        dropout_rate=config.dropout_rate,
+        use_output_projection=config.use_output_projection,
+        projection_activation=config.projection_activation,
+        attention_initialization=config.attention_initialization,
+        attention_score=config.attention_score,
+    )
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class EncoderBlock(_Block):
     """One encoder block: self-attention, then feed-forward.

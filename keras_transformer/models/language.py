@@ -19,6 +19,7 @@ import keras
 
 from keras_transformer.config import LanguageModelConfig
 from keras_transformer.layers import DecoderOnlyBlock, EncoderBlock, PositionalEncoding, TokenEmbedding
+from keras_transformer.layers.blocks import block_arguments
 from keras_transformer.masks import padding_mask
 
 BLOCK_PREFIX = "block_"
@@ -44,15 +45,7 @@ class LanguageModelLayers:
     @classmethod
     def create(cls, config: LanguageModelConfig):
         block_class = DecoderOnlyBlock if config.kind == "decoder" else EncoderBlock
-        block_args = dict(
-            num_heads=config.num_heads,
-            d_ff=config.d_ff,
-            dropout_rate=config.dropout_rate,
-            use_output_projection=config.use_output_projection,
-            projection_activation=config.projection_activation,
-            attention_initialization=config.attention_initialization,
-            attention_score=config.attention_score,
-        )
+        block_args = block_arguments(config)
         # Logits stay float32 under mixed precision, for a stable softmax and loss.
         untied = None
         if not config.tie_embeddings:

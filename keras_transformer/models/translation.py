@@ -20,6 +20,7 @@ import keras
 
 from keras_transformer.config import ModelConfig
 from keras_transformer.layers import DecoderBlock, EncoderBlock, PositionalEncoding, TokenEmbedding
+from keras_transformer.layers.blocks import block_arguments
 from keras_transformer.masks import padding_mask
 
 
@@ -45,15 +46,7 @@ class TransformerLayers:
         def positions(name, max_length):
             return PositionalEncoding(learned=config.learned_positions, max_length=max_length, name=name)
 
-        block_args = dict(
-            num_heads=config.num_heads,
-            d_ff=config.d_ff,
-            dropout_rate=config.dropout_rate,
-            use_output_projection=config.use_output_projection,
-            projection_activation=config.projection_activation,
-            attention_initialization=config.attention_initialization,
-            attention_score=config.attention_score,
-        )
+        block_args = block_arguments(config)
         return cls(
             source_embedding=TokenEmbedding(config.source_vocab_size, config.d_model, name="source_embedding"),
             target_embedding=TokenEmbedding(config.target_vocab_size, config.d_model, name="target_embedding"),
