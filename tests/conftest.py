@@ -1,10 +1,13 @@
 """Shared fixtures: one tiny training run, made once per test session and reused read-only."""
 
+import json
+import threading
 from pathlib import Path
 
 import keras
 import numpy as np
 import pytest
+from filelock import FileLock
 
 from keras_transformer import runs
 from keras_transformer.config import ModelConfig, TrainConfig
@@ -84,13 +87,59 @@ def tiny_train_config(root, **overrides):
     return TrainConfig(**values).validate()
 
 
-@pytest.fixture(scope="session")
-def trained_run(tmp_path_factory):
-    """`(train_config, summary)` of a finished tiny run (trained, evaluated, exported)."""
-    root = tmp_path_factory.mktemp("trained")
+TRAINED_RUN = "trained_run"  # its folder in the session's temporary folder
+
+
+def _trained_run(session_temp):
+    """`(train_config, summary path)` of the shared tiny run, trained by the first caller.
+
+    The file lock makes the training happen once, whichever process asks first; the others wait
+    for it and read the finished run.
+    """
+    root = Path(session_temp) / TRAINED_RUN
     train_config = tiny_train_config(root)
-    summary = runs.train(train_config, dict(TINY_MODEL), log=lambda line: None, verbose=0)
-    return train_config, summary
+    summary_path = Path(train_config.run_dir) / runs.SUMMARY_FILE
+    with FileLock(f"{root}.lock"):
+        if not summary_path.is_file():
+            runs.train(train_config, dict(TINY_MODEL), log=lambda line: None, verbose=0)
+    return train_config, summary_path
+
+
+_background = []  # the controller's thread training the shared run, if it started one
+
+
+def pytest_sessionstart(session):
+    """Under pytest-xdist, over the whole suite, start training the shared tiny run in the controller.
+
+    The controller only hands out tests; a thread of it trains the run while the workers begin
+    with the slowest tests (see `pytest_collection_modifyitems`), so that no worker waits for it.
+    A run of chosen test files does not start it: most of them never use the run.
+    """
+    config = session.config
+    whole_suite = config.args_source == pytest.Config.ArgsSource.TESTPATHS
+    if whole_suite and getattr(config, "workerinput", None) is None and config.pluginmanager.hasplugin("dsession"):
+        thread = threading.Thread(target=_trained_run, args=(config._tmp_path_factory.getbasetemp(),))
+        thread.start()
+        _background.append(thread)
+
+
+def pytest_sessionfinish(session):
+    for thread in _background:
+        thread.join()
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory, worker_id):
+    """`(train_config, summary)` of a finished tiny run (trained, evaluated, exported), read-only.
+
+    One per test session: under pytest-xdist the workers share the controller's (each worker's
+    temporary folder is inside the session's).
+    """
+    session_temp = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        session_temp = session_temp.parent
+    train_config, summary_path = _trained_run(session_temp)
+    return train_config, json.loads(summary_path.read_text())
 
 
 SERVING_OPS = Path(__file__).resolve().parent / "serving_ops"
