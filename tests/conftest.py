@@ -1,6 +1,7 @@
 """Shared fixtures: one tiny training run, made once per test session and reused read-only."""
 
 import json
+import shutil
 import threading
 from pathlib import Path
 
@@ -87,22 +88,43 @@ def tiny_train_config(root, **overrides):
     return TrainConfig(**values).validate()
 
 
+def once_per_session(session_temp, name, make):
+    """`session_temp/name`, a folder `make(folder)` filled once per test session.
+
+    Under pytest-xdist every worker (and the controller) may ask; a file lock makes the first
+    one run `make` and the others wait for it, then read what it wrote. A folder `make` did not
+    finish is emptied and made again.
+
+    Args:
+        session_temp: the session's temporary folder (`session_temp_folder`).
+        name: the folder's name in it.
+        make: `make(folder)` writes the shared files into `folder` (which exists, empty).
+
+    Returns:
+        `Path` of the folder.
+    """
+    folder = Path(session_temp) / name
+    with FileLock(f"{folder}.lock"):
+        done = Path(f"{folder}.done")
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            make(folder)
+            done.touch()
+    return folder
+
+
+def session_temp_folder(tmp_path_factory, worker_id):
+    """The temporary folder of the whole test session: each xdist worker's folder is inside it."""
+    base = tmp_path_factory.getbasetemp()
+    return base if worker_id == "master" else base.parent
+
+
 TRAINED_RUN = "trained_run"  # its folder in the session's temporary folder
 
 
-def _trained_run(session_temp):
-    """`(train_config, summary path)` of the shared tiny run, trained by the first caller.
-
-    The file lock makes the training happen once, whichever process asks first; the others wait
-    for it and read the finished run.
-    """
-    root = Path(session_temp) / TRAINED_RUN
-    train_config = tiny_train_config(root)
-    summary_path = Path(train_config.run_dir) / runs.SUMMARY_FILE
-    with FileLock(f"{root}.lock"):
-        if not summary_path.is_file():
-            runs.train(train_config, dict(TINY_MODEL), log=lambda line: None, verbose=0)
-    return train_config, summary_path
+def _train_shared_run(root):
+    runs.train(tiny_train_config(root), dict(TINY_MODEL), log=lambda line: None, verbose=0)
 
 
 _background = []  # the controller's thread training the shared run, if it started one
@@ -118,7 +140,8 @@ def pytest_sessionstart(session):
     config = session.config
     whole_suite = config.args_source == pytest.Config.ArgsSource.TESTPATHS
     if whole_suite and getattr(config, "workerinput", None) is None and config.pluginmanager.hasplugin("dsession"):
-        thread = threading.Thread(target=_trained_run, args=(config._tmp_path_factory.getbasetemp(),))
+        session_temp = config._tmp_path_factory.getbasetemp()
+        thread = threading.Thread(target=once_per_session, args=(session_temp, TRAINED_RUN, _train_shared_run))
         thread.start()
         _background.append(thread)
 
@@ -132,14 +155,11 @@ def pytest_sessionfinish(session):
 def trained_run(tmp_path_factory, worker_id):
     """`(train_config, summary)` of a finished tiny run (trained, evaluated, exported), read-only.
 
-    One per test session: under pytest-xdist the workers share the controller's (each worker's
-    temporary folder is inside the session's).
+    One per test session, shared by the xdist workers (`once_per_session`).
     """
-    session_temp = tmp_path_factory.getbasetemp()
-    if worker_id != "master":
-        session_temp = session_temp.parent
-    train_config, summary_path = _trained_run(session_temp)
-    return train_config, json.loads(summary_path.read_text())
+    root = once_per_session(session_temp_folder(tmp_path_factory, worker_id), TRAINED_RUN, _train_shared_run)
+    train_config = tiny_train_config(root)
+    return train_config, json.loads((Path(train_config.run_dir) / runs.SUMMARY_FILE).read_text())
 
 
 SERVING_OPS = Path(__file__).resolve().parent / "serving_ops"

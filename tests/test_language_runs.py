@@ -1,6 +1,6 @@
 """`train --task lm|mlm`: language models trained, resumed, evaluated and exported by the translation job.
 
-One tiny causal LM run from the command line is shared by the module (`lm_run`); the masked LM
+One tiny causal LM run from the command line is shared by the tests (`lm_run`); the masked LM
 trains once, on text files. The export of the causal LM is reloaded in a process that imports
 only TensorFlow and tensorflow-text, and served by `keras-transformer generate`.
 """
@@ -17,7 +17,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import serving_op_lists
+from conftest import once_per_session, serving_op_lists, session_temp_folder
 
 from keras_transformer import runs
 from keras_transformer.cli import main
@@ -69,14 +69,21 @@ def _quiet(argv):
     return status, out.getvalue()
 
 
-@pytest.fixture(scope="module")
-def lm_run(tmp_path_factory):
-    """`(root, summary, output)` of the tiny causal LM trained by `train --task lm` on the built-in corpus."""
-    root = tmp_path_factory.mktemp("lm")
+def _train_lm_run(root):
     status, output = _quiet(["train", *_flags(LM_SETTINGS, LM_MODEL, root), "--checkpoint-every-steps", "2"])
     assert status == 0, output
+    (root / "output.txt").write_text(output)
+
+
+@pytest.fixture(scope="session")
+def lm_run(tmp_path_factory, worker_id):
+    """`(root, summary, output)` of the tiny causal LM trained by `train --task lm` on the built-in corpus.
+
+    Trained once per test session (`once_per_session`) and read-only.
+    """
+    root = once_per_session(session_temp_folder(tmp_path_factory, worker_id), "lm_run", _train_lm_run)
     summary = json.loads((root / "run" / "summary.json").read_text())
-    return root, summary, output
+    return root, summary, (root / "output.txt").read_text()
 
 
 def test_lm_trains_evaluates_and_exports_from_the_command_line(lm_run):
