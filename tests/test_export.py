@@ -81,14 +81,25 @@ def test_warmup_requests_are_prediction_logs_the_model_answers(trained_run):
     assert sorted(signatures) == ["serving_default", "translate_ids"]
 
 
-def test_export_loads_and_translates_in_a_process_without_the_project(trained_run):
+def _then_saved_model_cli(*args):
+    """Script lines that end the process by running TensorFlow's `saved_model_cli` with `args`."""
+    return f"""
+        from tensorflow.python.tools import saved_model_cli
+        sys.argv = ["saved_model_cli", *{list(args)!r}]
+        saved_model_cli.main()  # exits the process
+        """
+
+
+def test_text_export_translates_in_a_process_without_the_project_and_saved_model_cli_runs_it(trained_run):
     _, summary = trained_run
+    path = summary["export_path"]
+    run = ("run", "--dir", path, "--tag_set", "serve", "--signature_def", "serving_default")
     result = _run_python(
         f"""
         import sys
         import tensorflow as tf
-        import tensorflow_text
-        loaded = tf.saved_model.load({summary["export_path"]!r})
+        import tensorflow_text  # registers the ops the text export needs
+        loaded = tf.saved_model.load({path!r})
         translate = loaded.signatures["serving_default"]
         out = translate(text=tf.constant(["march 21, 1987", "", "the first of may two thousand and four"]))
         translation = out["translation"]
@@ -99,11 +110,14 @@ def test_export_loads_and_translates_in_a_process_without_the_project(trained_ru
         empty = translate(text=tf.constant([], dtype=tf.string))["translation"]
         assert empty.shape == (0,), empty
         assert not any(name.startswith("keras_transformer") for name in sys.modules), "project imported"
-        print("OK", [t.decode() for t in translation.numpy()])
+        print("OK", [t.decode() for t in translation.numpy()], flush=True)
         """
+        + _then_saved_model_cli(*run, "--input_exprs", "text=['21.03.1987', '']")
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.startswith("OK")
+    ran = result.stdout.split("\n", 1)[1]  # saved_model_cli's output
+    assert "translation" in ran and "truncated" in ran
 
 
 def test_exported_signature_equals_the_in_process_translator(trained_run):
@@ -139,9 +153,12 @@ def test_ids_only_export_has_core_ops_only(ids_export):
     assert {"source_vocab.txt", "target_vocab.txt", "model_config.json"} <= assets
 
 
-def test_ids_only_export_runs_in_a_process_that_never_imports_tensorflow_text(trained_run, ids_export):
+def test_ids_only_export_runs_in_a_process_that_never_imports_tensorflow_text_and_in_saved_model_cli(
+    trained_run, ids_export
+):
     _, summary = trained_run
     source_ids = [[7, 8, 9, 10, 0], [11, 12, 0, 0, 0]]
+    run = ("run", "--dir", str(ids_export), "--tag_set", "serve", "--signature_def", "serving_default")
     result = _run_python(
         f"""
         import sys
@@ -149,16 +166,19 @@ def test_ids_only_export_runs_in_a_process_that_never_imports_tensorflow_text(tr
         loaded = tf.saved_model.load({str(ids_export)!r})
         out = loaded.signatures["serving_default"](source_ids=tf.constant({source_ids}, tf.int32))
         assert "tensorflow_text" not in sys.modules and not any(m.startswith("keras_transformer") for m in sys.modules)
-        print("OK", out["output_ids"].numpy().tolist(), out["score"].numpy().tolist())
+        print("OK", out["output_ids"].numpy().tolist(), out["score"].numpy().tolist(), flush=True)
         """
+        + _then_saved_model_cli(*run, "--input_exprs", "source_ids=[[7, 8, 9, 0]]")
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    ids_out, scores = json.loads("[" + result.stdout.split("OK ", 1)[1].replace("] [", "], [") + "]")
+    ours, ran = result.stdout.split("\n", 1)
+    ids_out, scores = json.loads("[" + ours.split("OK ", 1)[1].replace("] [", "], [") + "]")
     # The same model and decoding as the text export's translate_ids.
     text_export = tf.saved_model.load(summary["export_path"])
     expected = text_export.signatures["translate_ids"](source_ids=tf.constant(source_ids, tf.int32))
     assert ids_out == expected["output_ids"].numpy().tolist()
     np.testing.assert_allclose(scores, expected["score"].numpy(), atol=1e-5)
+    assert "output_ids" in ran and "score" in ran  # saved_model_cli ran it too
 
 
 def test_translate_command_refuses_the_ids_only_export_with_one_error_line(ids_export, capsys):
@@ -168,20 +188,10 @@ def test_translate_command_refuses_the_ids_only_export_with_one_error_line(ids_e
     )
 
 
-def _saved_model_cli(*args, preload_tensorflow_text=False):
-    """Run TensorFlow's `saved_model_cli`.
-
-    With `preload_tensorflow_text`, the same tool runs in a Python that has registered the
-    tensorflow-text ops first (the text export needs them to load).
-    """
-    if preload_tensorflow_text:
-        code = (
-            "import sys, tensorflow_text; from tensorflow.python.tools import saved_model_cli; saved_model_cli.main()"
-        )
-        command = [sys.executable, "-c", code]
-    else:
-        cli = Path(sys.executable).with_name("saved_model_cli")
-        command = [str(cli)] if cli.exists() else [sys.executable, "-m", "tensorflow.python.tools.saved_model_cli"]
+def _saved_model_cli(*args):
+    """Run TensorFlow's `saved_model_cli`."""
+    cli = Path(sys.executable).with_name("saved_model_cli")
+    command = [str(cli)] if cli.exists() else [sys.executable, "-m", "tensorflow.python.tools.saved_model_cli"]
     return subprocess.run(command + list(args), capture_output=True, text=True, timeout=180)
 
 
@@ -191,40 +201,6 @@ def test_saved_model_cli_shows_both_signatures_of_the_text_export(trained_run):
     assert shown.returncode == 0, shown.stderr[-2000:]
     for name in ("serving_default", "translate_ids", "translation", "output_ids", "score", "truncated"):
         assert name in shown.stdout
-
-
-def test_saved_model_cli_runs_the_text_export(trained_run):
-    _, summary = trained_run
-    ran = _saved_model_cli(
-        "run",
-        "--dir",
-        summary["export_path"],
-        "--tag_set",
-        "serve",
-        "--signature_def",
-        "serving_default",
-        "--input_exprs",
-        "text=['21.03.1987', '']",
-        preload_tensorflow_text=True,
-    )
-    assert ran.returncode == 0, ran.stderr[-2000:]
-    assert "translation" in ran.stdout and "truncated" in ran.stdout
-
-
-def test_saved_model_cli_runs_the_ids_only_export(ids_export):
-    ran = _saved_model_cli(
-        "run",
-        "--dir",
-        str(ids_export),
-        "--tag_set",
-        "serve",
-        "--signature_def",
-        "serving_default",
-        "--input_exprs",
-        "source_ids=[[7, 8, 9, 0]]",
-    )
-    assert ran.returncode == 0, ran.stderr[-2000:]
-    assert "output_ids" in ran.stdout and "score" in ran.stdout
 
 
 def test_new_exports_get_increasing_versions(trained_run, tmp_path):
