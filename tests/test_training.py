@@ -11,7 +11,7 @@ import math
 import keras
 import numpy as np
 import pytest
-from conftest import V_S, V_T, D, N, S, T, tiny_config
+from conftest import V_S, V_T, D, S, T, tiny_config
 
 from keras_transformer.config import TrainConfig
 from keras_transformer.models import build_transformer
@@ -54,10 +54,12 @@ def toy_batch(lengths=(2, 4, 3, 4), seed=0):
     return (source, target_in), target_out
 
 
-def compiled_tiny_model(num_blocks=N, **train_settings):
+def compiled_tiny_model(num_blocks=1, **train_settings):
     """A seeded tiny model built and compiled (`compile_transformer`) under `TrainConfig(**train_settings)`.
 
-    In float32 unless `precision` is given (not "auto": the same model on every machine).
+    One block a side unless `num_blocks` is given: the first `fit` traces the model, and the
+    smaller it is the quicker. In float32 unless `precision` is given (not "auto": the same model
+    on every machine).
     """
     keras.utils.set_random_seed(0)
     model_config = tiny_config(num_blocks=num_blocks)
@@ -403,8 +405,8 @@ def test_mixed_precision_fit_keeps_float32_weights_logits_and_loss(precision):
 def test_xla_training_step_gives_the_same_loss_as_the_plain_one():
     x, y = toy_batch()
     losses = {}
-    for jit_compile in (False, True):  # one block a side: XLA's compile time grows with the graph
-        model = compiled_tiny_model(num_blocks=1, warmup_steps=30, jit_compile=jit_compile)
+    for jit_compile in (False, True):
+        model = compiled_tiny_model(warmup_steps=30, jit_compile=jit_compile)
         assert model.jit_compile is jit_compile
         losses[jit_compile] = model.fit(x, y, batch_size=len(y), epochs=3, shuffle=False, verbose=0).history["loss"]
     np.testing.assert_allclose(losses[True], losses[False], rtol=1e-4)
