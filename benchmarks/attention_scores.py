@@ -71,7 +71,7 @@ scaled_dot, dot, additive, bilinear, cosine) in every attention sublayer, the mo
   `--steps-per-epoch` optimizer steps, 4 x 200 by default), the seed, the beam of the test
   evaluation (`--beam-size`, train.py's 4 by default), the training pairs (`--train-size`) and
   float32 precision, always. It learns the vocabularies, trains with `model.fit`, evaluates the
-  test split and exports, in a temporary run directory removed at the end.
+  test split (no export), in a temporary run directory removed at the end.
 - Each seed of `--seeds` (0 and 1 by default) generates the corpus and its splits, shuffles the
   batches and initializes the weights; all the scores of one seed train on the same data, batches
   and vocabularies (learned by its first run, then copied into the others' run directories, which
@@ -86,8 +86,8 @@ them (`keras_transformer.evaluation`: beam search, sacreBLEU); the median millis
 training step, timed by a Keras callback from `on_train_batch_begin` to `on_train_batch_end`
 (fetching the batch, forward and backward pass and Adam's update; validation between epochs is
 outside the steps) over every step but the run's first, which traces the training function; the
-trainable parameters; the wall seconds of the whole run (vocabularies, training, evaluation,
-export). Per score: each seed's values and their mean, the median over the timed steps of all its
+trainable parameters; the wall seconds of the whole run (vocabularies, training, evaluation).
+Per score: each seed's values and their mean, the median over the timed steps of all its
 runs and its ratio to scaled_dot's. Another process on the machine slows the runs that overlap
 it: the JSON records the load average at the start and at the end.
 
@@ -759,6 +759,7 @@ def train_with_score(args, seed, score, run_dir, vocabularies=None):
         log=lambda line: None,
         extra_callbacks=[timer],
         verbose=0,
+        export=False,
     )
     wall = time.perf_counter() - started
     timed = timer.milliseconds[1:]  # the first step traces the training function

@@ -430,7 +430,7 @@ def bleu_by_precision(args, policies):
                 export_dir=f"{folder}/exports",
                 seed=args.seed,
             )
-            summary = runs.train(config, log=lambda message: None, verbose=0)
+            summary = runs.train(config, log=lambda message: None, verbose=0, export=False)
             scores[precision] = {
                 "bleu": summary["test"]["bleu"],
                 "exact_match": summary["test"]["exact_match"],

@@ -260,7 +260,7 @@ class _EpochTimer(keras.callbacks.Callback):
         self.seconds.append(time.perf_counter() - self._start)
 
 
-def train(train_config, model_overrides=None, resume=False, log=print, extra_callbacks=(), verbose="auto"):
+def train(train_config, model_overrides=None, resume=False, log=print, extra_callbacks=(), verbose="auto", export=True):
     """Train, evaluate on the test split, export, and write `summary.json`.
 
     The model is built and trained under the `tf.distribute` strategy `train_config.strategy`.
@@ -276,6 +276,8 @@ def train(train_config, model_overrides=None, resume=False, log=print, extra_cal
         log: function receiving progress lines.
         extra_callbacks: more Keras callbacks for `model.fit`.
         verbose: `model.fit` verbosity ("auto": a progress bar).
+        export: False skips the export (a study that needs only the scores); the summary's
+            `export_path` is then None.
 
     Returns:
         The summary dict (also written to `RUN_DIR/summary.json`; on a worker other than the
@@ -298,7 +300,7 @@ def train(train_config, model_overrides=None, resume=False, log=print, extra_cal
         worker_directory(train_config.export_dir, chief) as export_dir,
     ):
         train_config = dataclasses.replace(train_config, run_dir=str(run_dir), export_dir=str(export_dir))
-        return _train(train_config, strategy, model_overrides, resume, log, extra_callbacks, verbose, started)
+        return _train(train_config, strategy, model_overrides, resume, log, extra_callbacks, verbose, started, export)
 
 
 @dataclasses.dataclass
@@ -312,7 +314,7 @@ class _RunData:
     validation_pairs: EncodedPairs
 
 
-def _train(train_config, strategy, model_overrides, resume, log, extra_callbacks, verbose, started):
+def _train(train_config, strategy, model_overrides, resume, log, extra_callbacks, verbose, started, export):
     replicas = strategy.num_replicas_in_sync
     machine = {"cpu_count": os.cpu_count(), "cpu": cpu_info(), "accelerators": visible_accelerators()}
     precision = settle_precision(train_config, resume, machine["cpu"], machine["accelerators"])
@@ -358,12 +360,13 @@ def _train(train_config, strategy, model_overrides, resume, log, extra_callbacks
     }
     module = task.serving_module(model, model_config, task.tokenizers(data), run_dir, train_config)
     summary["test"] = task.evaluate(module, train_config, log)
-    export_path = export_run(module, train_config)
-    log(f"Exported the model to {export_path}")
+    export_path = export_run(module, train_config) if export else None
+    if export:
+        log(f"Exported the model to {export_path}")
     summary.update(
         run_dir=str(run_dir),
         model_path=str(run_dir / MODEL_FILE),
-        export_path=str(export_path),
+        export_path=export_path and str(export_path),
         total_seconds=round(time.perf_counter() - started, 1),
     )
     write_text_atomically(run_dir / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")

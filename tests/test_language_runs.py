@@ -239,17 +239,19 @@ class _StopAtStep(keras.callbacks.Callback):
 
 def test_a_resumed_lm_run_ends_with_the_weights_of_the_uninterrupted_one(lm_run, tmp_path, monkeypatch):
     root, _, _ = lm_run
-    # Evaluation and export are tested above: here only the weights count.
+    # Evaluation and export are tested above: here only the weights count (and nothing is exported).
     monkeypatch.setattr(LanguageModelTask, "evaluate", lambda *args: {})
-    monkeypatch.setattr(runs, "export_run", lambda *args, **kwargs: tmp_path / "not exported")
     settings = TrainConfig(
         **LM_SETTINGS, checkpoint_every_steps=2, run_dir=str(tmp_path / "run"), export_dir=str(tmp_path / "export")
     ).validate()
     # Stopped as step 6 begins: checkpoints at steps 2, 3 (the first epoch's end) and 4; resumed mid-epoch from 4.
     with pytest.raises(_Preempted):
-        runs.train(settings, dict(LM_MODEL), log=lambda line: None, extra_callbacks=[_StopAtStep(6)], verbose=0)
+        runs.train(
+            settings, dict(LM_MODEL), log=lambda line: None, extra_callbacks=[_StopAtStep(6)], verbose=0, export=False
+        )
     lines = []
-    resumed = runs.train(settings, dict(LM_MODEL), resume=True, log=lines.append, verbose=0)
+    resumed = runs.train(settings, dict(LM_MODEL), resume=True, log=lines.append, verbose=0, export=False)
+    assert resumed["export_path"] is None and not (tmp_path / "export").exists()
     assert (
         f"Restored the training state after 4 steps from {tmp_path / 'run' / 'checkpoints' / 'step-00000004'}" in lines
     )
