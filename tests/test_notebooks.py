@@ -19,6 +19,7 @@ NOTEBOOKS = (
     "02_train_and_translate",
     "03_export_and_serve",
     "04_attention_family",
+    "05_gpt_and_bert",
     "06_attention_in_vision",
 )
 CELL_TIMEOUT_S = 600
