@@ -168,7 +168,8 @@ class EncoderBlock(_Block):
         training: bool.
         mask: optional bool tensor `[B, S]` (True = real token); defaults to the Keras mask of
             `inputs`, else to sign masks.
-        return_attention_scores: bool; also return the self-attention weights `[B, H, S, S]`.
+        return_attention_scores: bool; also return a dict with the `self_attention` weights
+            `[B, H, S, S]`.
 
     Returns:
         float tensor `[B, S, D]`, zero at padding.
@@ -210,7 +211,8 @@ class DecoderOnlyBlock(EncoderBlock):
         training: bool.
         mask: optional bool tensor `[B, T]` (True = real token); defaults to the Keras mask of
             `inputs`, else to sign masks.
-        return_attention_scores: bool; also return the self-attention weights `[B, H, T, T]`.
+        return_attention_scores: bool; also return a dict with the `self_attention` weights
+            `[B, H, T, T]`.
 
     Returns:
         float tensor `[B, T, D]`, zero at padding.
