@@ -2,7 +2,6 @@
 
 import json
 import shutil
-import threading
 from pathlib import Path
 
 import keras
@@ -91,7 +90,7 @@ def tiny_train_config(root, **overrides):
 def once_per_session(session_temp, name, make):
     """`session_temp/name`, a folder `make(folder)` filled once per test session.
 
-    Under pytest-xdist every worker (and the controller) may ask; a file lock makes the first
+    Under pytest-xdist every worker may ask; a file lock makes the first
     one run `make` and the others wait for it, then read what it wrote. A folder `make` did not
     finish is emptied and made again.
 
@@ -125,30 +124,6 @@ TRAINED_RUN = "trained_run"  # its folder in the session's temporary folder
 
 def _train_shared_run(root):
     runs.train(tiny_train_config(root), dict(TINY_MODEL), log=lambda line: None, verbose=0)
-
-
-_background = []  # the controller's thread training the shared run, if it started one
-
-
-def pytest_sessionstart(session):
-    """Under pytest-xdist, over the whole suite, start training the shared tiny run in the controller.
-
-    The controller only hands out tests; a thread of it trains the run while the workers begin
-    with the slowest tests (see `pytest_collection_modifyitems`), so that no worker waits for it.
-    A run of chosen test files does not start it: most of them never use the run.
-    """
-    config = session.config
-    whole_suite = config.args_source == pytest.Config.ArgsSource.TESTPATHS
-    if whole_suite and getattr(config, "workerinput", None) is None and config.pluginmanager.hasplugin("dsession"):
-        session_temp = config._tmp_path_factory.getbasetemp()
-        thread = threading.Thread(target=once_per_session, args=(session_temp, TRAINED_RUN, _train_shared_run))
-        thread.start()
-        _background.append(thread)
-
-
-def pytest_sessionfinish(session):
-    for thread in _background:
-        thread.join()
 
 
 @pytest.fixture(scope="session")

@@ -1,10 +1,9 @@
 """`train --resume` after SIGKILL: a run killed anywhere ends with the weights of one never killed.
 
-Each killed run is a separate process killed by `tests/kill_points.py` the way a preempted machine
-kills it (no handler runs). One run directory is killed again and again, mid-step, mid-checkpoint,
+Each run is a separate process killed by `tests/kill_points.py` the way a preempted machine kills
+it (no handler runs). One run directory is killed again and again, mid-step, mid-checkpoint,
 during validation and during export, with a damaged checkpoint on the way, then finished; its
-final weights are compared with those of an uninterrupted run of the same flags. The two runs
-that are never killed (the reference and the last resume) run in the test's own process.
+final weights are compared with those of an uninterrupted run of the same flags.
 """
 
 import json
@@ -64,13 +63,6 @@ def _train(flags, kill_at=("never", 0), resume=False):
     return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
 
 
-def _train_here(flags, capsys):
-    """Run `train` in this process, to the end: its exit code and what it printed."""
-    capsys.readouterr()
-    code = main(["train", *flags])
-    return code, capsys.readouterr().out
-
-
 def _killed(result):
     assert result.returncode == -signal.SIGKILL, result.stdout + result.stderr
 
@@ -87,8 +79,8 @@ def test_a_run_killed_again_and_again_ends_with_the_weights_of_one_never_killed(
     run_dir, checkpoints = tmp_path / "killed" / "run", tmp_path / "killed" / "run" / "checkpoints"
     versions = tmp_path / "killed" / "export" / "dates"
 
-    code, out = _train_here(reference, capsys)
-    assert code == 0, out
+    finished = _train(reference)
+    assert finished.returncode == 0, finished.stdout + finished.stderr
 
     # Killed as step 7 begins: steps 1-6 are done, checkpointed at 2, 4 and 6 (the newest two kept).
     _killed(_train(flags, kill_at=("step", 7)))
@@ -122,15 +114,15 @@ def test_a_run_killed_again_and_again_ends_with_the_weights_of_one_never_killed(
     assert "Cannot change d_model when resuming" in capsys.readouterr().err
 
     # Resumed after the last step: nothing left to train; evaluated and exported as version 1.
-    code, out = _train_here([*flags, "--resume"], capsys)
-    assert code == 0, out
-    assert f"Restored the training state after {EPOCHS * STEPS_PER_EPOCH} steps" in out
+    result = _train(flags, resume=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"Restored the training state after {EPOCHS * STEPS_PER_EPOCH} steps" in result.stdout
     assert [path.name for path in versions.iterdir() if path.name.isdigit()] == ["1"]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["checkpoints"]["resumed_from_step"] == EPOCHS * STEPS_PER_EPOCH
     assert summary["epochs_this_session"] == 0 and summary["train_config"]["epochs"] == EPOCHS
     test = summary["test"]
-    assert out.splitlines()[-1] == (
+    assert result.stdout.splitlines()[-1] == (
         f"Done in {summary['total_seconds']:.0f} s: test exact match {test['exact_match']:.2%}, "
         f"BLEU {test['bleu']}; exported to {summary['export_path']}"
     )
