@@ -137,6 +137,20 @@ def trained_run(tmp_path_factory, worker_id):
     return train_config, json.loads((Path(train_config.run_dir) / runs.SUMMARY_FILE).read_text())
 
 
+def run_main(main, argv, capsys):
+    """A script's `main(argv)`, run in this process: `(exit status, what it printed)`.
+
+    The benchmarks' smoke tests call their `main` here rather than in a new Python, which would
+    spend seconds importing TensorFlow again; the workers a benchmark starts are still processes.
+    """
+    capsys.readouterr()
+    try:
+        status = main(argv)
+    except SystemExit as exit_:
+        status = exit_.code
+    return status or 0, capsys.readouterr().out
+
+
 SERVING_OPS = Path(__file__).resolve().parent / "serving_ops"
 
 

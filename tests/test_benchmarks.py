@@ -9,12 +9,12 @@ import importlib
 import json
 import os
 import platform
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_main
 
 from keras_transformer.config import preset
 from keras_transformer.models import build_transformer
@@ -22,6 +22,7 @@ from keras_transformer.models import build_transformer
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
+import attention_scores  # noqa: E402
 import common  # noqa: E402
 import train_throughput  # noqa: E402
 
@@ -84,15 +85,14 @@ def test_synthetic_batches_look_like_the_pipelines_and_are_the_same_for_every_wo
 
 
 @pytest.mark.slow
-def test_benchmark_runs_both_models_and_writes_their_ratio(tmp_path):
+def test_benchmark_runs_both_models_and_writes_their_ratio(tmp_path, capsys):
     out = tmp_path / "throughput.json"
-    command = [sys.executable, str(BENCHMARKS / "train_throughput.py"), "--preset", "tiny", "--vocab", "200"]
-    command += ["--batch-size", "8", "--length", "8", "--steps", "2", "--rounds", "2", "--peak-size", "256"]
-    command += ["--precision", "float32", "--bleu-epochs", "0", "--out", str(out)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "ours / keras-hub" in result.stdout
-    assert common.cpu_line(common.cpu_info()) in result.stdout.splitlines()
+    argv = ["--preset", "tiny", "--vocab", "200", "--batch-size", "8", "--length", "8", "--steps", "2"]
+    argv += ["--rounds", "2", "--peak-size", "256", "--precision", "float32", "--bleu-epochs", "0", "--out", str(out)]
+    status, printed = run_main(train_throughput.main, argv, capsys)
+    assert status == 0, printed[-3000:]
+    assert "ours / keras-hub" in printed
+    assert common.cpu_line(common.cpu_info()) in printed.splitlines()
     written = json.loads(out.read_text())
     assert written["cpu"] == common.cpu_info() and written["cpu_count"] == os.cpu_count()
     results = written["precisions"]["float32"]
@@ -262,8 +262,6 @@ def test_decode_json_records_the_cpu_beside_the_versions():
 
 
 def test_scaling_flop_formulas_count_every_matmul_weight_and_attentions_n_squared():
-    import attention_scores
-
     args = attention_scores.parse_args(["scaling", "--width", "8", "--heads", "2", "--kernel-size", "3"])
     layers = attention_scores.build_layers(args)
     kernels = {
@@ -290,8 +288,6 @@ def test_scaling_flop_formulas_count_every_matmul_weight_and_attentions_n_square
 
 
 def test_scaling_slope_fit_recovers_power_laws_over_the_lengths_above_the_width():
-    import attention_scores
-
     lengths = [16, 32, 64, 128, 256, 512, 1024]
     assert attention_scores.fit_slope(lengths, [3.0 * n**2 for n in lengths]) == pytest.approx(2)
     assert attention_scores.fit_slope(lengths, [0.5 * n for n in lengths]) == pytest.approx(1)
@@ -307,8 +303,6 @@ def test_scaling_slope_fit_recovers_power_laws_over_the_lengths_above_the_width(
 
 
 def test_scaling_flags_are_checked_and_every_flag_has_help(capsys):
-    import attention_scores
-
     args = attention_scores.parse_args(["scaling", "--lengths", "64,16,32,16"])
     assert args.lengths == [16, 32, 64] and args.width == 128 and args.heads == 4 and args.kernel_size == 3
     for argv, message in (
@@ -327,14 +321,13 @@ def test_scaling_flags_are_checked_and_every_flag_has_help(capsys):
         assert missing == [], f"{name}: flags without --help text: {missing}"
 
 
-def test_scaling_smoke_run_writes_every_model_and_length_the_cpu_and_the_plot(tmp_path):
-    command = [sys.executable, str(BENCHMARKS / "attention_scores.py"), "scaling", "--lengths", "16,32"]
-    command += ["--repeats", "1", "--warmup", "0", "--steps", "1", "--width", "16", "--heads", "2", "--batch", "2"]
-    command += ["--out", str(tmp_path)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert common.cpu_line(common.cpu_info()) in result.stdout.splitlines()
-    assert "log-log slope of time over n = 16..32" in result.stdout and "O(log_k n)" in result.stdout
+def test_scaling_smoke_run_writes_every_model_and_length_the_cpu_and_the_plot(tmp_path, capsys):
+    argv = ["scaling", "--lengths", "16,32", "--repeats", "1", "--warmup", "0", "--steps", "1", "--width", "16"]
+    argv += ["--heads", "2", "--batch", "2", "--out", str(tmp_path)]
+    status, printed = run_main(attention_scores.main, argv, capsys)
+    assert status == 0, printed[-3000:]
+    assert common.cpu_line(common.cpu_info()) in printed.splitlines()
+    assert "log-log slope of time over n = 16..32" in printed and "O(log_k n)" in printed
     written = json.loads((tmp_path / "attention_scores_scaling.json").read_text())
     assert written["cpu"] == common.cpu_info() and written["cpu_count"] == os.cpu_count()
     assert written["settings"]["width"] == 16 and written["settings"]["dtype"] == "float32"
@@ -359,8 +352,6 @@ def test_scaling_smoke_run_writes_every_model_and_length_the_cpu_and_the_plot(tm
 
 
 def test_scores_flags_are_checked_and_the_runs_rotate_the_scores_from_seed_to_seed(capsys):
-    import attention_scores
-
     args = attention_scores.parse_args(["scores"])
     assert args.scores == ["scaled_dot", "dot", "additive", "bilinear", "cosine"] and args.seeds == [0, 1]
     args = attention_scores.parse_args(["scores", "--scores", "cosine, dot,cosine", "--seeds", "3,1,3"])
@@ -381,14 +372,13 @@ def test_scores_flags_are_checked_and_the_runs_rotate_the_scores_from_seed_to_se
 
 
 @pytest.mark.slow
-def test_scores_smoke_run_trains_each_score_and_writes_its_figures(tmp_path):
-    command = [sys.executable, str(BENCHMARKS / "attention_scores.py"), "scores", "--preset", "tiny"]
-    command += ["--epochs", "1", "--steps-per-epoch", "4", "--seeds", "0", "--scores", "scaled_dot,additive"]
-    command += ["--train-size", "300", "--test-size", "60", "--beam-size", "1", "--out", str(tmp_path)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert common.cpu_line(common.cpu_info()) in result.stdout.splitlines()
-    assert any(line.startswith("scaled_dot") and line.rstrip().endswith("1.00x") for line in result.stdout.splitlines())
+def test_scores_smoke_run_trains_each_score_and_writes_its_figures(tmp_path, capsys):
+    argv = ["scores", "--preset", "tiny", "--epochs", "1", "--steps-per-epoch", "4", "--seeds", "0"]
+    argv += ["--scores", "scaled_dot,additive", "--train-size", "300", "--test-size", "60", "--beam-size", "1"]
+    status, printed = run_main(attention_scores.main, argv + ["--out", str(tmp_path)], capsys)
+    assert status == 0, printed[-3000:]
+    assert common.cpu_line(common.cpu_info()) in printed.splitlines()
+    assert any(line.startswith("scaled_dot") and line.rstrip().endswith("1.00x") for line in printed.splitlines())
     written = json.loads((tmp_path / "attention_scores_scores.json").read_text())
     assert written["cpu"] == common.cpu_info() and written["cpu_count"] == os.cpu_count()
     settings = written["settings"]

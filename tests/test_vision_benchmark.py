@@ -6,11 +6,11 @@ folder goes on `sys.path`.
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_main
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
@@ -43,15 +43,13 @@ def test_flags_are_checked_every_flag_has_help_and_the_models_rotate_from_seed_t
 
 
 @pytest.mark.slow
-def test_smoke_run_trains_each_model_and_writes_ratios_pointing_scores_the_cpu_and_figures(tmp_path):
-    command = [sys.executable, str(BENCHMARKS / "vision_attention.py"), "--attentions", "none,stn"]
-    command += ["--seeds", "0", "--steps", "2", "--batch-size", "8", "--train-size", "32", "--test-size", "16"]
-    command += ["--size", "24", "--glimpse", "12", "--filters", "4,8", "--clutter", "2"]
-    command += ["--out", str(tmp_path), "--figures", str(tmp_path / "figures")]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    result = subprocess.run(command, capture_output=True, text=True, timeout=240, env=env)
-    assert result.returncode == 0, result.stderr[-3000:]
-    lines = result.stdout.splitlines()
+def test_smoke_run_trains_each_model_and_writes_ratios_pointing_scores_the_cpu_and_figures(tmp_path, capsys):
+    argv = ["--attentions", "none,stn", "--seeds", "0", "--steps", "2", "--batch-size", "8", "--train-size", "32"]
+    argv += ["--test-size", "16", "--size", "24", "--glimpse", "12", "--filters", "4,8", "--clutter", "2"]
+    argv += ["--out", str(tmp_path), "--figures", str(tmp_path / "figures")]
+    status, printed = run_main(vision_attention.main, argv, capsys)
+    assert status == 0, printed[-3000:]
+    lines = printed.splitlines()
     assert common.cpu_line(common.cpu_info()) in lines
     baseline = next(line for line in lines if line.startswith("baseline CNN"))
     assert baseline.count("1.00x") + baseline.count("n/a") == 2  # accuracy and ms/step over the baseline's
