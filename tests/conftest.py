@@ -90,9 +90,9 @@ def tiny_train_config(root, **overrides):
 def once_per_session(session_temp, name, make):
     """`session_temp/name`, a folder `make(folder)` filled once per test session.
 
-    Under pytest-xdist every worker may ask; a file lock makes the first
-    one run `make` and the others wait for it, then read what it wrote. A folder `make` did not
-    finish is emptied and made again.
+    Under pytest-xdist every worker may ask; a file lock makes the first one run `make` and the
+    others wait for it, then read what it wrote. A folder `make` did not finish is emptied and
+    made again.
 
     Args:
         session_temp: the session's temporary folder (`session_temp_folder`).
