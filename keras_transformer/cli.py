@@ -196,7 +196,16 @@ def _build_parser():
 
 _TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}
 # What `evaluate` and `export` may change of a finished run: a translation's decoding, a language model's sampler.
-_DECODING_FIELDS = ("beam_size", "length_penalty", "sampler", "temperature", "top_k", "top_p", "sampler_seed")
+_DECODING_FIELDS = (
+    "beam_size",
+    "length_penalty",
+    "sampler",
+    "num_beams",
+    "temperature",
+    "top_k",
+    "top_p",
+    "sampler_seed",
+)
 _TRANSLATION_MODEL_FIELDS = {f.name for f in dataclasses.fields(ModelConfig)}
 # Vocabulary sizes are requests (TrainConfig); the model config records the learned sizes.
 _MODEL_FIELDS = {

@@ -217,7 +217,7 @@ _FILE_PAIRS = ("train_files", "validation_files", "test_files")
 # What `train` can train: a translation model, a causal (GPT-style) or a masked (BERT-style) language model.
 TASKS = ("translate", "lm", "mlm")
 # The samplers of an exported causal language model (keras-hub's, by name: `generation.SAMPLERS`).
-LM_SAMPLERS = ("greedy", "top_k", "top_p", "random")
+LM_SAMPLERS = ("greedy", "beam", "top_k", "top_p", "random")
 NORMALIZATION_CHOICES = ("auto", "on", "off")
 # "auto": mixed_bfloat16 where the hardware computes bfloat16 natively, else float32 (see `precision`).
 PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
@@ -459,11 +459,12 @@ class TrainConfig(_JsonConfig):
     sampler: str = _field(
         "greedy",
         "How the exported --task lm model chooses each next token (keras-hub's samplers; the evaluation's logged "
-        "continuations are greedy): greedy, "
+        "continuations are greedy): greedy, beam (the likeliest of --num-beams continuations), "
         "top_k (from the --top-k likeliest), top_p (from the smallest set of probability >= --top-p) or random.",
         choices=LM_SAMPLERS,
     )
     temperature: float = _field(1.0, "Softmax temperature of --sampler top_k, top_p and random (--task lm).")
+    num_beams: int = _field(5, "Beams of --sampler beam (--task lm).")
     top_k: int = _field(10, "k of --sampler top_k (--task lm).")
     top_p: float = _field(0.9, "p of --sampler top_p, in (0, 1] (--task lm).")
     sampler_seed: int = _field(
@@ -476,6 +477,7 @@ class TrainConfig(_JsonConfig):
         _check_positive(
             self,
             "vocab_size",
+            "num_beams",
             "top_k",
             "source_vocab_size",
             "target_vocab_size",
@@ -590,5 +592,5 @@ _TASK_SETTINGS = (
         ("translate",),
     ),
     (("vocab_size", "tfds_text_feature"), ("lm", "mlm")),
-    (("sampler", "temperature", "top_k", "top_p", "sampler_seed"), ("lm",)),
+    (("sampler", "num_beams", "temperature", "top_k", "top_p", "sampler_seed"), ("lm",)),
 )

@@ -237,10 +237,10 @@ class IdsGenerator(_LanguageModelModule):
     Args:
         model, model_config, config_path, vocab_paths: see `_LanguageModelModule`; `model` from
             `build_decoder_only`.
-        sampler: a name of `generation.SAMPLERS`: "greedy", "top_k", "top_p", "random".
+        sampler: a name of `generation.SAMPLERS`: "greedy", "beam", "top_k", "top_p", "random".
         seed: int, the seed of a sampler that draws at random: its seed generator's state is a
             variable of the export, so that every freshly loaded export samples alike.
-        **options: the sampler's options (`k`, `p`, `temperature`).
+        **options: the sampler's options (`num_beams`, `k`, `p`, `temperature`).
     """
 
     def __init__(self, model, model_config, config_path, vocab_paths=(), sampler="greedy", seed=0, **options):

@@ -296,6 +296,7 @@ def sampler_settings(train_config):
     """The `IdsGenerator` arguments of a run's sampler: `sampler`, `seed` and the sampler's own options."""
     options = {
         "greedy": {},
+        "beam": {"num_beams": train_config.num_beams},
         "top_k": {"k": train_config.top_k, "temperature": train_config.temperature},
         "top_p": {"p": train_config.top_p, "temperature": train_config.temperature},
         "random": {"temperature": train_config.temperature},

@@ -77,6 +77,7 @@ RESUMABLE_CHANGES = frozenset(
         "beam_size",
         "length_penalty",
         "sampler",
+        "num_beams",
         "temperature",
         "top_k",
         "top_p",

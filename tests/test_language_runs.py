@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 import keras
+import keras_hub
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -25,6 +26,7 @@ from keras_transformer.config import TrainConfig
 from keras_transformer.data import dates
 from keras_transformer.data.tokenizers import write_vocabulary
 from keras_transformer.export import GENERATE_IDS_SIGNATURE_KEY, SIGNATURE_KEY, WARMUP_FILE, saved_model_op_types
+from keras_transformer.generation import generate
 from keras_transformer.language_runs import VOCAB_FILE, LanguageModelTask
 from keras_transformer.special_tokens import MASK_ID, PAD_ID, RESERVED_TOKENS, START_ID
 
@@ -218,6 +220,23 @@ def test_evaluate_and_export_a_finished_lm_run_with_another_sampler(lm_run, tmp_
     # A translation flag on a language-model run is one error line.
     assert main(["export", *run, "--beam-size", "2"]) == 2
     assert capsys.readouterr().err == "error: --beam-size is a setting of --task translate, not of --task lm\n"
+
+
+def test_export_with_beam_search_continues_as_generate_does(lm_run, tmp_path, capsys):
+    root, _, _ = lm_run
+    run = ["--run-dir", str(root / "run"), "--export-dir", str(tmp_path), "--ids-only"]
+    assert main(["export", *run, "--sampler", "beam", "--num-beams", "3"]) == 0
+    export_path = tmp_path / "lm_ids" / "1"
+    assert capsys.readouterr().out == f"Exported to {export_path}\n"
+    core, _ = serving_op_lists()
+    assert saved_model_op_types(export_path) - core == set()  # core ops only
+    prompt_ids = tf.constant([[START_ID, 7, 8, 0], [START_ID, 0, 0, 0]], tf.int32)
+    served = tf.saved_model.load(str(export_path)).signatures[SIGNATURE_KEY](prompt_ids=prompt_ids)["output_ids"]
+    model = keras.models.load_model(root / "run" / "model.keras")
+    expected = generate(model, prompt_ids, MAX_LENGTH, keras_hub.samplers.BeamSampler(num_beams=3))
+    np.testing.assert_array_equal(served.numpy(), keras.ops.convert_to_numpy(expected))
+    assert main(["export", *run, "--sampler", "beam", "--num-beams", "0"]) == 2
+    assert "num_beams" in capsys.readouterr().err
 
 
 class _Preempted(Exception):
