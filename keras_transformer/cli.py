@@ -18,7 +18,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's C++ start-up chatter quiet
 
-from keras_transformer.config import PRESETS, LanguageModelConfig, ModelConfig, TrainConfig  # noqa: E402
+from keras_transformer.config import DECODING_FIELDS, PRESETS, LanguageModelConfig, ModelConfig, TrainConfig  # noqa: E402
 
 _BOOLEAN_CHOICES = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
 
@@ -125,7 +125,7 @@ def _build_parser():
         "evaluate", formatter_class=_HelpFormatter, help="score a finished run on its test split"
     )
     evaluate.add_argument("--run-dir", required=True, type=Path, help="run directory written by `train`")
-    _add_config_flags(evaluate, TrainConfig, "decoding", only=_DECODING_FIELDS)
+    _add_config_flags(evaluate, TrainConfig, "decoding", only=DECODING_FIELDS)
 
     export = commands.add_parser(
         "export",
@@ -140,7 +140,7 @@ def _build_parser():
     export.add_argument(
         "--ids-only", action="store_true", help="export token ids -> token ids without tensorflow-text ops"
     )
-    _add_config_flags(export, TrainConfig, "decoding", only=_DECODING_FIELDS)
+    _add_config_flags(export, TrainConfig, "decoding", only=DECODING_FIELDS)
 
     generate = commands.add_parser(
         "generate",
@@ -195,17 +195,6 @@ def _build_parser():
 
 
 _TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}
-# What `evaluate` and `export` may change of a finished run: a translation's decoding, a language model's sampler.
-_DECODING_FIELDS = (
-    "beam_size",
-    "length_penalty",
-    "sampler",
-    "num_beams",
-    "temperature",
-    "top_k",
-    "top_p",
-    "sampler_seed",
-)
 _TRANSLATION_MODEL_FIELDS = {f.name for f in dataclasses.fields(ModelConfig)}
 # Vocabulary sizes are requests (TrainConfig); the model config records the learned sizes.
 _MODEL_FIELDS = {
@@ -280,7 +269,7 @@ def _load_run_for_decoding(args):
     from keras_transformer import runs
 
     train_config, model_config, model, module = runs.load_run(args.run_dir)
-    decoding = {name: getattr(args, name) for name in _DECODING_FIELDS if hasattr(args, name)}
+    decoding = {name: getattr(args, name) for name in DECODING_FIELDS if hasattr(args, name)}
     if decoding:
         try:
             train_config = TrainConfig(**{**train_config.to_dict(), **decoding}).validate()

@@ -218,6 +218,18 @@ _FILE_PAIRS = ("train_files", "validation_files", "test_files")
 TASKS = ("translate", "lm", "mlm")
 # The samplers of an exported causal language model (keras-hub's, by name: `generation.SAMPLERS`).
 LM_SAMPLERS = ("greedy", "beam", "top_k", "top_p", "random")
+# The `TrainConfig` fields of decoding (a translation's beam search, a language model's sampler):
+# what `evaluate` and `export` may change of a finished run, and a resumed run may change.
+DECODING_FIELDS = (
+    "beam_size",
+    "length_penalty",
+    "sampler",
+    "num_beams",
+    "temperature",
+    "top_k",
+    "top_p",
+    "sampler_seed",
+)
 NORMALIZATION_CHOICES = ("auto", "on", "off")
 # "auto": mixed_bfloat16 where the hardware computes bfloat16 natively, else float32 (see `precision`).
 PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")

@@ -58,7 +58,13 @@ from keras_transformer.data.language_batches import (
 from keras_transformer.data.tokenizers import SubwordTokenizer, learn_vocabulary, write_vocabulary
 from keras_transformer.models.language import build_encoder_only
 from keras_transformer.special_tokens import MASK_TOKEN
-from keras_transformer.training import MaskedAccuracy, MaskedLabelSmoothedLoss, NoamSchedule, dtype_policy
+from keras_transformer.training import (
+    AccuracyCurve,
+    MaskedAccuracy,
+    MaskedLabelSmoothedLoss,
+    NoamSchedule,
+    dtype_policy,
+)
 
 __all__ = ["ARMS", "ClassificationCurve", "classifier_of", "copy_weights_by_name", "compare_pretraining"]
 
@@ -98,10 +104,8 @@ def classifier_of(model):
     return keras.Model(model.input, model.output["class_logits"], name=f"{model.name}_classifier")
 
 
-class ClassificationCurve(keras.callbacks.Callback):
-    """Record the held-out accuracy every `every` training steps (and before the first).
-
-    Attributes after training: `steps` (list of int) and `accuracy` (list of float).
+class ClassificationCurve(AccuracyCurve):
+    """Record the held-out classification accuracy every `every` training steps (and before the first).
 
     Args:
         token_ids: int32 array `[N, L]`, the held-out examples.
@@ -110,24 +114,13 @@ class ClassificationCurve(keras.callbacks.Callback):
     """
 
     def __init__(self, token_ids, labels, every):
-        super().__init__()
-        self.token_ids, self.labels, self.every = token_ids, np.asarray(labels), every
-        self.steps, self.accuracy = [], []
+        super().__init__(every)
+        self.token_ids, self.labels = token_ids, np.asarray(labels)
 
-    def _record(self, step):
+    def measure(self):
         logits = self.model(self.token_ids, training=False)  # (N, C); eager, nothing to trace
         predictions = keras.ops.convert_to_numpy(keras.ops.argmax(logits, axis=-1))
-        self.steps.append(step)
-        self.accuracy.append(float(np.mean(predictions == self.labels)))
-
-    def on_train_begin(self, logs=None):
-        self._step, self.steps, self.accuracy = 0, [], []
-        self._record(0)
-
-    def on_train_batch_end(self, batch, logs=None):
-        self._step += 1
-        if self._step % self.every == 0:
-            self._record(self._step)
+        return float(np.mean(predictions == self.labels))
 
 
 def _adam(d_model, warmup_steps, scale):

@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.checkpoints import CheckpointError, PeriodicCheckpoint, checkpoint_path, restore_checkpoint
-from keras_transformer.config import LanguageModelConfig, ModelConfig, TrainConfig, preset
+from keras_transformer.config import DECODING_FIELDS, LanguageModelConfig, ModelConfig, TrainConfig, preset
 from keras_transformer.data.parallel_text import load_corpus
 from keras_transformer.data.tokenizers import SubwordTokenizer, learn_vocabulary, normalize_text, write_vocabulary
 from keras_transformer.data.translation_batches import EncodedPairs, encode_pairs, make_dataset
@@ -74,14 +74,7 @@ RESUMABLE_CHANGES = frozenset(
         "run_dir",
         "export_dir",
         "model_name",
-        "beam_size",
-        "length_penalty",
-        "sampler",
-        "num_beams",
-        "temperature",
-        "top_k",
-        "top_p",
-        "sampler_seed",
+        *DECODING_FIELDS,
         "test_size",
         "strategy",
         "checkpoint_every_steps",

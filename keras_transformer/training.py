@@ -141,6 +141,39 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
         return {"d_model": self.d_model, "warmup_steps": self.warmup_steps, "scale": self.scale}
 
 
+class AccuracyCurve(keras.callbacks.Callback):
+    """Record a held-out accuracy every `every` training steps (and before the first).
+
+    Subclasses define `measure()`, the accuracy of `self.model` now. Attributes after training:
+    `steps` (list of int), the optimizer steps taken, and `accuracy` (list of float), the
+    accuracy then.
+
+    Args:
+        every: int, steps between two measurements.
+    """
+
+    def __init__(self, every):
+        super().__init__()
+        self.every = every
+        self.steps, self.accuracy = [], []
+
+    def measure(self):
+        raise NotImplementedError
+
+    def _record(self, step):
+        self.steps.append(step)
+        self.accuracy.append(self.measure())
+
+    def on_train_begin(self, logs=None):
+        self._step, self.steps, self.accuracy = 0, [], []
+        self._record(0)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._step += 1
+        if self._step % self.every == 0:
+            self._record(self._step)
+
+
 @contextlib.contextmanager
 def dtype_policy(name):
     """Layers created inside take the Keras dtype policy `name` (e.g. "mixed_bfloat16").

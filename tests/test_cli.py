@@ -13,7 +13,7 @@ from conftest import tiny_train_config
 
 from keras_transformer import cli, runs
 from keras_transformer.cli import main
-from keras_transformer.config import PRESETS, LanguageModelConfig, ModelConfig, TrainConfig
+from keras_transformer.config import DECODING_FIELDS, PRESETS, LanguageModelConfig, ModelConfig, TrainConfig
 from keras_transformer.export import saved_model_op_types
 
 REPO = Path(__file__).resolve().parents[1]
@@ -105,7 +105,7 @@ def test_train_help_documents_every_config_field_with_its_help_and_default(capsy
 def test_every_command_help_lists_its_flags(command, flags, capsys):
     entries = _help(capsys, command)
     if command not in ("translate", "generate"):  # decoding settings default to the run's, not to TrainConfig's
-        for field in (field for field in _cli_fields(TrainConfig) if field.name in cli._DECODING_FIELDS):
+        for field in (field for field in _cli_fields(TrainConfig) if field.name in DECODING_FIELDS):
             flags[_flag(field.name)] = flags["--" + field.name] = f"{field.metadata['help']} (default: the run's)"
     assert set(entries) == {"-h", "--help", *flags}
     for flag, help_text in flags.items():

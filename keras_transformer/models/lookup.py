@@ -20,6 +20,7 @@ from keras import ops
 
 from keras_transformer.layers.hard_attention import reinforce_loss
 from keras_transformer.layers.single_head import Attention
+from keras_transformer.training import AccuracyCurve
 
 VARIANTS = ("soft", "reinforce", "gumbel", "argmax")
 
@@ -141,11 +142,8 @@ def lookup_accuracy(model, inputs, answers):
     return float(ops.mean(ops.cast(right, "float32")))
 
 
-class LookupAccuracyCurve(keras.callbacks.Callback):
+class LookupAccuracyCurve(AccuracyCurve):
     """Record held-out lookup accuracy every `every` training steps (and before the first).
-
-    Attributes after training: `steps` (list of int) and `accuracy` (list of float), the
-    optimizer steps taken and the accuracy then.
 
     Args:
         inputs: dict of int arrays, the held-out examples (see `lookup_examples`).
@@ -154,19 +152,8 @@ class LookupAccuracyCurve(keras.callbacks.Callback):
     """
 
     def __init__(self, inputs, answers, every=25):
-        super().__init__()
-        self.inputs, self.answers, self.every = inputs, answers, every
-        self.steps, self.accuracy = [], []
+        super().__init__(every)
+        self.inputs, self.answers = inputs, answers
 
-    def _record(self, step):
-        self.steps.append(step)
-        self.accuracy.append(lookup_accuracy(self.model, self.inputs, self.answers))
-
-    def on_train_begin(self, logs=None):
-        self._step, self.steps, self.accuracy = 0, [], []
-        self._record(0)
-
-    def on_train_batch_end(self, batch, logs=None):
-        self._step += 1
-        if self._step % self.every == 0:
-            self._record(self._step)
+    def measure(self):
+        return lookup_accuracy(self.model, self.inputs, self.answers)
