@@ -426,7 +426,7 @@ def train_step(layer, forward, jit=False):
     """
     import tensorflow as tf
 
-    @tf.function(jit_compile=jit)
+    @tf.function(jit_compile=jit, autograph=False)
     def step(x):
         with tf.GradientTape() as tape:
             tape.watch(x)

@@ -98,7 +98,7 @@ def decoders(model, hub, max_length, jit):
     """`{name: tf.function(source_ids) -> output_ids [B, L]}`, in the order of the table."""
 
     def compiled(fn):
-        return tf.function(fn, jit_compile=jit)
+        return tf.function(fn, jit_compile=jit, autograph=False)
 
     return {
         "greedy_uncached": compiled(lambda ids: greedy_decode(model, ids, max_length, use_cache=False, end_id=None)[0]),

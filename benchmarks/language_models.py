@@ -477,12 +477,16 @@ class Worker:
 
             model = self.models["decoder"]
             traced = tf.function(
-                lambda ids: generate(model, ids, length, sampler=sampler, end_id=None), jit_compile=self.args.jit
+                lambda ids: generate(model, ids, length, sampler=sampler, end_id=None),
+                jit_compile=self.args.jit,
+                autograph=False,
             )
             return {"ours": lambda ids: traced(ids).numpy()}
         causal_lm = self.causal_lm
         traced = tf.function(
-            lambda ids: keras_hub_cached_generate(causal_lm, sampler, ids, length), jit_compile=self.args.jit
+            lambda ids: keras_hub_cached_generate(causal_lm, sampler, ids, length),
+            jit_compile=self.args.jit,
+            autograph=False,
         )
         if self.args.jit:
             causal_lm.jit_compile = True

@@ -334,7 +334,7 @@ def continue_texts(generator, texts):
     ]
 
 
-@tf.function(reduce_retracing=True)
+@tf.function(reduce_retracing=True, autograph=False)
 def _batch_scores(model, inputs, labels):
     logits = tf.cast(model(inputs, training=False), tf.float32)  # (B, T, V)
     real = tf.not_equal(labels, PAD_ID)  # (B, T)

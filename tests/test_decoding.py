@@ -251,7 +251,7 @@ def test_without_end_id_decoders_generate_max_length_tokens(decoding_model, deco
 def test_decoders_compile_with_xla_and_give_the_same_result(decoding_model, decoder):
     source = tf.constant(decoding_sources())
     eager_ids, eager_scores = decoder(decoding_model, source)
-    compiled = tf.function(lambda s: decoder(decoding_model, s), jit_compile=True)
+    compiled = tf.function(lambda s: decoder(decoding_model, s), jit_compile=True, autograph=False)
     xla_ids, xla_scores = compiled(source)
     np.testing.assert_array_equal(xla_ids.numpy(), to_numpy(eager_ids))
     np.testing.assert_allclose(xla_scores.numpy(), to_numpy(eager_scores), atol=1e-4)

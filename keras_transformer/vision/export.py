@@ -30,7 +30,9 @@ class ClassifierExport(tf.Module):
         super().__init__()
         self.model = attention_model
         self.serve = tf.function(
-            self._serve, input_signature=[tf.TensorSpec([None, None, None, channels], tf.float32, name="images")]
+            self._serve,
+            input_signature=[tf.TensorSpec([None, None, None, channels], tf.float32, name="images")],
+            autograph=False,
         )
 
     def _serve(self, images):
