@@ -11,12 +11,16 @@ height (30-45% of the canvas by default) and rotation (+-30 degrees) on a `--siz
 (`--task-seed`): the same training, and the same test canvases (`--test-size`), for every model
 and seed.
 
-The models (`keras_transformer.vision.models.build_classifier`): one small CNN (3 blocks of a 3x3
-convolution of `--filters` channels, relu, 2x2 max pooling; global average pooling; a dense
-layer) plain ("none"), with a SqueezeExcitation after each convolution ("se"), a SelectiveKernel
-(3x3 and 5x5 branches) instead of each convolution ("sk"), a CBAM after each convolution
-("cbam"), a ResidualAttention instead of each convolution ("residual"), or a SpatialTransformer
-in front that cuts a `--glimpse` x `--glimpse` glimpse out of the canvas for the CNN ("stn").
+The models (`keras_transformer.vision.models.build_classifier`): one small CNN of 3 blocks of
+`--filters` channels, each followed by 2x2 max pooling, then global average pooling and a dense
+layer. With `--block residual` (the default) each block is `relu(shortcut(x) + branch(x))`, the
+branch a 3x3 convolution and the shortcut the identity, or a 1x1 convolution where the width
+changes; with `--block plain` each block is the branch alone, a 3x3 convolution and a relu. The
+same CNN is run without attention ("none"), with a SqueezeExcitation on each branch ("se"), a
+SelectiveKernel (3x3 and 5x5 branches) instead of each branch's convolution ("sk"), a CBAM on
+each branch ("cbam"), a ResidualAttention instead of each branch's convolution ("residual"), or
+a SpatialTransformer in front that cuts a `--glimpse` x `--glimpse` glimpse out of the canvas
+for the CNN ("stn").
 
 Each run: `model.fit` on the training canvases, `--steps` steps of `--batch-size` (shuffled with
 the seed, reshuffled every pass), Adam with `--learning-rate`, float32, no augmentation; the
@@ -48,7 +52,7 @@ to the baseline for accuracy and ms/step) and the STN's figures on stdout; the J
 the start and the end, every run) in `--out`; two PNGs in `--figures`: `vision_attention.png`
 (accuracy and pointing scores per model) and `vision_attention_maps.png` (test canvases with
 each model's map, and the STN's glimpses). With `--glyphs fine` the files are named
-`vision_attention_fine*`.
+`vision_attention_fine*`, with `--block plain` `vision_attention*_plain*`.
 """
 
 import argparse
@@ -115,6 +119,12 @@ def build_parser():
         default="16,32,32",
         help="Comma-separated channels of the CNN's blocks.",
     )
+    parser.add_argument(
+        "--block",
+        default="residual",
+        choices=vision_models.BLOCKS,
+        help="The CNN's blocks: residual, relu(shortcut(x) + attention(branch(x))), or plain, attention(branch(x)).",
+    )
     parser.add_argument("--glimpse", type=int, default=20, help="Side of the STN's glimpse in pixels.")
     parser.add_argument("--out", default="benchmarks/results", help="Folder of the JSON results.")
     parser.add_argument("--figures", default="benchmarks/figures", help="Folder of the PNG figures.")
@@ -134,6 +144,11 @@ def parse_args(argv=None):
     if keras.backend.backend() != "tensorflow":
         parser.error(f"needs Keras on TensorFlow (KERAS_BACKEND=tensorflow). Received: {keras.backend.backend()}")
     return args
+
+
+def result_stem(args):
+    """The name of the run's files: `vision_attention`, plus `_fine` for the fine glyphs, `_plain` for plain blocks."""
+    return "vision_attention" + ("_fine" if args.glyphs == "fine" else "") + ("_plain" if args.block == "plain" else "")
 
 
 def run_orders(attentions, seeds):
@@ -200,7 +215,11 @@ def train_one(args, attention, seed, data, num_classes):
     keras.backend.clear_session()
     keras.utils.set_random_seed(seed)
     classifier = vision_models.build_classifier(
-        attention, num_classes=num_classes, filters=tuple(args.filters), glimpse_size=(args.glimpse, args.glimpse)
+        attention,
+        block=args.block,
+        num_classes=num_classes,
+        filters=tuple(args.filters),
+        glimpse_size=(args.glimpse, args.glimpse),
     )
     model = classifier.model
     model.compile(
@@ -294,7 +313,8 @@ def print_report(args, models, cpu):
     """The table per model, and the STN's placement figures."""
     print()
     print(
-        f"{args.size}x{args.size} canvases, {args.glyphs}, clutter {args.clutter}; {args.steps} steps of "
+        f"{args.size}x{args.size} canvases, {args.glyphs}, clutter {args.clutter}; {args.block} blocks; "
+        f"{args.steps} steps of "
         f"{args.batch_size}, Adam {args.learning_rate}, float32; {args.test_size} test canvases; "
         f"seeds {','.join(map(str, args.seeds))}; {os.cpu_count()} CPUs"
     )
@@ -344,7 +364,9 @@ def plot_summary(path, args, models, cpu):
         left.plot([i] * len(models[n]["test_accuracy_percent"]), models[n]["test_accuracy_percent"], "ko", ms=4)
     left.set_xticks(positions, labels, rotation=25, ha="right")
     left.set_ylabel("test accuracy (%)")
-    left.set_title(f"{args.steps} steps of {args.batch_size}; seeds {', '.join(map(str, args.seeds))}")
+    left.set_title(
+        f"{args.block} blocks; {args.steps} steps of {args.batch_size}; seeds {', '.join(map(str, args.seeds))}"
+    )
     left.axhline(100.0 / models[names[0]]["num_classes"], color="grey", ls=":", lw=1, label="chance")
     left.legend(fontsize=8)
     mass = [models[n]["pointing"]["mass_in_box"] for n in names]
@@ -444,7 +466,7 @@ def main(argv=None):
         "models": models,
         "runs": runs,
     }
-    stem = "vision_attention" if args.glyphs == "digits" else f"vision_attention_{args.glyphs}"
+    stem = result_stem(args)
     print(f"wrote {common.write_json(Path(args.out) / f'{stem}.json', data_json)}")
     figures = Path(args.figures)
     plot_summary(figures / f"{stem}.png", args, models, cpu)

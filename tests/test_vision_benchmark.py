@@ -24,6 +24,7 @@ def test_flags_are_checked_every_flag_has_help_and_the_models_rotate_from_seed_t
     args = vision_attention.parse_args([])
     assert args.attentions == ["none", "se", "sk", "cbam", "residual", "stn"] and args.seeds == [0, 1]
     assert args.filters == [16, 32, 32]  # repeated widths are kept
+    assert args.block == "residual" and vision_attention.parse_args(["--block", "plain"]).block == "plain"
     args = vision_attention.parse_args(["--attentions", "stn, none,stn", "--filters", "8,8"])
     assert args.attentions == ["stn", "none"] and args.filters == [8, 8]
     for argv, message in (
@@ -32,11 +33,15 @@ def test_flags_are_checked_every_flag_has_help_and_the_models_rotate_from_seed_t
         (["--steps", "0"], "--steps must be >= 1. Received: 0"),
         (["--size", "8"], "--size must be >= 16. Received: 8"),
         (["--learning-rate", "0"], "--learning-rate must be > 0. Received: 0.0"),
+        (["--block", "dense"], "argument --block: invalid choice: 'dense'"),
     ):
         with pytest.raises(SystemExit):
             vision_attention.parse_args(argv)
         assert message in capsys.readouterr().err
     assert [a.dest for a in vision_attention.build_parser()._actions if not a.help] == []
+    stems = [vision_attention.result_stem(vision_attention.parse_args(argv)) for argv in ([], ["--glyphs", "fine"])]
+    stems.append(vision_attention.result_stem(vision_attention.parse_args(["--glyphs", "fine", "--block", "plain"])))
+    assert stems == ["vision_attention", "vision_attention_fine", "vision_attention_fine_plain"]
     assert vision_attention.run_orders(["a", "b", "c"], [0, 1]) == [
         (0, "a"), (0, "b"), (0, "c"), (1, "b"), (1, "c"), (1, "a"),
     ]  # fmt: skip
@@ -57,6 +62,7 @@ def test_smoke_run_trains_each_model_and_writes_ratios_pointing_scores_the_cpu_a
     written = json.loads((tmp_path / "vision_attention.json").read_text())
     assert written["cpu"] == common.cpu_info() and written["cpu_count"] == os.cpu_count()
     assert written["settings"]["steps"] == 2 and written["settings"]["filters"] == [4, 8]
+    assert written["settings"]["block"] == "residual" and "residual blocks" in printed
     assert list(written["models"]) == ["none", "stn"] and len(written["runs"]) == 2
     for run in written["runs"]:
         assert 0 <= run["test_accuracy_percent"] <= 100 and run["ms_per_step_median"] > 0

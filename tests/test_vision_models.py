@@ -1,9 +1,11 @@
 """The vision classifiers: each attention learns the task, reports its map, saves, and exports.
 
 A tiny model with each attention of `keras_transformer.vision.models.ATTENTIONS` learns a tiny
-cluttered-glyph task above chance in 60 steps; its spatial map covers the input image; the
-model with its map survives a `.keras` round trip; and its SavedModel (image in, class and
-attention map out) loads and answers in a fresh process that imports only TensorFlow.
+cluttered-glyph task above chance in 60 steps (in residual blocks, the default, and for two
+of them in plain blocks); a residual block adds its shortcut to the attended branch; its
+spatial map covers the input image; the model with its map survives a `.keras` round trip; and
+its SavedModel (image in, class and attention map out) loads and answers in a fresh process
+that imports only TensorFlow.
 """
 
 import json
@@ -17,6 +19,11 @@ import pytest
 from keras_transformer.vision.cluttered import generate_splits
 from keras_transformer.vision.export import export_classifier
 from keras_transformer.vision.models import ATTENTIONS, GlimpseFootprint, build_classifier
+
+LEARNERS = [(attention, "residual") for attention in ATTENTIONS if attention != "none"] + [
+    ("se", "plain"),
+    ("residual", "plain"),
+]
 
 CLASSES = "0147"
 TINY = dict(num_classes=len(CLASSES), filters=(8, 16), reduction=2, glimpse_size=(12, 12))
@@ -41,10 +48,10 @@ def to_numpy(x):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("attention", [a for a in ATTENTIONS if a != "none"])
-def test_a_tiny_model_with_each_attention_learns_above_chance(attention, task):
+@pytest.mark.parametrize(("attention", "block"), LEARNERS)
+def test_a_tiny_model_with_each_attention_learns_above_chance(attention, block, task):
     keras.utils.set_random_seed(0)
-    classifier = build_classifier(attention, **TINY)
+    classifier = build_classifier(attention, block=block, **TINY)
     classifier.model.compile(
         keras.optimizers.Adam(5e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"]
     )
@@ -64,12 +71,55 @@ def test_a_tiny_model_with_each_attention_learns_above_chance(attention, task):
         assert np.all(attention_map < 1)  # a sigmoid's values
 
 
-def test_models_take_any_image_size_and_their_maps_follow_it():
+@pytest.mark.parametrize("block", ["residual", "plain"])
+def test_models_take_any_image_size_and_their_maps_follow_it(block):
     for attention in ("cbam", "stn"):
-        classifier = build_classifier(attention, **TINY)
+        classifier = build_classifier(attention, block=block, **TINY)
         for size in [(1, 17, 23), (2, 9, 9)]:
             outputs = classifier.attention_model(np.zeros((*size, 1), "float32"))
             assert outputs["logits"].shape == (size[0], 4) and outputs["attention_map"].shape == size
+
+
+@pytest.mark.parametrize("attention", ["none", "se", "sk", "cbam", "residual"])
+def test_a_residual_block_adds_the_shortcut_to_the_attended_branch(attention):
+    classifier = build_classifier(attention, filters=(8, 8, 16), num_classes=4, reduction=2)
+    model = classifier.model
+    branch_layer = {"none": "conv", "se": "se", "sk": "sk", "cbam": "cbam", "residual": "residual_attention"}[attention]
+    names = ["block_1_pool", "block_2_pool", "block_3_pool"] + [f"block_{i}_{branch_layer}" for i in (1, 2, 3)]
+    names += [f"block_{i}_relu" for i in (1, 2, 3)]
+    # CBAM and ResidualAttention are called with return_attention_scores: their output is (features, attention).
+    tensors = [model.get_layer(name).output for name in names]
+    probe = keras.Model(model.input, [t[0] if isinstance(t, (tuple, list)) else t for t in tensors])
+    images = np.random.default_rng(0).uniform(size=(2, 11, 9, 1)).astype("float32")
+    outputs = dict(zip(names, map(to_numpy, probe(images))))
+    block_inputs = {1: images, 2: outputs["block_1_pool"], 3: outputs["block_2_pool"]}
+    for i, width in zip((1, 2, 3), (8, 8, 16)):
+        x = block_inputs[i]
+        if x.shape[-1] == width:  # block 2 (8 -> 8 channels): the identity
+            shortcut = x
+            assert f"block_{i}_shortcut" not in [layer.name for layer in model.layers]
+        else:  # block 1 (1 -> 8) and block 3 (8 -> 16): a 1x1 convolution, no bias
+            kernel = model.get_layer(f"block_{i}_shortcut").get_weights()
+            assert len(kernel) == 1
+            shortcut = x @ kernel[0][0, 0]  # (B, h, w, width)
+        branch = outputs[f"block_{i}_{branch_layer}"]
+        expected = np.maximum(shortcut + branch, 0.0)
+        np.testing.assert_allclose(outputs[f"block_{i}_relu"], expected, atol=1e-5)
+        assert expected.shape == (2, *x.shape[1:3], width)
+    assert outputs["block_3_pool"].shape == (2, 2, 2, 16)  # 11x9 -> 6x5 -> 3x3 -> 2x2
+
+
+def test_a_plain_model_has_no_shortcuts_and_the_residual_one_has_one_per_width_change():
+    plain = build_classifier("se", block="plain", filters=(8, 8, 16))
+    residual = build_classifier("se", filters=(8, 8, 16))
+    assert not [layer for layer in plain.model.layers if isinstance(layer, keras.layers.Add)]
+    assert len([layer for layer in residual.model.layers if isinstance(layer, keras.layers.Add)]) == 3
+    assert sorted(layer.name for layer in residual.model.layers if layer.name.endswith("_shortcut")) == [
+        "block_1_shortcut",
+        "block_3_shortcut",
+    ]
+    # The shortcuts' 1x1 kernels are the only extra weights: 1 x 8 and 8 x 16.
+    assert residual.model.count_params() - plain.model.count_params() == 1 * 8 + 8 * 16
 
 
 def test_the_glimpse_footprint_is_the_sampled_parallelogram():
@@ -82,8 +132,9 @@ def test_the_glimpse_footprint_is_the_sampled_parallelogram():
     np.testing.assert_array_equal(footprint[1], expected)
 
 
-def test_the_model_with_its_map_survives_a_keras_round_trip(tmp_path):
-    classifier = build_classifier("cbam", **TINY)
+@pytest.mark.parametrize("block", ["residual", "plain"])
+def test_the_model_with_its_map_survives_a_keras_round_trip(block, tmp_path):
+    classifier = build_classifier("cbam", block=block, **TINY)
     images = np.random.default_rng(0).uniform(size=(2, 20, 20, 1)).astype("float32")
     path = tmp_path / "classifier.keras"
     classifier.attention_model.save(path)
@@ -97,6 +148,8 @@ def test_unknown_attention_is_an_error_naming_it():
         build_classifier("bam")
     with pytest.raises(ValueError, match=r"Received: filters=\(\)"):
         build_classifier("none", filters=())
+    with pytest.raises(ValueError, match="`block` must be one of .* Received: block='dense'"):
+        build_classifier("none", block="dense")
 
 
 SERVE = """

@@ -1,16 +1,32 @@
 """A small CNN classifier, plain or with one kind of attention, and the spatial map it attends with.
 
 `build_classifier(attention=...)` builds the same convolutional network with each attention of
-`keras_transformer.vision` (`ATTENTIONS`), so that they can be compared at equal depth and width:
+`keras_transformer.vision` (`ATTENTIONS`), so that they can be compared at equal depth and width.
+Its blocks are residual blocks (`block="residual"`, the default) or plain ones (`block="plain"`):
 
-    images [B, H, W, C]                            any size
+    images [B, H, W, C]                                   any size
       stn only: SpatialTransformer -> glimpse [B, g, g, C]
-      per block i (filters f_i):
-        conv 3x3, relu                             "sk": SelectiveKernel(f_i, (3, 5)) instead;
-                                                   "residual": ResidualAttention(f_i) instead
-        "se": SqueezeExcitation / "cbam": CBAM     after the convolution
-        max pool 2x2
-      global average pooling -> Dense(classes)     logits [B, classes]
+      per block i (filters f_i), input x [B, h, w, c]:
+        residual block:
+          branch = conv_3x3(x)                            [B, h, w, f_i], no activation
+                   "sk": SelectiveKernel(f_i, (3, 5))(x) instead
+                   "residual": ResidualAttention(f_i)(x), (1 + M(x)) * T(x), instead
+          branch = SqueezeExcitation(branch)              "se" only
+                   CBAM(branch)                           "cbam" only
+          x = relu(shortcut(x) + branch)                  shortcut: conv_1x1 (no bias) if c != f_i,
+                                                          the identity otherwise
+        plain block: the same branch with a relu after conv_3x3, and x = branch
+        x = max_pool_2x2(x)                               [B, ceil(h/2), ceil(w/2), f_i]
+      global average pooling -> Dense(classes)            logits [B, classes]
+
+The residual block puts the attention where the SE and CBAM papers put it: on the residual
+branch, before the addition, so a gate near 0 damps only the branch and the block still passes
+`x` on. In the plain block the gates (about 0.5 at initialization) scale everything that goes to
+the next block. Deviation: the papers' residual blocks are ResNet's (two or three convolutions
+per branch, each followed by batch normalization); here the branch has one convolution and no
+normalization, so that both kinds of block have the same depth. As in ResNet, the branch's last
+convolution has no activation (the relu comes after the addition); SelectiveKernel and
+ResidualAttention keep the relus of their own formulas.
 
 Each model also reports one spatial map `[B, H, W]` over the input image (`attention_map`), to
 check whether it looks at the object:
@@ -20,7 +36,7 @@ check whether it looks at the object:
     stn         the glimpse's footprint: 1 on the input pixels inside the sampled parallelogram,
                 0 elsewhere
     none, se, sk    no spatial attention: the mean over channels of the last block's (relu)
-                    activations, upsampled; a reference, not attention
+                    outputs, upsampled; a reference, not attention
 """
 
 import collections
@@ -33,6 +49,7 @@ from keras_transformer.vision.mixed import CBAM, ResidualAttention
 from keras_transformer.vision.spatial import SpatialTransformer, normalized_coordinates
 
 ATTENTIONS = ("none", "se", "sk", "cbam", "residual", "stn")
+BLOCKS = ("residual", "plain")
 LABELS = {
     "none": "baseline CNN",
     "se": "+ SE",
@@ -111,8 +128,16 @@ def check_attention(attention):
     return attention
 
 
+def check_block(block):
+    """Check a model's block name: one of `BLOCKS`; a `ValueError` naming the value otherwise."""
+    if block not in BLOCKS:
+        raise ValueError(f"`block` must be one of {BLOCKS}. Received: block={block!r}")
+    return block
+
+
 def build_classifier(
     attention="none",
+    block="residual",
     num_classes=10,
     channels=1,
     filters=(16, 32, 32),
@@ -125,6 +150,9 @@ def build_classifier(
     Args:
         attention: one of `ATTENTIONS`: `"none"` (the baseline), `"se"`, `"sk"`, `"cbam"`,
             `"residual"`, `"stn"`.
+        block: one of `BLOCKS`: `"residual"`, each block `relu(shortcut(x) + branch(x))` with the
+            attention on the branch, or `"plain"`, each block `branch(x)` (the module docstring
+            draws both).
         num_classes: int, the classes of the logits.
         channels: int, the images' channels C.
         filters: tuple of ints, the convolution channels of each block (one block each).
@@ -137,9 +165,10 @@ def build_classifier(
         A `Classifier(model, attention_model)`; both take images of any height and width.
 
     Raises:
-        ValueError: an unknown `attention`, or empty `filters`.
+        ValueError: an unknown `attention` or `block`, or empty `filters`.
     """
     check_attention(attention)
+    check_block(block)
     if not filters:
         raise ValueError(f"`filters` must name at least one block. Received: filters={filters!r}")
     images = keras.Input((None, None, channels), name="images")
@@ -149,16 +178,23 @@ def build_classifier(
             x, return_attention_scores=True
         )
     for i, width in enumerate(filters, start=1):
+        shortcut = x
         if attention == "sk":
             x = SelectiveKernel(width, (3, 5), reduction=reduction, min_units=8, name=f"block_{i}_sk")(x)
         elif attention == "residual":
             x, mask = ResidualAttention(width, name=f"block_{i}_residual_attention")(x, return_attention_scores=True)
         else:
-            x = keras.layers.Conv2D(width, 3, padding="same", activation="relu", name=f"block_{i}_conv")(x)
+            activation = "relu" if block == "plain" else None  # residual: the relu comes after the addition
+            x = keras.layers.Conv2D(width, 3, padding="same", activation=activation, name=f"block_{i}_conv")(x)
         if attention == "se":
             x = SqueezeExcitation(reduction, name=f"block_{i}_se")(x)
         elif attention == "cbam":
             x, cbam = CBAM(reduction, spatial_kernel_size, name=f"block_{i}_cbam")(x, return_attention_scores=True)
+        if block == "residual":
+            if shortcut.shape[-1] != width:
+                shortcut = keras.layers.Conv2D(width, 1, use_bias=False, name=f"block_{i}_shortcut")(shortcut)
+            x = keras.layers.Add(name=f"block_{i}_add")([shortcut, x])
+            x = keras.layers.ReLU(name=f"block_{i}_relu")(x)
         last_features = x
         x = keras.layers.MaxPooling2D(2, padding="same", name=f"block_{i}_pool")(x)
     x = keras.layers.GlobalAveragePooling2D(name="pool")(x)
@@ -174,8 +210,7 @@ def build_classifier(
         else:
             grid_map = ops.mean(last_features, axis=-1)
         attention_map = UpsampleToImage(name="attention_map")(grid_map, images)
-    model = keras.Model(images, logits, name=f"classifier_{attention}")
-    attention_model = keras.Model(
-        images, {"logits": logits, "attention_map": attention_map}, name=f"classifier_{attention}_with_map"
-    )
+    name = f"classifier_{attention}" if block == "residual" else f"classifier_{attention}_plain"
+    model = keras.Model(images, logits, name=name)
+    attention_model = keras.Model(images, {"logits": logits, "attention_map": attention_map}, name=f"{name}_with_map")
     return Classifier(model, attention_model)
