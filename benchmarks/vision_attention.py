@@ -357,7 +357,7 @@ def plot_summary(path, args, models, cpu):
 
     names = list(models)
     labels = [models[n]["label"] for n in names]
-    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
+    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
     positions = np.arange(len(names))
     left.bar(positions, [models[n]["test_accuracy_percent_mean"] for n in names], color="#8fb3d9")
     for i, n in enumerate(names):
@@ -374,11 +374,19 @@ def plot_summary(path, args, models, cpu):
     colours = ["#e4a35c" if models[n]["map_kind"] == "activation" else "#6aa84f" for n in names]
     right.bar(positions, mass, color=colours)
     right.plot(positions, uniform, "k_", ms=25, mew=2, label="uniform map")
-    right.set_xticks(positions, [f"{lab}\n({models[n]['map_kind']})" for lab, n in zip(labels, names)], fontsize=8)
+    right.set_xticks(
+        positions,
+        [f"{lab}\n({models[n]['map_kind']})" for lab, n in zip(labels, names)],
+        fontsize=8,
+        rotation=25,
+        ha="right",
+    )
     right.set_ylabel("share of the map's mass inside the glyph's box")
-    right.set_title("Does the spatial map fall on the glyph? (orange: activations, not attention)")
+    right.set_title("Does the spatial map fall on the glyph?\n(orange: activations, not attention)", fontsize=10)
     right.legend(fontsize=8)
-    figure.suptitle(f"Cluttered glyphs, {args.size}x{args.size}; {cpu['model'] or 'unknown CPU'}", fontsize=10)
+    figure.suptitle(
+        f"Cluttered glyphs ({args.glyphs}), {args.size}x{args.size}; {cpu['model'] or 'unknown CPU'}", fontsize=10
+    )
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)
