@@ -3,6 +3,8 @@
     python benchmarks/vision_attention.py                  # 6 models x 2 seeds, 40x40 canvases, 400 steps each
     python benchmarks/vision_attention.py --steps 5 --train-size 256 --test-size 64 --seeds 0 \
         --attentions none,stn    # a quick check
+    python benchmarks/vision_attention.py --attentions none,se,cbam --steps 1600 --curve-every 200
+                                                           # learning curves on the validation split
     python benchmarks/vision_attention.py --help           # every flag
 
 The task (`keras_transformer.vision.cluttered`): a digit of a 5x7 font drawn at a random position,
@@ -44,15 +46,21 @@ Measured per run:
 - for the STN, how well its transform undoes the placement: the glimpse's centre against the
   glyph's centre (pixels; the identity's centre, the canvas's, as the reference), the glimpse's
   side over the glyph's height, and its rotation against the glyph's (the correlation, and the
-  mean error against the identity's, which is the mean |angle|).
+  mean error against the identity's, which is the mean |angle|);
+- with `--curve-every N`, a learning curve: every N steps, the accuracy on `--validation-size`
+  validation canvases (the task's validation split, never the test split) and the mean training
+  loss over those N steps; for choosing a budget or a learning rate without looking at the test
+  canvases.
 
 Output: one line per run as it finishes; a table per model (both seeds and their mean, the ratio
 to the baseline for accuracy and ms/step) and the STN's figures on stdout; the JSON
 (`vision_attention.json`: settings, the command, versions, CPU model and flags, load average at
 the start and the end, every run) in `--out`; two PNGs in `--figures`: `vision_attention.png`
 (accuracy and pointing scores per model) and `vision_attention_maps.png` (test canvases with
-each model's map, and the STN's glimpses). With `--glyphs fine` the files are named
-`vision_attention_fine*`, with `--block plain` `vision_attention*_plain*`.
+each model's map, and the STN's glimpses); with `--curve-every`, a table of the curves on stdout
+and a third PNG, `*_validation.png`. With `--glyphs fine` the files are named
+`vision_attention_fine*`, with `--block plain` `vision_attention*_plain*`, with `--curve-every`
+`vision_attention*_curves*`, so that such runs keep the default run's record.
 """
 
 import argparse
@@ -126,6 +134,16 @@ def build_parser():
         help="The CNN's blocks: residual, relu(shortcut(x) + attention(branch(x))), or plain, attention(branch(x)).",
     )
     parser.add_argument("--glimpse", type=int, default=20, help="Side of the STN's glimpse in pixels.")
+    parser.add_argument(
+        "--curve-every",
+        type=int,
+        default=0,
+        help="Every this many steps, each run's accuracy on the validation canvases and its mean training loss "
+        "since the last point (a learning curve); 0: no curves and no validation canvases.",
+    )
+    parser.add_argument(
+        "--validation-size", type=int, default=1000, help="Validation canvases of the curves (--curve-every only)."
+    )
     parser.add_argument("--out", default="benchmarks/results", help="Folder of the JSON results.")
     parser.add_argument("--figures", default="benchmarks/figures", help="Folder of the PNG figures.")
     return parser
@@ -138,7 +156,8 @@ def parse_args(argv=None):
     args.argv = list(sys.argv[1:] if argv is None else argv)
     common.check_at_least(parser, args, ("steps", "batch_size", "train_size", "test_size", "glimpse"), 1)
     common.check_at_least(parser, args, ("size",), 16)
-    common.check_at_least(parser, args, ("clutter",), 0)
+    common.check_at_least(parser, args, ("clutter", "curve_every"), 0)
+    common.check_at_least(parser, args, ("validation_size",), 1)
     if not args.learning_rate > 0:
         parser.error(f"--learning-rate must be > 0. Received: {args.learning_rate}")
     if keras.backend.backend() != "tensorflow":
@@ -147,8 +166,9 @@ def parse_args(argv=None):
 
 
 def result_stem(args):
-    """The name of the run's files: `vision_attention`, plus `_fine` for the fine glyphs, `_plain` for plain blocks."""
-    return "vision_attention" + ("_fine" if args.glyphs == "fine" else "") + ("_plain" if args.block == "plain" else "")
+    """The name of the run's files: `vision_attention`, then `_fine`, `_plain`, `_curves` for the flags that ask."""
+    stem = "vision_attention" + ("_fine" if args.glyphs == "fine" else "")
+    return stem + ("_plain" if args.block == "plain" else "") + ("_curves" if args.curve_every else "")
 
 
 def run_orders(attentions, seeds):
@@ -174,6 +194,33 @@ class StepTimer(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         self.milliseconds.append(1000 * (time.perf_counter() - self._start))
+
+
+class ValidationCurve(keras.callbacks.Callback):
+    """A learning curve: every `every` steps, accuracy on the validation split and the mean training loss.
+
+    For a one-epoch `model.fit`. Each point: the step, the accuracy (%) on `validation`, and the
+    mean training loss over the `every` steps since the last point.
+    """
+
+    def __init__(self, every, validation):
+        super().__init__()
+        self.every, self.validation = every, validation
+        self.points, self._loss_total = [], 0.0
+
+    def on_train_batch_end(self, batch, logs=None):
+        if (batch + 1) % self.every:
+            return
+        loss_total = float(logs["loss"]) * (batch + 1)  # Keras reports the mean loss of the epoch so far
+        logits = self.model.predict(self.validation.images, batch_size=250, verbose=0)
+        self.points.append(
+            {
+                "step": batch + 1,
+                "validation_accuracy_percent": 100.0 * float(np.mean(logits.argmax(-1) == self.validation.labels)),
+                "train_loss": (loss_total - self._loss_total) / self.every,
+            }
+        )
+        self._loss_total = loss_total
 
 
 def forward_flops(model, size, channels=1):
@@ -230,12 +277,15 @@ def train_one(args, attention, seed, data, num_classes):
     model.optimizer.build(model.trainable_variables)  # eagerly: a lazy build slows the first step's trace
     train, test = data["train"], data["test"]
     timer = StepTimer()
+    callbacks = [timer]  # the timer first: its step ends before a curve point's evaluation
+    if args.curve_every:
+        callbacks.append(ValidationCurve(args.curve_every, data["validation"]))
     started = time.perf_counter()
     history = model.fit(
         image_dataset(train, args.batch_size, shuffle=True, seed=seed, repeat=True),
         steps_per_epoch=args.steps,
         epochs=1,
-        callbacks=[timer],
+        callbacks=callbacks,
         verbose=0,
         shuffle=False,
     )
@@ -258,6 +308,8 @@ def train_one(args, attention, seed, data, num_classes):
         "final_train_loss": float(history.history["loss"][-1]),
         "pointing": pointing_summary(maps, test.boxes),
     }
+    if args.curve_every:
+        result["curve"] = callbacks[-1].points
     shown = {"maps": maps[:6]}
     if attention == "stn":
         transformer = model.get_layer("spatial_transformer")
@@ -288,6 +340,18 @@ def summarise(runs, attentions):
             "ms_per_step_median": float(np.median([run["ms_per_step_median"] for run in mine])),
             "pointing": {key: float(np.mean([run["pointing"][key] for run in mine])) for key in mine[0]["pointing"]},
         }
+        if "curve" in mine[0]:
+            models[attention]["curve"] = [
+                {
+                    "step": point["step"],
+                    "validation_accuracy_percent": [run["curve"][i]["validation_accuracy_percent"] for run in mine],
+                    "validation_accuracy_percent_mean": float(
+                        np.mean([run["curve"][i]["validation_accuracy_percent"] for run in mine])
+                    ),
+                    "train_loss_mean": float(np.mean([run["curve"][i]["train_loss"] for run in mine])),
+                }
+                for i, point in enumerate(mine[0]["curve"])
+            ]
         if attention == "stn":
             models[attention]["stn"] = {
                 key: float(np.mean([run["stn"][key] for run in mine])) for key in mine[0]["stn"]
@@ -346,6 +410,41 @@ def print_report(args, models, cpu):
             f"{stn['angle_correlation']:.2f}, mean error {stn['angle_error_degrees']:.1f} degrees (the identity's: "
             f"{stn['identity_angle_error_degrees']:.1f})"
         )
+    if args.curve_every:
+        steps = [point["step"] for point in next(iter(models.values()))["curve"]]
+        print(f"\nValidation accuracy % ({args.validation_size} canvases; mean of seeds) after each number of steps:")
+        print(f"{'model':<22}" + "".join(f"{step:>7}" for step in steps))
+        for summary in models.values():
+            row = "".join(f"{point['validation_accuracy_percent_mean']:>7.1f}" for point in summary["curve"])
+            print(f"{summary['label']:<22}{row}")
+
+
+def plot_curves(path, args, models):
+    """Validation accuracy after each number of steps, per model (the mean of the seeds, each seed a thin line)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 4.2))
+    for i, summary in enumerate(models.values()):
+        steps = [point["step"] for point in summary["curve"]]
+        per_seed = np.array([point["validation_accuracy_percent"] for point in summary["curve"]])  # (points, seeds)
+        axis.plot(steps, per_seed, color=f"C{i}", lw=0.7, alpha=0.5)
+        axis.plot(steps, per_seed.mean(1), color=f"C{i}", lw=2, marker="o", ms=3, label=summary["label"])
+    axis.axhline(100.0 / next(iter(models.values()))["num_classes"], color="grey", ls=":", lw=1, label="chance")
+    axis.set_xlabel("training steps")
+    axis.set_ylabel("validation accuracy (%)")
+    axis.set_title(
+        f"{args.glyphs}, {args.block} blocks, batch {args.batch_size}, Adam {args.learning_rate}; "
+        f"seeds {', '.join(map(str, args.seeds))} (thin)",
+        fontsize=10,
+    )
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
 
 
 def plot_summary(path, args, models, cpu):
@@ -433,8 +532,11 @@ def main(argv=None):
     cpu = common.cpu_info()
     load_start = os.getloadavg()
     started = time.perf_counter()
+    sizes = {"train": args.train_size, "test": args.test_size}
+    if args.curve_every:
+        sizes["validation"] = args.validation_size  # its own random stream: train and test stay the same
     data = generate_splits(
-        {"train": args.train_size, "test": args.test_size},
+        sizes,
         seed=args.task_seed,
         size=args.size,
         glyphs=args.glyphs,
@@ -480,6 +582,9 @@ def main(argv=None):
     plot_summary(figures / f"{stem}.png", args, models, cpu)
     plot_maps(figures / f"{stem}_maps.png", data["test"], shown)
     print(f"wrote {figures / f'{stem}.png'} and {figures / f'{stem}_maps.png'}")
+    if args.curve_every:
+        plot_curves(figures / f"{stem}_validation.png", args, models)
+        print(f"wrote {figures / f'{stem}_validation.png'}")
     return 0
 
 

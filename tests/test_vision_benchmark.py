@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import run_main
 
@@ -34,6 +35,7 @@ def test_flags_are_checked_every_flag_has_help_and_the_models_rotate_from_seed_t
         (["--size", "8"], "--size must be >= 16. Received: 8"),
         (["--learning-rate", "0"], "--learning-rate must be > 0. Received: 0.0"),
         (["--block", "dense"], "argument --block: invalid choice: 'dense'"),
+        (["--curve-every", "-1"], "--curve-every must be >= 0. Received: -1"),
     ):
         with pytest.raises(SystemExit):
             vision_attention.parse_args(argv)
@@ -41,16 +43,23 @@ def test_flags_are_checked_every_flag_has_help_and_the_models_rotate_from_seed_t
     assert [a.dest for a in vision_attention.build_parser()._actions if not a.help] == []
     stems = [vision_attention.result_stem(vision_attention.parse_args(argv)) for argv in ([], ["--glyphs", "fine"])]
     stems.append(vision_attention.result_stem(vision_attention.parse_args(["--glyphs", "fine", "--block", "plain"])))
-    assert stems == ["vision_attention", "vision_attention_fine", "vision_attention_fine_plain"]
+    stems.append(vision_attention.result_stem(vision_attention.parse_args(["--curve-every", "100"])))
+    assert stems == [
+        "vision_attention",
+        "vision_attention_fine",
+        "vision_attention_fine_plain",
+        "vision_attention_curves",
+    ]
     assert vision_attention.run_orders(["a", "b", "c"], [0, 1]) == [
         (0, "a"), (0, "b"), (0, "c"), (1, "b"), (1, "c"), (1, "a"),
     ]  # fmt: skip
 
 
 @pytest.mark.slow
-def test_smoke_run_trains_each_model_and_writes_ratios_pointing_scores_the_cpu_and_figures(tmp_path, capsys):
+def test_smoke_run_trains_each_model_and_writes_ratios_pointing_scores_curves_the_cpu_and_figures(tmp_path, capsys):
     argv = ["--attentions", "none,stn", "--seeds", "0", "--steps", "2", "--batch-size", "8", "--train-size", "32"]
     argv += ["--test-size", "16", "--size", "24", "--glimpse", "12", "--filters", "4,8", "--clutter", "2"]
+    argv += ["--curve-every", "1", "--validation-size", "8"]
     argv += ["--out", str(tmp_path), "--figures", str(tmp_path / "figures")]
     status, printed = run_main(vision_attention.main, argv, capsys)
     assert status == 0, printed[-3000:]
@@ -59,7 +68,8 @@ def test_smoke_run_trains_each_model_and_writes_ratios_pointing_scores_the_cpu_a
     baseline = next(line for line in lines if line.startswith("baseline CNN"))
     assert baseline.count("1.00x") + baseline.count("n/a") == 2  # accuracy and ms/step over the baseline's
     assert any(line.startswith("STN placement") for line in lines)
-    written = json.loads((tmp_path / "vision_attention.json").read_text())
+    assert "Validation accuracy % (8 canvases; mean of seeds) after each number of steps:" in lines
+    written = json.loads((tmp_path / "vision_attention_curves.json").read_text())
     assert written["cpu"] == common.cpu_info() and written["cpu_count"] == os.cpu_count()
     assert written["settings"]["steps"] == 2 and written["settings"]["filters"] == [4, 8]
     assert written["settings"]["block"] == "residual" and "residual blocks" in printed
@@ -70,10 +80,19 @@ def test_smoke_run_trains_each_model_and_writes_ratios_pointing_scores_the_cpu_a
         pointing = run["pointing"]
         assert 0 <= pointing["mass_in_box"] <= 1 and 0 < pointing["uniform_share"] < 1
         assert pointing["lift"] == pytest.approx(pointing["mass_in_box"] / pointing["uniform_share"])
+        assert [point["step"] for point in run["curve"]] == [1, 2]
+        assert all(0 <= point["validation_accuracy_percent"] <= 100 for point in run["curve"])
+        # One point a step: the points' losses are the steps' losses, and their mean is the epoch's.
+        assert np.mean([point["train_loss"] for point in run["curve"]]) == pytest.approx(run["final_train_loss"])
     models = written["models"]
     assert models["none"]["accuracy_over_baseline"] in (1.0, None) and models["none"]["ms_per_step_over_baseline"] == 1
     assert models["none"]["map_kind"] == "activation" and models["stn"]["map_kind"] == "glimpse"
     stn = models["stn"]["stn"]
     assert stn["identity_centre_error_px"] > 0 and stn["side_over_glyph_height"] > 0
-    for name in ("vision_attention.png", "vision_attention_maps.png"):
+    assert [len(point["validation_accuracy_percent"]) for point in models["stn"]["curve"]] == [1, 1]  # one seed
+    for name in (
+        "vision_attention_curves.png",
+        "vision_attention_curves_maps.png",
+        "vision_attention_curves_validation.png",
+    ):
         assert (tmp_path / "figures" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
