@@ -1,6 +1,6 @@
 """Attention in vision: a small CNN against the same CNN with each kind of attention, on cluttered glyphs.
 
-    python benchmarks/vision_attention.py                  # 6 models x 2 seeds, 40x40 canvases, 400 steps each
+    python benchmarks/vision_attention.py                  # 6 models x 2 seeds, 40x40 canvases, 800 steps each
     python benchmarks/vision_attention.py --steps 5 --train-size 256 --test-size 64 --seeds 0 \
         --attentions none,stn    # a quick check
     python benchmarks/vision_attention.py --attentions none,se,cbam --steps 1600 --curve-every 200
@@ -47,6 +47,9 @@ Measured per run:
   glyph's centre (pixels; the identity's centre, the canvas's, as the reference), the glimpse's
   side over the glyph's height, and its rotation against the glyph's (the correlation, and the
   mean error against the identity's, which is the mean |angle|);
+- for SE and SK, the last block's channel attention on the test canvases (SE's weight per
+  channel, SK's weight per branch and channel): its mean per class (in the JSON), its range, and
+  how much a weight varies across the class means against across single canvases;
 - with `--curve-every N`, a learning curve: every N steps, the accuracy on `--validation-size`
   validation canvases (the task's validation split, never the test split) and the mean training
   loss over those N steps; for choosing a budget or a learning rate without looking at the test
@@ -118,7 +121,7 @@ def build_parser():
     parser.add_argument("--clutter", type=int, default=6, help="Fragments of other glyphs per canvas.")
     parser.add_argument("--train-size", type=int, default=6000, help="Training canvases.")
     parser.add_argument("--test-size", type=int, default=1000, help="Test canvases.")
-    parser.add_argument("--steps", type=int, default=400, help="Training steps of every run.")
+    parser.add_argument("--steps", type=int, default=800, help="Training steps of every run.")
     parser.add_argument("--batch-size", type=int, default=64, help="Canvases per step.")
     parser.add_argument("--learning-rate", type=float, default=3e-3, help="Adam's learning rate.")
     parser.add_argument(
@@ -255,6 +258,23 @@ def stn_placement(theta, test):
     }
 
 
+def channel_weight_summary(model, test, num_classes):
+    """The last SE or SK layer's weights on the test canvases: per class, their range, their spread.
+
+    `class_spread`: the standard deviation of a channel's (and branch's) weight across the class
+    means, averaged over channels; `image_spread`: the same across single canvases. A channel
+    that classes switch on and off has a class spread close to its image spread.
+    """
+    per_image, per_class = vision_models.channel_weights_by_class(model, test.images, test.labels, num_classes)
+    return {
+        "per_class": np.round(per_class, 5).tolist(),
+        "min": float(per_image.min()),
+        "max": float(per_image.max()),
+        "class_spread": float(np.nanstd(per_class, axis=0).mean()),
+        "image_spread": float(per_image.std(axis=0).mean()),
+    }
+
+
 def train_one(args, attention, seed, data, num_classes):
     """Build, train and measure one model; returns its results and a few test maps for the figure."""
     from keras_transformer.vision.datasets import image_dataset
@@ -310,6 +330,8 @@ def train_one(args, attention, seed, data, num_classes):
     }
     if args.curve_every:
         result["curve"] = callbacks[-1].points
+    if attention in ("se", "sk"):
+        result["channel_weights"] = channel_weight_summary(model, test, num_classes)
     shown = {"maps": maps[:6]}
     if attention == "stn":
         transformer = model.get_layer("spatial_transformer")
@@ -352,6 +374,11 @@ def summarise(runs, attentions):
                 }
                 for i, point in enumerate(mine[0]["curve"])
             ]
+        if "channel_weights" in mine[0]:
+            models[attention]["channel_weights"] = {
+                key: float(np.mean([run["channel_weights"][key] for run in mine]))
+                for key in ("min", "max", "class_spread", "image_spread")
+            }
         if attention == "stn":
             models[attention]["stn"] = {
                 key: float(np.mean([run["stn"][key] for run in mine])) for key in mine[0]["stn"]
@@ -410,6 +437,14 @@ def print_report(args, models, cpu):
             f"{stn['angle_correlation']:.2f}, mean error {stn['angle_error_degrees']:.1f} degrees (the identity's: "
             f"{stn['identity_angle_error_degrees']:.1f})"
         )
+    for summary in models.values():
+        if "channel_weights" in summary:
+            weights = summary["channel_weights"]
+            print(
+                f"{summary['label']} channel weights of the last block (mean of seeds): from {weights['min']:.3f} to "
+                f"{weights['max']:.3f}; spread across the class means {weights['class_spread']:.4f}, across single "
+                f"canvases {weights['image_spread']:.4f}"
+            )
     if args.curve_every:
         steps = [point["step"] for point in next(iter(models.values()))["curve"]]
         print(f"\nValidation accuracy % ({args.validation_size} canvases; mean of seeds) after each number of steps:")

@@ -57,7 +57,7 @@ def test_flags_are_checked_every_flag_has_help_and_the_models_rotate_from_seed_t
 
 @pytest.mark.slow
 def test_smoke_run_trains_each_model_and_writes_ratios_pointing_scores_curves_the_cpu_and_figures(tmp_path, capsys):
-    argv = ["--attentions", "none,stn", "--seeds", "0", "--steps", "2", "--batch-size", "8", "--train-size", "32"]
+    argv = ["--attentions", "none,se,stn", "--seeds", "0", "--steps", "2", "--batch-size", "8", "--train-size", "32"]
     argv += ["--test-size", "16", "--size", "24", "--glimpse", "12", "--filters", "4,8", "--clutter", "2"]
     argv += ["--curve-every", "1", "--validation-size", "8"]
     argv += ["--out", str(tmp_path), "--figures", str(tmp_path / "figures")]
@@ -68,12 +68,13 @@ def test_smoke_run_trains_each_model_and_writes_ratios_pointing_scores_curves_th
     baseline = next(line for line in lines if line.startswith("baseline CNN"))
     assert baseline.count("1.00x") + baseline.count("n/a") == 2  # accuracy and ms/step over the baseline's
     assert any(line.startswith("STN placement") for line in lines)
+    assert any(line.startswith("+ SE channel weights of the last block (mean of seeds): from ") for line in lines)
     assert "Validation accuracy % (8 canvases; mean of seeds) after each number of steps:" in lines
     written = json.loads((tmp_path / "vision_attention_curves.json").read_text())
     assert written["cpu"] == common.cpu_info() and written["cpu_count"] == os.cpu_count()
     assert written["settings"]["steps"] == 2 and written["settings"]["filters"] == [4, 8]
     assert written["settings"]["block"] == "residual" and "residual blocks" in printed
-    assert list(written["models"]) == ["none", "stn"] and len(written["runs"]) == 2
+    assert list(written["models"]) == ["none", "se", "stn"] and len(written["runs"]) == 3
     for run in written["runs"]:
         assert 0 <= run["test_accuracy_percent"] <= 100 and run["ms_per_step_median"] > 0
         assert run["parameters"] > 0 and run["forward_flops"] > 0
@@ -87,6 +88,9 @@ def test_smoke_run_trains_each_model_and_writes_ratios_pointing_scores_curves_th
     models = written["models"]
     assert models["none"]["accuracy_over_baseline"] in (1.0, None) and models["none"]["ms_per_step_over_baseline"] == 1
     assert models["none"]["map_kind"] == "activation" and models["stn"]["map_kind"] == "glimpse"
+    se_run = next(run for run in written["runs"] if run["attention"] == "se")
+    assert np.array(se_run["channel_weights"]["per_class"]).shape == (10, 8)  # 10 digits, the last block's 8 channels
+    assert 0 < models["se"]["channel_weights"]["min"] <= models["se"]["channel_weights"]["max"] < 1
     stn = models["stn"]["stn"]
     assert stn["identity_centre_error_px"] > 0 and stn["side_over_glyph_height"] > 0
     assert [len(point["validation_accuracy_percent"]) for point in models["stn"]["curve"]] == [1, 1]  # one seed

@@ -18,7 +18,7 @@ import pytest
 
 from keras_transformer.vision.cluttered import generate_splits
 from keras_transformer.vision.export import export_classifier
-from keras_transformer.vision.models import ATTENTIONS, GlimpseFootprint, build_classifier
+from keras_transformer.vision.models import ATTENTIONS, GlimpseFootprint, build_classifier, channel_weights_by_class
 
 LEARNERS = [(attention, "residual") for attention in ATTENTIONS if attention != "none"] + [
     ("se", "plain"),
@@ -107,6 +107,36 @@ def test_a_residual_block_adds_the_shortcut_to_the_attended_branch(attention):
         np.testing.assert_allclose(outputs[f"block_{i}_relu"], expected, atol=1e-5)
         assert expected.shape == (2, *x.shape[1:3], width)
     assert outputs["block_3_pool"].shape == (2, 2, 2, 16)  # 11x9 -> 6x5 -> 3x3 -> 2x2
+
+
+def sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+@pytest.mark.parametrize("attention", ["se", "sk"])
+def test_channel_weights_by_class_are_the_last_layers_weights_averaged_per_class(attention):
+    model = build_classifier(attention, filters=(4, 8), num_classes=4, reduction=2).model
+    images = np.random.default_rng(0).uniform(size=(7, 12, 10, 1)).astype("float32")
+    labels = np.array([0, 1, 1, 2, 2, 2, 0])  # class 3 has no image
+    per_image, per_class = channel_weights_by_class(model, images, labels, num_classes=4, batch_size=3)
+    layer = model.get_layer(f"block_2_{attention}")  # the last of the two blocks
+    features = to_numpy(keras.Model(model.input, layer.input)(images))  # (7, 6, 5, 8)
+    if attention == "se":  # NumPy: sigmoid(MLP(mean over the feature map))
+        hidden = np.maximum(features.mean(axis=(1, 2)) @ to_numpy(layer.squeeze_dense.kernel)
+                            + to_numpy(layer.squeeze_dense.bias), 0)  # fmt: skip
+        expected = sigmoid(hidden @ to_numpy(layer.excite_dense.kernel) + to_numpy(layer.excite_dense.bias))
+    else:  # one image at a time, batched differently from the function
+        expected = np.concatenate(
+            [to_numpy(layer(features[i : i + 1], return_attention_scores=True)[1]) for i in range(7)]
+        )
+        np.testing.assert_allclose(per_image.sum(axis=1), 1.0, atol=1e-5)  # a softmax over the branches
+    assert per_image.shape == ((7, 8) if attention == "se" else (7, 2, 8))
+    np.testing.assert_allclose(per_image, expected, atol=1e-5)
+    for k, rows in ((0, [0, 6]), (1, [1, 2]), (2, [3, 4, 5])):
+        np.testing.assert_allclose(per_class[k], expected[rows].mean(0), atol=1e-5)
+    assert np.isnan(per_class[3]).all()
+    with pytest.raises(ValueError, match="has no SqueezeExcitation or SelectiveKernel layer"):
+        channel_weights_by_class(build_classifier("cbam", filters=(4,)).model, images, labels, num_classes=4)
 
 
 def test_a_plain_model_has_no_shortcuts_and_the_residual_one_has_one_per_width_change():
