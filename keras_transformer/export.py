@@ -194,7 +194,9 @@ class Translator(IdsTranslator):
         pieces = self.source_tokenizer.tokenize(text, max_words=max_source_len + 1)  # (B, (S))
         truncated = tf.logical_or(too_long, pieces.row_lengths() > max_source_len)
         source_ids = pieces[:, :max_source_len].to_tensor(default_value=PAD_ID)  # (B, S), S <= max_source_len
-        outputs = self._decode(source_ids)
+        # Through the ids signature's function: one decoder graph in the SavedModel (and one trace
+        # when saving), shared by both signatures.
+        outputs = self.translate_ids(source_ids)
         return {
             "translation": self.target_tokenizer.detokenize(outputs["output_ids"]),
             "score": outputs["score"],
@@ -323,7 +325,7 @@ class TextGenerator(IdsGenerator):
         truncated = tf.logical_or(too_long, pieces.row_lengths() > room)
         starts = tf.fill([pieces.nrows(), 1], tf.constant(START_ID, tf.int32))
         prompt_ids = tf.concat([starts, pieces[:, :room]], axis=1).to_tensor(default_value=PAD_ID)  # (B, P)
-        output_ids = self._generate(prompt_ids)  # (B, L)
+        output_ids = self.generate_ids(prompt_ids)["output_ids"]  # (B, L); one generation graph, as in `Translator`
         extra = tf.shape(output_ids)[1] - tf.shape(prompt_ids)[1]
         in_prompt = tf.pad(tf.not_equal(prompt_ids, PAD_ID), [[0, 0], [0, extra]])  # (B, L)
         generated = tf.where(in_prompt, PAD_ID, output_ids)  # (B, L)
