@@ -122,18 +122,11 @@ class GlimpseFootprint(keras.layers.Layer):
         return ops.cast((ops.abs(u) <= 1.0) & (ops.abs(v) <= 1.0), "float32")  # (B, H, W)
 
 
-def check_attention(attention):
-    """Check a model's attention name: one of `ATTENTIONS`; a `ValueError` naming the value otherwise."""
-    if attention not in ATTENTIONS:
-        raise ValueError(f"`attention` must be one of {ATTENTIONS}. Received: attention={attention!r}")
-    return attention
-
-
-def check_block(block):
-    """Check a model's block name: one of `BLOCKS`; a `ValueError` naming the value otherwise."""
-    if block not in BLOCKS:
-        raise ValueError(f"`block` must be one of {BLOCKS}. Received: block={block!r}")
-    return block
+def _check_choice(name, value, choices):
+    """`value` if it is one of `choices`; a `ValueError` naming the argument and the value otherwise."""
+    if value not in choices:
+        raise ValueError(f"`{name}` must be one of {choices}. Received: {name}={value!r}")
+    return value
 
 
 def build_classifier(
@@ -168,8 +161,8 @@ def build_classifier(
     Raises:
         ValueError: an unknown `attention` or `block`, or empty `filters`.
     """
-    check_attention(attention)
-    check_block(block)
+    _check_choice("attention", attention, ATTENTIONS)
+    _check_choice("block", block, BLOCKS)
     if not filters:
         raise ValueError(f"`filters` must name at least one block. Received: filters={filters!r}")
     images = keras.Input((None, None, channels), name="images")
