@@ -1,13 +1,15 @@
 """`train --resume` after SIGKILL: a run killed anywhere ends with the weights of one never killed.
 
-Each run is a separate process killed by `tests/kill_points.py` the way a preempted machine kills
-it (no handler runs). One run directory is killed again and again, mid-step, mid-checkpoint,
-during validation and during export, with a damaged checkpoint on the way, then finished; its
-final weights are compared with those of an uninterrupted run of the same flags.
+Each run is a separate process, killed by `tests/kill_points.py` the way a preempted machine kills
+it (no handler runs); the processes are forked by one server that imported TensorFlow once. One
+run directory is killed again and again, mid-step, mid-checkpoint, during validation and during
+export, with a damaged checkpoint on the way, then finished; its final weights are compared with
+those of an uninterrupted run of the same flags.
 """
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -23,6 +25,7 @@ from keras_transformer.data import dates
 
 KILL_POINTS = Path(__file__).with_name("kill_points.py")
 EPOCHS, STEPS_PER_EPOCH = 3, 4
+RUN_TIMEOUT_S = 300
 
 
 def _write_corpus(root):
@@ -56,11 +59,48 @@ def _flags(corpus, root):
     ]  # fmt: skip
 
 
-def _train(flags, kill_at=("never", 0), resume=False):
-    """Run `train` in a new process, killed at `kill_at` = (point, occurrence)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path.cwd()), os.environ.get("PYTHONPATH")]))}
-    argv = [sys.executable, str(KILL_POINTS), kill_at[0], str(kill_at[1]), *flags, *(["--resume"] if resume else [])]
-    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+class _ForkedRuns:
+    """Runs `train` in new processes, each forked by one `kill_points.py --fork-server` (see there)."""
+
+    def __init__(self, folder):
+        self.folder, self.count = folder, 0
+        python_path = os.pathsep.join(filter(None, [str(Path.cwd()), os.environ.get("PYTHONPATH")]))
+        self.server_log = folder / "server.log"
+        self.server = subprocess.Popen(
+            [sys.executable, str(KILL_POINTS), "--fork-server"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.server_log.open("w"),
+            env={**os.environ, "PYTHONPATH": python_path},
+            text=True,
+        )
+
+    def train(self, flags, kill_at=("never", 0), resume=False):
+        """Run `train` in a new process, killed at `kill_at` = (point, occurrence); its `CompletedProcess`."""
+        self.count += 1
+        out, err = self.folder / f"run{self.count}.out", self.folder / f"run{self.count}.err"
+        flags = [*flags, *(["--resume"] if resume else [])]
+        order = {"point": kill_at[0], "occurrence": kill_at[1], "flags": flags, "stdout": str(out), "stderr": str(err)}
+        self.server.stdin.write(json.dumps(order) + "\n")
+        self.server.stdin.flush()
+        ready, _, _ = select.select([self.server.stdout], [], [], RUN_TIMEOUT_S)
+        answer = self.server.stdout.readline() if ready else ""
+        assert answer, f"no answer from the fork server in {RUN_TIMEOUT_S} s:\n{self.server_log.read_text()[-3000:]}"
+        returncode = json.loads(answer)["returncode"]
+        return subprocess.CompletedProcess(order["flags"], returncode, out.read_text(), err.read_text())
+
+    def close(self):
+        self.server.stdin.close()
+        self.server.wait(timeout=60)
+
+
+@pytest.fixture
+def processes(tmp_path):
+    folder = tmp_path / "fork_server"
+    folder.mkdir()
+    forked = _ForkedRuns(folder)
+    yield forked
+    forked.close()
 
 
 def _killed(result):
@@ -72,34 +112,34 @@ def _weights(run_dir):
 
 
 @pytest.mark.slow
-def test_a_run_killed_again_and_again_ends_with_the_weights_of_one_never_killed(tmp_path, capsys):
+def test_a_run_killed_again_and_again_ends_with_the_weights_of_one_never_killed(tmp_path, capsys, processes):
     corpus = _write_corpus(tmp_path)
     reference = _flags(corpus, tmp_path / "reference")
     flags = _flags(corpus, tmp_path / "killed")
     run_dir, checkpoints = tmp_path / "killed" / "run", tmp_path / "killed" / "run" / "checkpoints"
     versions = tmp_path / "killed" / "export" / "dates"
 
-    finished = _train(reference)
+    finished = processes.train(reference)
     assert finished.returncode == 0, finished.stdout + finished.stderr
 
     # Killed as step 7 begins: steps 1-6 are done, checkpointed at 2, 4 and 6 (the newest two kept).
-    _killed(_train(flags, kill_at=("step", 7)))
+    _killed(processes.train(flags, kill_at=("step", 7)))
     assert checkpoint_steps(checkpoints) == [6, 4]
     assert not (run_dir / "summary.json").exists()
 
     # Resumed from 6 and killed while writing the checkpoint of step 8: only complete ones count.
-    _killed(_train(flags, kill_at=("checkpoint", 1), resume=True))
+    _killed(processes.train(flags, kill_at=("checkpoint", 1), resume=True))
     assert checkpoint_steps(checkpoints) == [6, 4]
 
     # Resumed from 6 again, killed as the second epoch's validation begins (step 8 checkpointed).
-    _killed(_train(flags, kill_at=("validation", 1), resume=True))
+    _killed(processes.train(flags, kill_at=("validation", 1), resume=True))
     assert checkpoint_steps(checkpoints) == [8, 6]
 
     # The newest checkpoint is damaged on disk: the next resume passes over it, says so, and
     # trains on from step 6. Killed during export: no version folder appears.
     state = checkpoint_path(checkpoints, 8) / STATE_FILE
     state.write_bytes(state.read_bytes()[: state.stat().st_size // 2])
-    result = _train(flags, kill_at=("export", 1), resume=True)
+    result = processes.train(flags, kill_at=("export", 1), resume=True)
     _killed(result)
     assert f"Skipping the damaged checkpoint {checkpoint_path(checkpoints, 8)}" in result.stdout
     assert f"Restored the training state after 6 steps from {checkpoint_path(checkpoints, 6)}" in result.stdout
@@ -114,7 +154,7 @@ def test_a_run_killed_again_and_again_ends_with_the_weights_of_one_never_killed(
     assert "Cannot change d_model when resuming" in capsys.readouterr().err
 
     # Resumed after the last step: nothing left to train; evaluated and exported as version 1.
-    result = _train(flags, resume=True)
+    result = processes.train(flags, resume=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"Restored the training state after {EPOCHS * STEPS_PER_EPOCH} steps" in result.stdout
     assert [path.name for path in versions.iterdir() if path.name.isdigit()] == ["1"]
