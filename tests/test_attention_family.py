@@ -81,19 +81,21 @@ def random_heads(rng, length, width, heads=H):
 # ---------------------------------------------------------------------------
 # AttentionScore against the reference
 # ---------------------------------------------------------------------------
+@pytest.mark.parametrize("queries_length", [T, 1])  # 1: cached decoding's shape, with its own code path
 @pytest.mark.parametrize("mask", ["none", "padding", "causal"])
 @pytest.mark.parametrize("score", SCORES)
-def test_score_matches_reference_and_masked_keys_get_zero_weight(score, mask):
+def test_score_matches_reference_and_masked_keys_get_zero_weight(score, mask, queries_length):
     rng = np.random.default_rng(0)
     query_width, key_width = widths(score)
-    queries, keys = random_heads(rng, T, query_width), random_heads(rng, S, key_width)
+    queries, keys = random_heads(rng, queries_length, query_width), random_heads(rng, S, key_width)
     allowed = allowed_mask(mask, rng)
+    allowed = None if allowed is None else allowed[:, :, :queries_length]
     scoring = built(AttentionScore(score), queries, keys, rng=rng)
     scores = to_numpy(scoring(queries, keys, allowed))
-    assert scores.shape == (B, H, T, S) and scores.dtype == np.float32
+    assert scores.shape == (B, H, queries_length, S) and scores.dtype == np.float32
 
     expected = reference.attention_scores(queries, keys, score, score_weights(scoring, H))
-    full = np.ones((B, H, T, S), bool) if allowed is None else np.broadcast_to(allowed, (B, H, T, S))
+    full = np.ones(scores.shape, bool) if allowed is None else np.broadcast_to(allowed, scores.shape)
     expected = np.where(full, expected, reference.MASKED_SCORE)
     np.testing.assert_allclose(scores, expected, atol=ATOL, rtol=1e-6)
     # The softmax puts exactly zero weight on every masked key.

@@ -308,6 +308,26 @@ def test_attention_weights_match_reference(causality, use_output_projection, pro
     np.testing.assert_allclose(weights, expected, atol=ATOL)
 
 
+@ATTENTION_CASES
+def test_a_single_query_matches_reference(causality, use_output_projection, projection_activation, kind):
+    """One query position, the shape of cached decoding, which has its own elementwise code path."""
+    rng = np.random.default_rng(0)
+    queries, keys, values = attention_inputs(rng, kind)
+    layer = MultiheadAttention(
+        H,
+        causality=causality,
+        use_output_projection=use_output_projection,
+        projection_activation=projection_activation,
+    )
+    built(layer, queries, keys, values, rng=rng)
+    single = queries[:, -1:]  # padding in the first sequence, real in the second
+    outputs, weights = layer(single, keys, values, return_attention_scores=True)
+    expected_outputs, expected_weights = attention_reference(layer, single, keys, values)
+    assert outputs.shape == (B, 1, D) and weights.shape == (B, H, 1, keys.shape[1])
+    np.testing.assert_allclose(to_numpy(outputs), expected_outputs, atol=ATOL)
+    np.testing.assert_allclose(to_numpy(weights), expected_weights, atol=ATOL)
+
+
 # ---------------------------------------------------------------------------
 # The two versions of the tutorial code: the document's and Kyubyong's repository's
 # ---------------------------------------------------------------------------
@@ -666,6 +686,22 @@ def test_feed_forward_matches_reference():
     x = padded(rng, [2, T], T)
     layer = built(FeedForward((F, D)), x, rng=rng)
     np.testing.assert_allclose(to_numpy(layer(x)), feedforward_reference(layer, x), atol=ATOL)
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_feed_forward_at_one_position_is_the_convolution(policy):
+    """One position, the shape of cached decoding, which computes the convolutions as matmuls."""
+    rng = np.random.default_rng(0)
+    x = padded(rng, [2, T], T)
+    layer = built(FeedForward((F, D), dtype=policy), x, rng=rng)
+    single = x[:, -1:]  # padding in the first sequence, real in the second
+    outputs = layer(single)
+    assert outputs.shape == (B, 1, D) and keras.backend.standardize_dtype(outputs.dtype) == layer.compute_dtype
+    outputs = to_numpy(keras.ops.cast(outputs, "float32"))
+    if policy == "float32":
+        np.testing.assert_allclose(outputs, feedforward_reference(layer, single), atol=ATOL)
+    full = to_numpy(keras.ops.cast(layer(x), "float32"))[:, -1:]  # the convolutions' result
+    np.testing.assert_allclose(outputs, full, atol=ATOL if policy == "float32" else 2e-2)
 
 
 def test_conv1d_with_kernel_size_one_is_a_dense_map():
