@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_transformer.config import ATTENTION_INITIALIZATIONS as INITIALIZATIONS
 from keras_transformer.layers.normalization import LayerNorm
-from keras_transformer.layers.scoring import AttentionScore, check_score
+from keras_transformer.layers.scoring import AttentionScore, check_score, softmax_over_keys, weighted_sum
 from keras_transformer.masks import attention_masks, zero_padding_rows
 
 
@@ -263,12 +263,12 @@ class MultiheadAttention(keras.layers.Layer):
         """
         query = self._split_heads(self.query_dense(queries))  # (B, H, T_q, K)
         scores = self.scoring(query, key, allowed)  # float32 (B, H, T_q, T_k), masked
-        weights = ops.cast(_softmax(scores), self.compute_dtype)  # (B, H, T_q, T_k)
+        weights = ops.cast(softmax_over_keys(scores), self.compute_dtype)  # (B, H, T_q, T_k)
         # Query masking (the tutorial's `outputs *= query_masks`) is applied to the returned
         # weights only: the rows of padding queries are zeroed at the end anyway, so the outputs
         # and gradients are the same without a pass over [B, H, T_q, T_k].
 
-        context = _weighted_sum(self.attention_dropout(weights, training=training), value)  # (B, H, T_q, K)
+        context = weighted_sum(self.attention_dropout(weights, training=training), value)  # (B, H, T_q, K)
         context = ops.transpose(context, (0, 2, 1, 3))  # (B, T_q, H, K)
         batch, query_length = ops.shape(context)[0], ops.shape(context)[1]
         context = ops.reshape(context, (batch, query_length, self.num_heads * self._head_width))  # (B, T_q, H*K)
@@ -300,25 +300,3 @@ class MultiheadAttention(keras.layers.Layer):
             }
         )
         return config
-
-
-# A single query (cached decoding: `T_q == 1` in the static shape) gets its softmax and weighted
-# sum from elementwise ops: TensorFlow's oneDNN softmax and batched matmul kernels cost about
-# 45 us per call on the CPU at those sizes, most of a decoding step, against a few us each for
-# the elementwise ops. The math is the same; other shapes use the fused kernels.
-
-
-def _softmax(scores):
-    """Softmax over the last axis of float32 scores `[B, H, T_q, T_k]`."""
-    if scores.shape[2] != 1:
-        return ops.softmax(scores, axis=-1)
-    exponentials = ops.exp(scores - ops.max(scores, axis=-1, keepdims=True))
-    return exponentials / ops.sum(exponentials, axis=-1, keepdims=True)
-
-
-def _weighted_sum(weights, value):
-    """`weights @ value`: `[B, H, T_q, T_k] x [B, H, T_k, K] -> [B, H, T_q, K]`, in the value's dtype."""
-    if weights.shape[2] != 1:
-        return ops.matmul(weights, value)
-    products = ops.cast(ops.squeeze(weights, 2), "float32")[..., None] * ops.cast(value, "float32")  # (B, H, T_k, K)
-    return ops.cast(ops.expand_dims(ops.sum(products, axis=2), 2), value.dtype)

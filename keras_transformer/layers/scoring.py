@@ -53,19 +53,38 @@ def _uniform(variance):
     return keras.initializers.RandomUniform(-limit, limit)
 
 
+# A single query (cached decoding: `T_q == 1` in the static shape) gets its dot products,
+# softmax and weighted sum from elementwise ops, in float32: TensorFlow's oneDNN batched matmul
+# and softmax kernels cost about 45 us per call on the CPU at those sizes, most of a decoding
+# step, against a few us each for the elementwise ops. The math is the same; other shapes use the
+# fused kernels.
+
+
 def dot_products(queries, keys):
     """Each query's dot product with every key, per head: `[B, H, T_q, K] x [B, H, T_k, K] -> [B, H, T_q, T_k]`.
 
-    A batched matmul, except for a single query (`T_q == 1` in the static shape, as in cached
-    decoding), where it is the elementwise product summed over `K`, in float32: at those sizes
-    TensorFlow's oneDNN batched matmul costs about 45 us per call on the CPU, most of a decoding
-    step's time, against a few us for the product and sum. The result is float32 for a single
-    query and the inputs' dtype otherwise.
+    Float32 for a single query, else the inputs' dtype.
     """
     if queries.shape[2] == 1:
         products = ops.cast(queries, "float32") * ops.cast(keys, "float32")  # (B, H, T_k, K)
         return ops.expand_dims(ops.sum(products, axis=-1), 2)  # (B, H, 1, T_k)
     return ops.matmul(queries, ops.transpose(keys, (0, 1, 3, 2)))
+
+
+def softmax_over_keys(scores):
+    """Softmax over the last axis of float32 scores `[B, H, T_q, T_k]`: the attention weights."""
+    if scores.shape[2] != 1:
+        return ops.softmax(scores, axis=-1)
+    exponentials = ops.exp(scores - ops.max(scores, axis=-1, keepdims=True))
+    return exponentials / ops.sum(exponentials, axis=-1, keepdims=True)
+
+
+def weighted_sum(weights, values):
+    """`weights @ values`: `[B, H, T_q, T_k] x [B, H, T_k, K] -> [B, H, T_q, K]`, in the values' dtype."""
+    if weights.shape[2] != 1:
+        return ops.matmul(weights, values)
+    products = ops.cast(ops.squeeze(weights, 2), "float32")[..., None] * ops.cast(values, "float32")  # (B, H, T_k, K)
+    return ops.cast(ops.expand_dims(ops.sum(products, axis=2), 2), values.dtype)
 
 
 def _unit_vectors(x):
