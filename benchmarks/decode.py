@@ -18,11 +18,13 @@ ids (`--batch` sentences of `--source-len` ids in `[4, V)`):
                        way keras-hub's BART `generate_step` does it (see `KerasHubTransformer` in peers.py)
   Every decoder runs with no end token (`end_id=None`), so every sentence gets exactly
   `--output-tokens` tokens and "tokens/s" is exact: sentences/s x output tokens.
-- the single-sentence latency of the ids-only SavedModel export (`IdsTranslator` ->
-  `export_translator` -> `tf.saved_model.load` -> `serving_default`), greedy (beam 1) and beam 4,
-  as a model server would run it: no XLA, decoding until `</s>` or `max_target_len`
-  (= `--output-tokens`). Requests cycle through the batch's sentences, one sentence each, and
-  alternate between the two exports.
+- the single-sentence latency of SavedModels as a model server would run them (no XLA, decoding
+  until `</s>` or `max_target_len` = `--output-tokens`), greedy (beam 1) and beam 4: ours, the
+  ids-only export (`IdsTranslator` -> `export_translator` -> `tf.saved_model.load` ->
+  `serving_default`), and the peer's, its generation above with keras-hub's `GreedySampler` or
+  `BeamSampler(4)` saved the same way (`KerasHubServing`; keras-hub's beam search ranks by
+  log-probability, without our length penalty). Requests cycle through the batch's sentences, one
+  sentence each, and through the four exports in a rotating order.
 
 How to read it: "median s/batch" is the median over the repeats of one decoder call on the whole
 batch; sentences/s and tokens/s follow from it. The ratios compare medians of the same run:
@@ -54,6 +56,7 @@ from keras_transformer.config import PRESETS, preset
 from keras_transformer.decoding import beam_search, greedy_decode
 from keras_transformer.export import IdsTranslator, export_translator
 from keras_transformer.models import build_transformer
+from keras_transformer.special_tokens import END_ID
 
 FIRST_REGULAR_ID = 4  # ids 0-3 are <pad>, <unk>, <s>, </s>
 BEAM_SIZE = 4
@@ -154,48 +157,95 @@ def measure_decoders(fns, source_ids, repeats, expected_shape):
     return first_call, times, outputs
 
 
-def measure_latency(model, model_config, source_ids, requests):
-    """p50/p95 ms of single-sentence requests to the loaded ids-only exports, greedy and beam 4.
+class KerasHubServing(tf.Module):
+    """The peer's generation as a SavedModel, the way `IdsTranslator` exports ours.
 
-    Both exports are loaded and warmed up first; then request i goes to both, in an order that
-    alternates with i, so that load from other processes falls on both alike.
+    `serving_default`: `source_ids: int32[B, S]` -> `output_ids: int32[B, L]`, generating until
+    every sentence has produced `</s>` or `L` tokens, with keras-hub's `GreedySampler`
+    (`num_beams=1`) or `BeamSampler`. The layers' weights are saved with it.
+    """
+
+    def __init__(self, hub, max_length, num_beams):
+        super().__init__()
+        self.peer = hub.model  # tracks every layer's weights
+
+        def serve(source_ids):
+            return {"output_ids": hub.generate(source_ids, max_length, end_id=END_ID, num_beams=num_beams)}
+
+        spec = tf.TensorSpec([None, None], tf.int32, name="source_ids")
+        self.serve = tf.function(serve, input_signature=[spec], autograph=False)
+
+
+def export_latency_models(model, model_config, hub, folder):
+    """Export ours (`IdsTranslator`) and the peer (`KerasHubServing`), greedy and beam 4, into `folder`.
+
+    Returns:
+        `{name: (beam_size, seconds the export took, version folder)}`, names `beam1`, `beam4`,
+        `keras_hub_beam1`, `keras_hub_beam4`.
+    """
+    config_path = Path(folder) / "model_config.json"
+    model_config.save(config_path)
+    exports = {}
+    for beam_size in (1, BEAM_SIZE):
+        start = time.perf_counter()
+        translator = IdsTranslator(
+            model, model_config, config_path, vocab_paths=(), beam_size=beam_size, length_penalty=LENGTH_PENALTY
+        )
+        version_dir = export_translator(translator, Path(folder) / f"beam{beam_size}", "bench")
+        exports[f"beam{beam_size}"] = (beam_size, time.perf_counter() - start, version_dir)
+        start = time.perf_counter()
+        peer = KerasHubServing(hub, model_config.max_target_len, beam_size)
+        peer_dir = Path(folder) / f"keras_hub_beam{beam_size}"
+        tf.saved_model.save(peer, str(peer_dir), signatures={"serving_default": peer.serve})
+        exports[f"keras_hub_beam{beam_size}"] = (beam_size, time.perf_counter() - start, peer_dir)
+    return exports
+
+
+def measure_latency(model, model_config, hub, source_ids, requests):
+    """p50/p95 ms of single-sentence requests to loaded SavedModels: ours and keras-hub's, greedy and beam 4.
+
+    All four exports are loaded and warmed up first; then request i goes to each of them, in an
+    order rotated by i, so that load from other processes falls on all of them alike.
     """
     sentences = [tf.constant(source_ids[i : i + 1]) for i in range(len(source_ids))]  # int32 (1, S) each
     serving, results = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
-        config_path = Path(tmp) / "model_config.json"
-        model_config.save(config_path)
-        for beam_size in (1, BEAM_SIZE):
-            translator = IdsTranslator(
-                model, model_config, config_path, vocab_paths=(), beam_size=beam_size, length_penalty=LENGTH_PENALTY
-            )
-            start = time.perf_counter()
-            version_dir = export_translator(translator, Path(tmp) / f"beam{beam_size}", "bench")
-            export_seconds = time.perf_counter() - start
+        exports = export_latency_models(model, model_config, hub, tmp)
+        for name, (beam_size, export_seconds, version_dir) in exports.items():
             serve = tf.saved_model.load(str(version_dir)).signatures["serving_default"]
             for i in range(LATENCY_WARMUPS):
                 serve(source_ids=sentences[i % len(sentences)])
-            serving[beam_size] = serve
-            results[f"beam{beam_size}"] = {"beam_size": beam_size, "export_seconds": export_seconds}
-        milliseconds = {beam_size: [] for beam_size in serving}
-        lengths = {beam_size: [] for beam_size in serving}
+            serving[name] = serve
+            results[name] = {"beam_size": beam_size, "export_seconds": export_seconds}
+        names = list(serving)
+        milliseconds = {name: [] for name in names}
+        lengths = {name: [] for name in names}
         for i in range(requests):
-            for beam_size in sorted(serving, reverse=i % 2 == 1):
+            for name in names[i % len(names) :] + names[: i % len(names)]:
                 start = time.perf_counter()
-                output_ids = serving[beam_size](source_ids=sentences[i % len(sentences)])["output_ids"].numpy()
-                milliseconds[beam_size].append(1000 * (time.perf_counter() - start))
-                lengths[beam_size].append(int(np.count_nonzero(output_ids)))  # output_ids: (1, L)
-    for beam_size in serving:
-        results[f"beam{beam_size}"].update(
+                output_ids = serving[name](source_ids=sentences[i % len(sentences)])["output_ids"].numpy()
+                milliseconds[name].append(1000 * (time.perf_counter() - start))
+                lengths[name].append(_output_length(output_ids[0]))
+    for name in names:
+        results[name].update(
             {
-                "p50_ms": float(np.percentile(milliseconds[beam_size], 50)),
-                "p95_ms": float(np.percentile(milliseconds[beam_size], 95)),
-                "mean_output_tokens": float(np.mean(lengths[beam_size])),
+                "p50_ms": float(np.percentile(milliseconds[name], 50)),
+                "p95_ms": float(np.percentile(milliseconds[name], 95)),
+                "mean_output_tokens": float(np.mean(lengths[name])),
                 "max_output_tokens": model_config.max_target_len,
-                "raw_ms": milliseconds[beam_size],
+                "raw_ms": milliseconds[name],
             }
         )
+    for beam_size in (1, BEAM_SIZE):
+        ours, peer = results[f"beam{beam_size}"], results[f"keras_hub_beam{beam_size}"]
+        ours["keras_hub_p50_over_ours"] = peer["p50_ms"] / ours["p50_ms"]
     return results
+
+
+def _output_length(output_ids):
+    """Tokens of one output `[L]` up to and including its first `</s>` (all `L` without one)."""
+    ends = np.flatnonzero(output_ids == END_ID)
+    return int(ends[0]) + 1 if len(ends) else len(output_ids)
 
 
 def print_report(args, params, first_call, medians, ratios, latency, checks, cpu):
@@ -229,12 +279,16 @@ def print_report(args, params, first_call, medians, ratios, latency, checks, cpu
         f"argmax decode on {checks['keras_hub_checked_sentences']} sentences"
     )
     if latency:
-        print(f"single-sentence latency, loaded SavedModel (no XLA), {args.latency_requests} requests:")
-        for result in latency.values():
+        print(f"single-sentence latency, loaded SavedModels (no XLA), {args.latency_requests} requests:")
+        for name, result in latency.items():
+            who = "keras-hub" if name.startswith("keras_hub") else "ours"
             print(
-                f"  beam {result['beam_size']}: p50 {result['p50_ms']:.1f} ms, p95 {result['p95_ms']:.1f} ms, "
+                f"  {who:<9} beam {result['beam_size']}: p50 {result['p50_ms']:.1f} ms, p95 {result['p95_ms']:.1f} ms, "
                 f"mean output {result['mean_output_tokens']:.1f} of {result['max_output_tokens']} tokens"
             )
+        for beam_size in (1, BEAM_SIZE):
+            ratio = latency[f"beam{beam_size}"]["keras_hub_p50_over_ours"]
+            print(f"  keras-hub p50 / ours p50, beam {beam_size}: " + common.format_ratio(ratio))
 
 
 def build_models(args):
@@ -327,7 +381,9 @@ def main(argv=None):
     checks = check_outputs(args, hub, source_ids, outputs)
     medians = {name: float(np.median(seconds)) for name, seconds in times.items()}
     ratios = decoder_ratios(medians)
-    latency = measure_latency(model, model_config, source_ids, args.latency_requests) if args.latency_requests else {}
+    latency = {}
+    if args.latency_requests:
+        latency = measure_latency(model, model_config, hub, source_ids, args.latency_requests)
     print_report(args, params, first_call, medians, ratios, latency, checks, cpu)
 
     decoder_results = {

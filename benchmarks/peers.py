@@ -71,12 +71,16 @@ class KerasHubTransformer:
             hidden = block(hidden, padding_mask=source_mask, training=False)
         return hidden, source_mask
 
-    def generate(self, source_ids, max_length, end_id=None):
-        """Greedy generation -> int32 `[B, max_length]`.
+    def generate(self, source_ids, max_length, end_id=None, num_beams=1):
+        """Greedy generation (`GreedySampler`), or beam search (`BeamSampler`) -> int32 `[B, max_length]`.
 
         With `end_id=None`, exactly `max_length` tokens per sentence. With an `end_id` (`</s>`),
         the loop stops once every sentence has produced it; what a sentence generates after its
         own `end_id` is left in place (detokenizing ignores everything from `</s>` on).
+        `num_beams > 1` runs keras-hub's `BeamSampler`, which ranks hypotheses by their summed
+        log-probabilities (no length penalty) and returns the best one; it repeats the prompt and
+        the self-attention caches per beam, so the encoder output and the cross-attention caches
+        that the steps read are repeated here to match.
         """
         source_ids = ops.cast(source_ids, "int32")
         batch, source_length = ops.shape(source_ids)[0], ops.shape(source_ids)[1]
@@ -101,9 +105,14 @@ class KerasHubTransformer:
             self_caches.append(self_cache)
             cross_caches.append(cross_cache)
 
+        if num_beams > 1:  # the sampler's rows are sentence-major, (B * beams, ...)
+            memory, source_mask = (ops.repeat(t, num_beams, axis=0) for t in (memory, source_mask))
+            cross_caches = [ops.repeat(cache, num_beams, axis=0) for cache in cross_caches]
+        rows = batch * num_beams
+
         def next_logits(prompt, caches, index):
             position = index - 1  # the step feeds the token at `position` and predicts the next one
-            token = ops.slice(prompt, [0, position], [batch, 1])  # (B, 1)
+            token = ops.slice(prompt, [0, position], [rows, 1])  # (B * beams, 1)
             hidden = self.target_embedding(token, start_index=position)  # (B, 1, D)
             new_caches = []
             for block, self_cache, cross_cache in zip(self.decoder_blocks, caches, cross_caches):
@@ -124,7 +133,7 @@ class KerasHubTransformer:
         # prompt[:, 0] is <s> (kept: mask True); the sampler writes columns 1 .. L.
         prompt = ops.pad(start, ((0, 0), (0, max_length)))  # (B, L + 1)
         prompt_mask = ops.not_equal(prompt, PAD_ID)  # (B, L + 1): True at <s> only
-        sampler = keras_hub.samplers.GreedySampler()
+        sampler = keras_hub.samplers.BeamSampler(num_beams) if num_beams > 1 else keras_hub.samplers.GreedySampler()
         prompt = sampler(
             next=next_logits,
             prompt=prompt,
