@@ -11,6 +11,7 @@ import math
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 from conftest import V_S, V_T, D, S, T, tiny_config
 
 from keras_transformer.config import TrainConfig
@@ -102,6 +103,24 @@ def test_loss_matches_tutorial_reference(epsilon, seed):
     labels, logits = random_labels_and_logits(seed)
     loss = float(MaskedLabelSmoothedLoss(epsilon)(labels, logits))
     assert loss == pytest.approx(reference_loss(labels, logits, epsilon), rel=1e-5)
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.1])
+def test_loss_gradient_is_softmax_minus_smoothed_targets_at_real_tokens(epsilon):
+    """The loss's hand-written gradient: `(softmax(z) - y_smoothed) / (real tokens)`, zero at padding."""
+    labels, logits = random_labels_and_logits(6)
+    logits = tf.constant(logits)
+    with tf.GradientTape() as tape:
+        tape.watch(logits)
+        loss = MaskedLabelSmoothedLoss(epsilon)(labels, logits)
+    gradient = tape.gradient(loss, logits).numpy()
+
+    z = logits.numpy().astype(np.float64)
+    softmax = np.exp(z - z.max(-1, keepdims=True))
+    softmax /= softmax.sum(-1, keepdims=True)
+    smoothed = (1.0 - epsilon) * np.eye(z.shape[-1])[labels] + epsilon / z.shape[-1]
+    is_target = (labels != 0)[..., None]
+    np.testing.assert_allclose(gradient, (softmax - smoothed) * is_target / is_target.sum(), atol=1e-7)
 
 
 def test_loss_without_smoothing_is_sparse_cross_entropy_over_real_tokens():
