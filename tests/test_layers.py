@@ -277,7 +277,12 @@ ATTENTION_CASES = pytest.mark.parametrize(
 )
 
 
-def run_attention_case(causality, use_output_projection, projection_activation, kind):
+def run_attention_case(causality, use_output_projection, projection_activation, kind, single_query=False):
+    """Outputs and weights of the layer and of the reference; with `single_query`, of the last query only.
+
+    The last query is padding in the first sequence and real in the second. One query is the shape
+    of cached decoding, which has its own elementwise code path.
+    """
     rng = np.random.default_rng(0)
     queries, keys, values = attention_inputs(rng, kind)
     layer = MultiheadAttention(
@@ -287,6 +292,8 @@ def run_attention_case(causality, use_output_projection, projection_activation, 
         projection_activation=projection_activation,
     )
     built(layer, queries, keys, values, rng=rng)
+    if single_query:
+        queries = queries[:, -1:]
     outputs, weights = layer(queries, keys, values, return_attention_scores=True)
     expected_outputs, expected_weights = attention_reference(layer, queries, keys, values)
     return to_numpy(outputs), to_numpy(weights), expected_outputs, expected_weights
@@ -310,22 +317,11 @@ def test_attention_weights_match_reference(causality, use_output_projection, pro
 
 @ATTENTION_CASES
 def test_a_single_query_matches_reference(causality, use_output_projection, projection_activation, kind):
-    """One query position, the shape of cached decoding, which has its own elementwise code path."""
-    rng = np.random.default_rng(0)
-    queries, keys, values = attention_inputs(rng, kind)
-    layer = MultiheadAttention(
-        H,
-        causality=causality,
-        use_output_projection=use_output_projection,
-        projection_activation=projection_activation,
-    )
-    built(layer, queries, keys, values, rng=rng)
-    single = queries[:, -1:]  # padding in the first sequence, real in the second
-    outputs, weights = layer(single, keys, values, return_attention_scores=True)
-    expected_outputs, expected_weights = attention_reference(layer, single, keys, values)
-    assert outputs.shape == (B, 1, D) and weights.shape == (B, H, 1, keys.shape[1])
-    np.testing.assert_allclose(to_numpy(outputs), expected_outputs, atol=ATOL)
-    np.testing.assert_allclose(to_numpy(weights), expected_weights, atol=ATOL)
+    case = (causality, use_output_projection, projection_activation, kind)
+    outputs, weights, expected_outputs, expected_weights = run_attention_case(*case, single_query=True)
+    assert outputs.shape == (B, 1, D) and weights.shape == (B, H, 1, T if kind == "self" else S)
+    np.testing.assert_allclose(outputs, expected_outputs, atol=ATOL)
+    np.testing.assert_allclose(weights, expected_weights, atol=ATOL)
 
 
 # ---------------------------------------------------------------------------

@@ -66,13 +66,15 @@ class _ForkedRuns:
         self.folder, self.count = folder, 0
         python_path = os.pathsep.join(filter(None, [str(Path.cwd()), os.environ.get("PYTHONPATH")]))
         self.server_log = folder / "server.log"
+        self._log = self.server_log.open("w")
         self.server = subprocess.Popen(
             [sys.executable, str(KILL_POINTS), "--fork-server"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=self.server_log.open("w"),
+            stderr=self._log,
             env={**os.environ, "PYTHONPATH": python_path},
             text=True,
+            start_new_session=True,  # its own process group: a hung run dies with it
         )
 
     def train(self, flags, kill_at=("never", 0), resume=False):
@@ -90,8 +92,15 @@ class _ForkedRuns:
         return subprocess.CompletedProcess(order["flags"], returncode, out.read_text(), err.read_text())
 
     def close(self):
+        """End the server (killed with its runs if one hangs) and close its pipes and log."""
         self.server.stdin.close()
-        self.server.wait(timeout=60)
+        try:
+            self.server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.server.pid, signal.SIGKILL)
+            self.server.wait()
+        self.server.stdout.close()
+        self._log.close()
 
 
 @pytest.fixture
