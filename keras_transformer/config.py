@@ -434,7 +434,8 @@ class TrainConfig(_JsonConfig):
     ema_momentum: float = _field(
         0.0,
         "Keep an exponential moving average of the weights with this momentum (e.g. 0.998) and end training "
-        "with the averaged weights, which are then evaluated and exported; 0 = off.",
+        "with the averaged weights, which are then evaluated and exported; 0 = off. The momentum ramps up as "
+        "min(momentum, t / (t + 9)) at step t, so the average spans about the last tenth of a short run.",
     )
     seed: int = _field(0, "Random seed for data generation, shuffling and initialization.")
     run_dir: str = _field("runs/builtin", "Where checkpoints, vocabularies, logs and the summary go.")

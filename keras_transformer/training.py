@@ -272,6 +272,34 @@ def training_weights_kept(model):
         del optimizer.finalize_variable_values
 
 
+# The moving average's momentum at optimizer step t (0 at the first) is min(momentum, t / (t + 9)).
+EMA_RAMP = 9.0
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class AveragingAdam(keras.optimizers.Adam):
+    """Adam whose weight averaging (`use_ema`) looks back a share of the run, up to its momentum.
+
+    Keras's own averaging uses `ema_momentum` from the second step on: an average that looks
+    back about `1 / (1 - momentum)` steps whatever the run's length, so early in a run (or in a
+    short run on a slow machine) it is dominated by the first, barely trained weights. Here
+    the momentum at optimizer step `t` (counted from 0) is `min(ema_momentum, t / (t + 9))`:
+    the average covers roughly the last tenth of the steps taken so far until that is longer
+    than `ema_momentum` allows (0.998, about 500 steps, is reached at step 4,491). At `t = 0`
+    the momentum is 0, so the first average is the weights themselves, as in Keras.
+    """
+
+    def _update_model_variables_moving_average(self, trainable_variables):
+        if not self.use_ema:
+            return
+        steps = ops.cast(self.iterations, "float32")
+        momentum = ops.minimum(ops.cast(self.ema_momentum, "float32"), steps / (steps + EMA_RAMP))
+        for variable, average in zip(trainable_variables, self._model_variables_moving_average):
+            if average is not None:
+                rate = ops.cast(momentum, variable.dtype)
+                average.assign(rate * average + (1 - rate) * variable)
+
+
 def compile_transformer(model, model_config, train_config):
     """`model.compile` with the paper's optimizer: Adam(0.9, 0.98, 1e-9) on the Noam schedule.
 
@@ -280,8 +308,8 @@ def compile_transformer(model, model_config, train_config):
     a `LossScaleOptimizer` (the model's policy decides).
 
     With `train_config.ema_momentum > 0` the optimizer also keeps an exponential moving average
-    of every trainable weight, `average = momentum * average + (1 - momentum) * weight` after each
-    step, and `model.fit` ends by replacing the weights with their averages (Polyak averaging; the
+    of every trainable weight, `average = m * average + (1 - m) * weight` after each step, with
+    `m = min(momentum, t / (t + 9))` at step `t` (see `AveragingAdam`), and `model.fit` ends by replacing the weights with their averages (Polyak averaging; the
     paper averages its last checkpoints to the same end).
 
     Args:
@@ -295,7 +323,7 @@ def compile_transformer(model, model_config, train_config):
     """
     schedule = NoamSchedule(model_config.d_model, train_config.warmup_steps, train_config.learning_rate_scale)
     ema = train_config.ema_momentum
-    optimizer = keras.optimizers.Adam(
+    optimizer = AveragingAdam(
         schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9, use_ema=ema > 0, ema_momentum=ema or 0.99
     )
     model.compile(

@@ -222,12 +222,18 @@ def fake_multi30k_result(name, parameters, steps, bleu):
     }
 
 
+def multi30k_folder(folder):
+    """`folder` with Multi30k's file names (empty files): what `multi30k.py --data` checks for."""
+    for split in ("train", "val", "test_2016_flickr"):
+        for language in ("de", "en"):
+            (folder / f"{split}.{language}.gz").touch()
+    return folder
+
+
 def test_multi30k_report_prints_the_cpu_ratios_and_bleu_differences(tmp_path, capsys):
     import multi30k
 
-    for split in ("train", "val", "test_2016_flickr"):
-        for language in ("de", "en"):
-            (tmp_path / f"{split}.{language}.gz").touch()
+    multi30k_folder(tmp_path)
     args = multi30k.parse_args(["--data", str(tmp_path), "--minutes", "0.5", "--curve-sentences", "20"])
     results = {
         "ours": fake_multi30k_result("ours", 31_912, 30, 12.5),
@@ -247,6 +253,22 @@ def test_multi30k_report_prints_the_cpu_ratios_and_bleu_differences(tmp_path, ca
         "peak_rss_ours_over_keras_hub": 1.0,
         "same_batches": True,
     }
+
+
+@pytest.mark.parametrize(
+    "flags, initialization, momentum",
+    [
+        ([], "per_head", 0.998),
+        (["--recipe", "tutorial"], "glorot", 0.0),
+        (["--ema-momentum", "0.99"], "per_head", 0.99),
+        (["--recipe", "tutorial", "--attention-initialization", "per_head"], "per_head", 0.0),
+    ],
+)
+def test_multi30k_trains_ours_by_the_best_recipe_unless_told_otherwise(tmp_path, flags, initialization, momentum):
+    import multi30k
+
+    args = multi30k.parse_args(["--data", str(multi30k_folder(tmp_path)), "--minutes", "30", *flags])
+    assert (args.attention_initialization, args.ema_momentum) == (initialization, momentum)
 
 
 def test_decode_json_records_the_cpu_beside_the_versions():

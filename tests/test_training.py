@@ -359,14 +359,19 @@ class _RecordAverages(keras.callbacks.Callback):
         self.momentum, self.check_step = momentum, check_step
         self.steps, self.average, self.last_trained = 0, None, None
         self.trained = self.inside = self.inside_reference = self.after = None  # at `check_step`
+        self.momenta = []
 
     def on_train_batch_end(self, batch, logs=None):
-        self.steps += 1
         weights = self.last_trained = [to_numpy(w) for w in self.model.trainable_weights]
-        if self.average is None:  # the first step's average is the weights themselves
+        # The momentum ramps up with the steps taken before this one (0 at the first: the first
+        # average is the weights themselves).
+        momentum = min(self.momentum, self.steps / (self.steps + 9))
+        self.momenta.append(momentum)
+        self.steps += 1
+        if self.average is None:
             self.average = weights
         else:
-            self.average = [self.momentum * a + (1 - self.momentum) * w for a, w in zip(self.average, weights)]
+            self.average = [momentum * a + (1 - momentum) * w for a, w in zip(self.average, weights)]
         if self.steps == self.check_step:
             self.trained = weights
             with averaged_weights(self.model) as swapped:
@@ -376,11 +381,14 @@ class _RecordAverages(keras.callbacks.Callback):
             self.after = [to_numpy(w) for w in self.model.trainable_weights]
 
 
-def test_weight_averaging_ends_training_with_the_moving_average_of_the_weights():
-    model = compiled_tiny_model(warmup_steps=5, ema_momentum=0.9)
+@pytest.mark.parametrize("momentum", [0.5, 0.9])
+def test_weight_averaging_ends_training_with_the_moving_average_of_the_weights(momentum):
+    model = compiled_tiny_model(warmup_steps=5, ema_momentum=momentum)
     x, y = toy_batch()
-    record = _RecordAverages(0.9, check_step=6)
+    record = _RecordAverages(momentum, check_step=6)
     model.fit(x, y, batch_size=4, epochs=12, steps_per_epoch=1, shuffle=False, verbose=0, callbacks=[record])
+    # 0.9 is reached only at the run's last step (t = 81 would be): the ramp is what is checked.
+    assert (max(record.momenta) == momentum) == (momentum == 0.5)
 
     final = [to_numpy(w) for w in model.trainable_weights]
     for got, want in zip(final, record.average):
