@@ -12,11 +12,20 @@ from keras_transformer.models.language import (
     build_language_model,
 )
 from keras_transformer.models.lookup import KeyValueLookup
-from keras_transformer.models.translation import TransformerLayers, attention_weights, build_transformer, decode, encode
+from keras_transformer.models.translation import (
+    Transformer,
+    TransformerLayers,
+    attention_weights,
+    build_transformer,
+    decode,
+    decoder_states,
+    encode,
+)
 
 __all__ = [
     "KeyValueLookup",
     "LanguageModelLayers",
+    "Transformer",
     "TransformerLayers",
     "attention_weights",
     "build_decoder_only",
@@ -24,5 +33,6 @@ __all__ = [
     "build_language_model",
     "build_transformer",
     "decode",
+    "decoder_states",
     "encode",
 ]

@@ -109,8 +109,12 @@ def encode(layers: TransformerLayers, source_ids, training=None, return_attentio
     return hidden, source_mask
 
 
-def decode(layers: TransformerLayers, target_in_ids, memory, source_mask, training=None, return_attention_scores=False):
-    """Run the decoder over a whole (teacher-forced or partial) target prefix.
+def decoder_states(
+    layers: TransformerLayers, target_in_ids, memory, source_mask, training=None, return_attention_scores=False
+):
+    """Run the decoder's blocks over a whole (teacher-forced or partial) target prefix.
+
+    `decode` without the output projection: the states the logits are computed from.
 
     Args:
         layers: `TransformerLayers`.
@@ -121,7 +125,7 @@ def decode(layers: TransformerLayers, target_in_ids, memory, source_mask, traini
         return_attention_scores: also return a list (one per block) of dicts of weights.
 
     Returns:
-        logits, float32 `[B, T, V_t]`; plus the weights if asked.
+        The last block's output, float `[B, T, D]` (zero at padding); plus the weights if asked.
     """
     target_mask = padding_mask(target_in_ids)  # (B, T)
     hidden = layers.target_embedding(target_in_ids)  # (B, T, D)
@@ -138,10 +142,47 @@ def decode(layers: TransformerLayers, target_in_ids, memory, source_mask, traini
             return_attention_scores=return_attention_scores,
         )
         hidden = _collect_weights(outputs, weights, return_attention_scores)  # (B, T, D)
-    logits = layers.output_projection(hidden)  # (B, T, V_t)
     if return_attention_scores:
-        return logits, weights
-    return logits
+        return hidden, weights
+    return hidden
+
+
+def decode(layers: TransformerLayers, target_in_ids, memory, source_mask, training=None, return_attention_scores=False):
+    """Run the decoder over a whole (teacher-forced or partial) target prefix: `decoder_states`, then logits.
+
+    Args: as `decoder_states`.
+
+    Returns:
+        logits, float32 `[B, T, V_t]`; plus the weights if asked.
+    """
+    states = decoder_states(layers, target_in_ids, memory, source_mask, training, return_attention_scores)
+    if return_attention_scores:
+        hidden, weights = states
+        return layers.output_projection(hidden), weights  # (B, T, V_t)
+    return layers.output_projection(states)  # (B, T, V_t)
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Transformer(keras.Model):
+    """The functional encoder-decoder model of `build_transformer`, with a leaner training step.
+
+    Under TensorFlow, `model.fit` computes the logits, the loss and the metrics only at the real
+    target positions when the model is compiled as `training.compile_transformer` compiles it
+    and runs without XLA (`keras_transformer.packed_training` says when and how): the same loss,
+    gradients and metrics as Keras's own step, without the output projection, loss and their
+    gradients over padding. Elsewhere, and with `pack_targets = False`, it trains with Keras's
+    step. Calling, evaluating and predicting are those of any functional model.
+    """
+
+    pack_targets = True  # set False on a model to train it with Keras's own step
+
+    def train_step(self, *args, **kwargs):
+        if self.pack_targets and keras.backend.backend() == "tensorflow":
+            from keras_transformer import packed_training  # TensorFlow only
+
+            if packed_training.applies(self, *args):
+                return packed_training.train_step(self, *args)
+        return super().train_step(*args, **kwargs)
 
 
 def build_transformer(config: ModelConfig) -> keras.Model:
@@ -151,7 +192,7 @@ def build_transformer(config: ModelConfig) -> keras.Model:
         config: `ModelConfig`.
 
     Returns:
-        A functional `keras.Model` with inputs `[source_ids, target_in_ids]` (int32 `[B, S]` and
+        A functional `Transformer` (a `keras.Model`) with inputs `[source_ids, target_in_ids]` (int32 `[B, S]` and
         `[B, T]`, 0 = padding, `target_in_ids` starting with `<s>`) and output logits
         `[B, T, V_t]` (float32). Trained with `model.fit` on `((source_ids, target_in_ids),
         target_out_ids)`.
@@ -167,7 +208,7 @@ def build_transformer(config: ModelConfig) -> keras.Model:
     target_in_ids = keras.Input(shape=(None,), dtype="int32", name="target_in_ids")
     memory, source_mask = encode(layers, source_ids)
     logits = decode(layers, target_in_ids, memory, source_mask)
-    return keras.Model([source_ids, target_in_ids], logits, name="transformer")
+    return Transformer([source_ids, target_in_ids], logits, name="transformer")
 
 
 def attention_weights(model: keras.Model, source_ids, target_in_ids):

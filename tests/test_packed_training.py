@@ -1,0 +1,152 @@
+"""Tests of `keras_transformer.packed_training`: the training step at real target positions only.
+
+It must train exactly as Keras's own step does (the same losses, metrics and weights, step
+after step, to float rounding), in every precision, with dropout, weight averaging and
+padding; and it must leave the model to Keras's step where it would not be the same.
+"""
+
+import keras
+import numpy as np
+import pytest
+from conftest import V_S, V_T, ids, pad, tiny_config, to_numpy
+
+from keras_transformer import packed_training
+from keras_transformer.config import TrainConfig
+from keras_transformer.models import build_transformer
+from keras_transformer.training import (
+    MaskedAccuracy,
+    MaskedLabelSmoothedLoss,
+    TargetTokens,
+    compile_transformer,
+    dtype_policy,
+)
+
+# Batches of 4, 4 and 3 sentences (Keras's loss tracker averages over sentences); one target is empty.
+SOURCE_LENGTHS = [(3, 9, 5, 1), (7, 2, 9, 4), (9, 6, 3)]
+TARGET_LENGTHS = [(2, 8, 5, 1), (6, 3, 8, 2), (0, 7, 4)]
+STEPS = len(SOURCE_LENGTHS)
+
+
+def batches(extra_padding=0):
+    """`STEPS` batches `((source_ids, target_in_ids), target_out_ids)`, padded."""
+    rng = np.random.default_rng(0)
+    made = []
+    for source_lengths, target_lengths in zip(SOURCE_LENGTHS, TARGET_LENGTHS):
+        source = pad(ids(source_lengths, 9, V_S, rng), extra_padding)
+        target_in = pad(ids(target_lengths, 8, V_T, rng, start=True), extra_padding)
+        target_out = pad(ids(target_lengths, 8, V_T, rng), extra_padding)
+        made.append(((source, target_in), target_out))
+    return made
+
+
+def fitted(pack, precision="float32", data=None, dropout_rate=0.1, ema_momentum=0.0):
+    """A seeded tiny model, compiled and fitted one step per batch of `data`.
+
+    Compiled with `compile_transformer`'s loss and metrics, and plain gradient descent (with
+    weight averaging at `ema_momentum`): its steps are the gradients scaled, so weights that
+    agree mean gradients that agree (Adam's would turn rounding noise in a gradient that is
+    zero in exact arithmetic, as the key projection's bias's is, into full-size steps).
+
+    Returns:
+        `(model, history)`.
+    """
+    keras.utils.set_random_seed(0)
+    with dtype_policy(precision):
+        model = build_transformer(tiny_config(dropout_rate=dropout_rate))
+    optimizer = keras.optimizers.SGD(0.5, use_ema=ema_momentum > 0, ema_momentum=ema_momentum or 0.99)
+    model.compile(optimizer, MaskedLabelSmoothedLoss(0.1), metrics=[MaskedAccuracy(), TargetTokens()])
+    model.pack_targets = pack
+    data = batches() if data is None else data
+
+    def stream():
+        yield from data
+
+    history = model.fit(stream(), epochs=1, steps_per_epoch=len(data), shuffle=False, verbose=0)
+    return model, history.history
+
+
+@pytest.fixture
+def packed_steps(monkeypatch):
+    """The number of times `packed_training.train_step` is traced or run."""
+    calls = []
+    step = packed_training.train_step
+
+    def counted(model, data):
+        calls.append(1)
+        return step(model, data)
+
+    monkeypatch.setattr(packed_training, "train_step", counted)
+    return calls
+
+
+@pytest.mark.parametrize(
+    "precision, settings",
+    [("float32", {}), ("float32", {"ema_momentum": 0.5}), ("mixed_bfloat16", {}), ("mixed_float16", {})],
+)
+def test_packed_step_trains_as_keras_step(packed_steps, precision, settings):  # mixed_float16: loss scaling
+    keras_model, keras_history = fitted(False, precision, **settings)
+    assert not packed_steps
+    model, history = fitted(True, precision, **settings)
+    assert packed_steps, "the packed step did not run"
+    # Same loss, accuracy and token count; same weights (the moving averages where kept) after every step.
+    for name in ("loss", "accuracy", "target_tokens"):
+        np.testing.assert_allclose(history[name], keras_history[name], rtol=1e-5)
+    assert history["target_tokens"] == [float(sum(map(sum, TARGET_LENGTHS)))]
+    tolerance = 1e-5 if precision == "float32" else 2e-3
+    for got, want in zip(model.weights, keras_model.weights):
+        np.testing.assert_allclose(to_numpy(got), to_numpy(want), rtol=tolerance, atol=tolerance, err_msg=got.path)
+
+
+def test_packed_step_is_blind_to_extra_padding(packed_steps):
+    # Without dropout: its random masks are drawn over the padded shape.
+    _, history = fitted(True, dropout_rate=0.0)
+    _, padded_history = fitted(True, data=batches(extra_padding=3), dropout_rate=0.0)
+    assert len(packed_steps) == 2
+    for name in ("loss", "accuracy", "target_tokens"):
+        np.testing.assert_allclose(padded_history[name], history[name], rtol=1e-5)
+
+
+def test_packed_step_projects_only_the_real_target_positions(packed_steps):
+    model_config = tiny_config()
+    model = build_transformer(model_config)
+    metrics = [MaskedAccuracy(), TargetTokens()]
+    model.compile("sgd", MaskedLabelSmoothedLoss(), metrics=metrics, run_eagerly=True)  # the step runs as Python
+    projection, projected = model.get_layer("logits"), []
+    call = projection.call
+    projection.call = lambda states, **kwargs: projected.append(tuple(states.shape)) or call(states, **kwargs)
+    (x, y) = batches()[0]
+    model.fit(x, y, batch_size=4, epochs=1, verbose=0)
+    assert packed_steps and projected == [(sum(TARGET_LENGTHS[0]), model_config.d_model)]
+
+
+def compiled_tiny(**compile_arguments):
+    model_config = tiny_config()
+    model = compile_transformer(build_transformer(model_config), model_config, TrainConfig())
+    if compile_arguments:
+        model.compile(**{"optimizer": "adam", "loss": MaskedLabelSmoothedLoss(), **compile_arguments})
+    return model
+
+
+def test_packing_applies_to_the_model_as_compile_transformer_compiles_it():
+    (x, y) = batches()[0]
+    assert packed_training.applies(compiled_tiny(), (x, y))
+    assert packed_training.applies(compiled_tiny(metrics=[]), (x, y))
+
+
+@pytest.mark.parametrize(
+    "compile_arguments, sample_weight",
+    [
+        ({"jit_compile": True}, False),  # XLA: a packed batch's shape is known only at run time
+        ({"metrics": ["sparse_categorical_accuracy"]}, False),  # it would count padding positions
+        ({"weighted_metrics": ["sparse_categorical_accuracy"]}, False),
+        ({"loss": "sparse_categorical_crossentropy"}, False),  # its value includes padding positions
+        ({}, True),  # sample weights are given per position
+    ],
+)
+def test_keras_step_trains_what_packing_would_change(compile_arguments, sample_weight, packed_steps):
+    model = compiled_tiny(**compile_arguments) if compile_arguments else compiled_tiny()
+    (x, y) = batches()[0]
+    data = (x, y, np.ones(y.shape, "float32")) if sample_weight else (x, y)
+    assert not packed_training.applies(model, data)
+    model.fit(x, y, sample_weight=data[2] if sample_weight else None, epochs=1, verbose=0)
+    assert not packed_steps
