@@ -309,8 +309,9 @@ def compile_transformer(model, model_config, train_config):
 
     With `train_config.ema_momentum > 0` the optimizer also keeps an exponential moving average
     of every trainable weight, `average = m * average + (1 - m) * weight` after each step, with
-    `m = min(momentum, t / (t + 9))` at step `t` (see `AveragingAdam`), and `model.fit` ends by replacing the weights with their averages (Polyak averaging; the
-    paper averages its last checkpoints to the same end).
+    `m = min(momentum, t / (t + 9))` at step `t` (see `AveragingAdam`), and `model.fit` ends by
+    replacing the weights with their averages (Polyak averaging; the paper averages its last
+    checkpoints to the same end).
 
     Args:
         model: the Keras model to compile.
