@@ -25,14 +25,18 @@ What runs:
   memory is each worker's maximum resident set size.
 - Model-FLOPs utilisation (MFU) = model FLOPs per second / the machine's measured fp32 matmul
   peak (the median rate of `--peak-size`^3 matmuls, measured first, by the parent, alone). Model
-  FLOPs per training step, on the padded batch [B, S] -> [B, T], are 3x the forward FLOPs
-  (the backward pass is twice the forward):
+  FLOPs per training step, on the padded batch [B, S] -> [B, T] with R real target tokens, are
+  3x the forward FLOPs (the backward pass is twice the forward):
       forward = B * ( N * [ S * (8 D^2 + 4 D F) + 4 S^2 D ]                          encoder
                     + N * [ T * (12 D^2 + 4 D F) + 4 S D^2 + 4 T^2 D + 4 T S D ]     decoder
-                    + T * 2 D V )                                                      logits
+                    ) + R * 2 D V                                                      logits
   counting 2 FLOPs per multiply-add of the matmuls only (projections, attention scores and
   weighted sums, feed-forward, logits); embeddings, softmax, LayerNorm and the loss are not
-  counted. Both models do the same model FLOPs, so their MFU ratio equals their speed ratio.
+  counted. The blocks are counted over the padded batch (attention mixes the positions of a
+  row, so a batched model computes them all), the logits only at the real target positions
+  (each position's are its own; those at padding are thrown away by the loss, and our model
+  does not compute them). R is the mean over a round's batches. Both models are given the same
+  model FLOPs, so their MFU ratio equals their speed ratio.
   The bf16 matmul peak is printed too, as the ceiling of a mixed_bfloat16 run.
 - `--models ours,keras-hub,shared` adds a third worker that trains only what both models' steps
   share besides their blocks (both embedding tables, the logits projection, the loss and Adam
@@ -140,18 +144,31 @@ def model_config(args):
     )
 
 
-def train_step_flops(config, batch, source_length, target_length, blocks=True):
+def train_step_flops(config, batch, source_length, target_length, target_tokens=None, blocks=True):
     """Model FLOPs of one training step on a padded batch.
 
-    That is 3x the forward matmul FLOPs (see the module docstring for the formula); with
-    `blocks=False`, the logits' only (the shared part).
+    That is 3x the forward matmul FLOPs (see the module docstring for the formula): the blocks
+    over the padded `[batch, length]`, the logits at `target_tokens` real target positions
+    (default: every position, `batch * target_length`); with `blocks=False`, the logits' only
+    (the shared part).
     """
     d, f, n, v = config.d_model, config.d_ff, config.num_blocks if blocks else 0, config.target_vocab_size
     s, t = source_length, target_length
+    target_tokens = batch * t if target_tokens is None else target_tokens
     encoder = n * (s * (8 * d * d + 4 * d * f) + 4 * s * s * d)
     decoder = n * (t * (12 * d * d + 4 * d * f) + 4 * s * d * d + 4 * t * t * d + 4 * t * s * d)
-    logits = t * 2 * d * v
-    return 3 * batch * (encoder + decoder + logits)
+    logits = target_tokens * 2 * d * v
+    return 3 * (batch * (encoder + decoder) + logits)
+
+
+def round_target_tokens(args, batches):
+    """The real target tokens (labels that are not padding) of one round's `--steps` steps."""
+    return sum(int(np.count_nonzero(batches[i % len(batches)][1])) for i in range(args.steps))
+
+
+def target_tokens_per_step(args):
+    """The mean real target tokens of a step of a round (R of the FLOP formula)."""
+    return round_target_tokens(args, synthetic_batches(args)) / args.steps
 
 
 def synthetic_batches(args):
@@ -260,7 +277,7 @@ def run_worker(args):
         model = compile_transformer(build_model(name, config), config, train_config)
     batches = synthetic_batches(args)
     round_data = training_data(batches)
-    tokens = sum(int(np.count_nonzero(batches[i % len(batches)][1])) for i in range(args.steps))
+    tokens = round_target_tokens(args, batches)
     clock = _RoundClock()
     print(json.dumps({"ready": True, "parameters": int(model.count_params())}), flush=True)
     for line in sys.stdin:
@@ -368,7 +385,9 @@ def compare(args, precision, flops_per_step, peak):
         of the median tokens/s) and, with the shared part's worker too, `"split"`.
     """
     parameters, rounds = alternate_rounds(args, precision)
-    shared_flops = train_step_flops(model_config(args), args.batch_size, args.length, args.length, blocks=False)
+    shared_flops = train_step_flops(
+        model_config(args), args.batch_size, args.length, args.length, target_tokens_per_step(args), blocks=False
+    )
     results = {}
     for name, reports in rounds.items():
         flops = shared_flops if name == SHARED else flops_per_step  # the shared part: the logits' FLOPs only
@@ -496,7 +515,7 @@ def main(argv=None):
         if choice.warning:
             print(choice.warning, flush=True)
     config = model_config(args)
-    flops_per_step = train_step_flops(config, args.batch_size, args.length, args.length)
+    flops_per_step = train_step_flops(config, args.batch_size, args.length, args.length, target_tokens_per_step(args))
     peak = {dtype: matmul_peak(args.peak_size, dtype) for dtype in ("float32", "bfloat16")}
     print(
         f"matmul peak: float32 {peak['float32'] / 1e9:,.0f} GFLOP/s, bfloat16 {peak['bfloat16'] / 1e9:,.0f} GFLOP/s",

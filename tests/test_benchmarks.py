@@ -47,6 +47,10 @@ def test_flop_formula_counts_every_matmul_weight_of_the_model(name):
     assert train_throughput.train_step_flops(config, 1, 1, 1) == 6 * matmul_weights + attention
     # Batch-linear, and quadratic in length only through attention.
     assert train_throughput.train_step_flops(config, 3, 1, 1) == 3 * train_throughput.train_step_flops(config, 1, 1, 1)
+    # The logits are counted at the real target positions only: none, none of their weights' FLOPs.
+    logits_weights = config.d_model * config.target_vocab_size
+    no_targets = train_throughput.train_step_flops(config, 1, 1, 1, target_tokens=0)
+    assert no_targets == 6 * (matmul_weights - logits_weights) + attention
 
 
 def test_shared_part_holds_every_weight_of_our_model_outside_its_blocks():
