@@ -420,6 +420,16 @@ def print_report(args, results, cpu):
         print(report_row(results, *row))
     print(f"sacreBLEU: {first['test']['bleu_signature']}")
     if both:
+        peer_final = results["keras-hub"]["curve"][-1]
+        reached = minutes_to_reach(results["ours"]["curve"], peer_final["bleu"])
+        print(
+            f"ours reached keras-hub's curve BLEU at {peer_final['minutes']:.1f} min ({peer_final['bleu']:.2f}) "
+            + (
+                f"at {reached:.1f} min ({reached / peer_final['minutes']:.0%} of the time; linear between curve points)"
+                if reached is not None
+                else "never"
+            )
+        )
         same = results["ours"]["batch_fingerprint"] == results["keras-hub"]["batch_fingerprint"]
         print(f"same batches (first {FINGERPRINT_BATCHES} fingerprinted): {'yes' if same else 'NO'}")
 
@@ -479,9 +489,33 @@ def plot_model_curve(axes, args, name, result):
     )
 
 
+def minutes_to_reach(curve, bleu):
+    """The training minutes at which a curve first reaches `bleu`, linear between its points.
+
+    Args:
+        curve: the curve points of one model's results, `{"minutes", "bleu"}` each, in order.
+        bleu: the score to reach.
+
+    Returns:
+        float minutes, or None when the curve never reaches `bleu`.
+    """
+    before_minutes, before_bleu = 0.0, None
+    for point in curve:
+        if point["bleu"] >= bleu:
+            if before_bleu is None or point["bleu"] == before_bleu:
+                return point["minutes"]
+            share = (bleu - before_bleu) / (point["bleu"] - before_bleu)
+            return before_minutes + share * (point["minutes"] - before_minutes)
+        before_minutes, before_bleu = point["minutes"], point["bleu"]
+    return None
+
+
 def comparison(results):
     """The JSON's ours-against-keras-hub summary of two models' results."""
+    peer_final = results["keras-hub"]["curve"][-1]
     return {
+        "ours_minutes_to_keras_hub_final_curve_bleu": minutes_to_reach(results["ours"]["curve"], peer_final["bleu"]),
+        "keras_hub_curve_minutes": peer_final["minutes"],
         "test_bleu_ours_minus_keras_hub": round(
             results["ours"]["test"]["bleu"] - results["keras-hub"]["test"]["bleu"], 2
         ),

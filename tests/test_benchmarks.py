@@ -249,14 +249,28 @@ def test_multi30k_report_prints_the_cpu_ratios_and_bleu_differences(tmp_path, ca
     assert f"{'parameters':<34}{'31,912':>18}{'34,472':>18}{'0.93x':>18}" in lines
     assert f"{'steps':<34}{'30':>18}{'20':>18}{'1.50x':>18}" in lines
     assert f"{'test_2016 BLEU (40 sent.)':<34}{'12.50':>18}{'10.25':>18}{'+2.25':>13} BLEU" in lines
+    reached = "ours reached keras-hub's curve BLEU at 0.5 min (10.25) at 0.5 min (100% of the time;"
+    assert lines[-2] == f"{reached} linear between curve points)"
     assert lines[-1] == "same batches (first 20 fingerprinted): yes"
     assert multi30k.comparison(results) == {
+        "ours_minutes_to_keras_hub_final_curve_bleu": 0.5,
+        "keras_hub_curve_minutes": 0.5,
         "test_bleu_ours_minus_keras_hub": 2.25,
         "target_tokens_per_second_ours_over_keras_hub": 1.0,
         "steps_ours_over_keras_hub": 1.5,
         "peak_rss_ours_over_keras_hub": 1.0,
         "same_batches": True,
     }
+
+
+def test_multi30k_finds_when_a_curve_first_reaches_a_score():
+    import multi30k
+
+    curve = [{"minutes": m, "bleu": b} for m, b in ((5, 10.0), (10, 20.0), (15, 18.0), (20, 30.0))]
+    assert multi30k.minutes_to_reach(curve, 15.0) == 7.5  # halfway from 10 to 20 BLEU, 5 to 10 minutes
+    assert multi30k.minutes_to_reach(curve, 24.0) == 17.5  # from the dip at 15 minutes (18 BLEU)
+    assert multi30k.minutes_to_reach(curve, 5.0) == 5  # already at the first point
+    assert multi30k.minutes_to_reach(curve, 30.5) is None
 
 
 @pytest.mark.parametrize(
