@@ -5,6 +5,11 @@ after step, to float rounding), in every precision, with dropout, weight averagi
 padding; and it must leave the model to Keras's step where it would not be the same.
 """
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import keras
 import numpy as np
 import pytest
@@ -150,3 +155,44 @@ def test_keras_step_trains_what_packing_would_change(compile_arguments, sample_w
     assert not packed_training.applies(model, data)
     model.fit(x, y, sample_weight=data[2] if sample_weight else None, epochs=1, verbose=0)
     assert not packed_steps
+
+
+# Two replicas on two logical CPUs of one process: each packs its own half of the batch. Run in a
+# process of its own, as the devices must be set before TensorFlow starts.
+TWO_REPLICAS_SCRIPT = """
+import json, sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import test_packed_training as t
+from keras_transformer import packed_training
+
+calls = []
+step = packed_training.train_step
+packed_training.train_step = lambda model, data: calls.append(1) or step(model, data)
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+results = {}
+for pack in (True, False):
+    with strategy.scope():
+        model, history = t.fitted(pack, data=t.batches())
+    results[pack] = (history, [w.numpy() for w in model.weights])
+    results[str(pack) + "_calls"] = len(calls)
+difference = max(float(np.abs(a - b).max()) for a, b in zip(results[True][1], results[False][1]))
+print(json.dumps({"replicas": strategy.num_replicas_in_sync, "packed": results[True][0],
+                  "keras": results[False][0], "calls": results["True_calls"], "weights": difference}))
+"""
+
+
+def test_packed_step_trains_as_keras_step_on_two_replicas(tmp_path):
+    tests = str(Path(__file__).resolve().parent)
+    script = tmp_path / "two_replicas.py"
+    script.write_text(TWO_REPLICAS_SCRIPT)
+    process = subprocess.run([sys.executable, str(script), tests], capture_output=True, text=True, timeout=600)
+    assert process.returncode == 0, process.stderr[-4000:]
+    results = json.loads(process.stdout.strip().splitlines()[-1])
+    assert results["replicas"] == 2 and results["calls"] > 0
+    for name in ("loss", "accuracy", "target_tokens"):
+        np.testing.assert_allclose(results["packed"][name], results["keras"][name], rtol=1e-5)
+    assert results["weights"] < 1e-5
