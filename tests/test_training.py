@@ -364,14 +364,16 @@ class _RecordAverages(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         weights = self.last_trained = [to_numpy(w) for w in self.model.trainable_weights]
         # The momentum ramps up with the steps taken before this one (0 at the first: the first
-        # average is the weights themselves).
+        # average is the weights themselves); the average is updated every fourth step, with the
+        # momentum of four steps.
         momentum = min(self.momentum, self.steps / (self.steps + 9))
         self.momenta.append(momentum)
-        self.steps += 1
         if self.average is None:
             self.average = weights
-        else:
-            self.average = [momentum * a + (1 - momentum) * w for a, w in zip(self.average, weights)]
+        elif self.steps % 4 == 0:
+            kept = momentum**4
+            self.average = [kept * a + (1 - kept) * w for a, w in zip(self.average, weights)]
+        self.steps += 1
         if self.steps == self.check_step:
             self.trained = weights
             with averaged_weights(self.model) as swapped:
