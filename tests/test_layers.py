@@ -294,8 +294,6 @@ def run_attention_case(causality, use_output_projection, projection_activation, 
     built(layer, queries, keys, values, rng=rng)
     if single_query:
         queries = queries[:, -1:]
-    elif kind == "self":  # one tensor as queries and keys, as in a model: Q, K and V in one matmul
-        queries = keys = keras.ops.convert_to_tensor(queries)
     outputs, weights = layer(queries, keys, values, return_attention_scores=True)
     expected_outputs, expected_weights = attention_reference(layer, queries, keys, values)
     return to_numpy(outputs), to_numpy(weights), expected_outputs, expected_weights

@@ -212,25 +212,6 @@ class MultiheadAttention(keras.layers.Layer):
         heads = ops.reshape(projected, (batch, length, self.num_heads, self._head_width))  # (B, T, H, K)
         return ops.transpose(heads, (0, 2, 1, 3))  # (B, H, T, K)
 
-    def _project_together(self, inputs, projections):
-        """`inputs` through several of the projections at once, split into heads.
-
-        One matmul with the kernels side by side (`[D, n * H * K]`) gives what each Dense layer
-        gives alone; on the backward pass it also sums the three gradients that flow back into
-        one input. The weights stay the Dense layers' own.
-
-        Args:
-            inputs: float tensor `[B, T, D]`.
-            projections: the Dense layers, e.g. `(self.query_dense, self.key_dense)`.
-
-        Returns:
-            One float tensor `[B, H, T, K]` per projection, in order.
-        """
-        kernel = ops.concatenate([ops.cast(dense.kernel, self.compute_dtype) for dense in projections], axis=-1)
-        bias = ops.concatenate([ops.cast(dense.bias, self.compute_dtype) for dense in projections], axis=-1)
-        projected = ops.split(ops.matmul(inputs, kernel) + bias, len(projections), axis=-1)  # (B, T, H*K) each
-        return [self._split_heads(dense.activation(part)) for dense, part in zip(projections, projected)]
-
     def project_keys_values(self, keys, values=None):
         """Project and split the keys and values into heads, once, for `attend`.
 
@@ -244,9 +225,7 @@ class MultiheadAttention(keras.layers.Layer):
         Returns:
             `(key, value)`: float tensors `[B, H, T_k, K]`.
         """
-        if values is None or values is keys:
-            key, value = self._project_together(keys, (self.key_dense, self.value_dense))
-            return key, value
+        values = keys if values is None else values
         return self._split_heads(self.key_dense(keys)), self._split_heads(self.value_dense(values))
 
     def call(
@@ -260,23 +239,10 @@ class MultiheadAttention(keras.layers.Layer):
         return_attention_scores=False,
     ):
         queries_mask, allowed = attention_masks(queries, keys, queries_mask, keys_mask, self.causality)
-        if keys is queries and (values is None or values is keys):  # self-attention: one matmul for Q, K, V
-            query, key, value = self._project_together(queries, (self.query_dense, self.key_dense, self.value_dense))
-            return self.attend(queries, key, value, allowed, queries_mask, training, return_attention_scores, query)
         key, value = self.project_keys_values(keys, values)  # (B, H, T_k, K) each
         return self.attend(queries, key, value, allowed, queries_mask, training, return_attention_scores)
 
-    def attend(
-        self,
-        queries,
-        key,
-        value,
-        allowed,
-        queries_mask,
-        training=None,
-        return_attention_scores=False,
-        query=None,
-    ):
+    def attend(self, queries, key, value, allowed, queries_mask, training=None, return_attention_scores=False):
         """Attention of `queries` over keys and values already projected by `project_keys_values`.
 
         `call` is `project_keys_values` then `attend`; a key/value cache calls `attend` directly,
@@ -291,14 +257,11 @@ class MultiheadAttention(keras.layers.Layer):
             queries_mask: bool tensor `[B, T_q]`, True at real query positions.
             training: bool, whether dropout is active.
             return_attention_scores: bool; also return the weights `[B, H, T_q, T_k]`.
-            query: float tensor `[B, H, T_q, K]`, the queries already projected and split, or
-                None (they are projected here).
 
         Returns:
             float tensor `[B, T_q, D]`, zero at padding queries; and the weights if requested.
         """
-        if query is None:
-            query = self._split_heads(self.query_dense(queries))  # (B, H, T_q, K)
+        query = self._split_heads(self.query_dense(queries))  # (B, H, T_q, K)
         scores = self.scoring(query, key, allowed)  # float32 (B, H, T_q, T_k), masked
         weights = ops.cast(softmax_over_keys(scores), self.compute_dtype)  # (B, H, T_q, T_k)
         # Query masking (the tutorial's `outputs *= query_masks`) is applied to the returned
