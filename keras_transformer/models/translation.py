@@ -192,10 +192,10 @@ def build_transformer(config: ModelConfig) -> keras.Model:
         config: `ModelConfig`.
 
     Returns:
-        A functional `Transformer` (a `keras.Model`) with inputs `[source_ids, target_in_ids]` (int32 `[B, S]` and
-        `[B, T]`, 0 = padding, `target_in_ids` starting with `<s>`) and output logits
-        `[B, T, V_t]` (float32). Trained with `model.fit` on `((source_ids, target_in_ids),
-        target_out_ids)`.
+        A functional `Transformer` (a `keras.Model`) with inputs `[source_ids, target_in_ids]`
+        (int32 `[B, S]` and `[B, T]`, 0 = padding, `target_in_ids` starting with `<s>`) and
+        output logits `[B, T, V_t]` (float32). Trained with `model.fit` on `((source_ids,
+        target_in_ids), target_out_ids)`.
 
     Example:
     >>> model = build_transformer(preset("tiny", source_vocab_size=50, target_vocab_size=40))
