@@ -7,8 +7,9 @@ r"""Multi30k German->English in a fixed training-time budget: our Transformer ag
 One run, three steps:
 
 1. The parent process reads `train.{de,en}.gz` of `--data` and learns one WordPiece vocabulary
-   per side (`--vocab` pieces) from the training split only. They are cached in `--work-dir`,
-   keyed by size and `--train-size`, and learned outside every budget.
+   per side (`--vocab` pieces) from the training split only, or with `--joint-vocab on` one
+   vocabulary of both sides' text, used on both sides by both models. They are cached in
+   `--work-dir`, keyed by size, jointness and `--train-size`, and learned outside every budget.
 2. Each model of `--models` is trained and scored in its own subprocess (`--worker NAME`, the
    same flags), one after the other, so each gets every core and its own peak memory:
      ours        `build_transformer(preset(--preset, ...))`
@@ -24,14 +25,17 @@ One run, three steps:
    and weight averaging with momentum 0.998 (`TrainConfig.ema_momentum`, ramped up as
    `min(0.998, t / (t + 9))` at step t, so that on a slow machine the average still spans only
    about the last tenth of the steps); `--recipe tutorial` is the tutorial code's glorot
-   initialization without averaging. With averaging, our model is scored, along the curve and
+   initialization without averaging. `--embedding-sharing` shares our model's embedding tables
+   (`ModelConfig.embedding_sharing`; `all`, one table for source, target and logits, turns
+   `--joint-vocab` on unless told otherwise); keras-hub's model keeps its three tables. With averaging, our model is scored, along the curve and
    at the end, with the moving average of its weights, and the curve also records the weights
    as trained (`bleu_trained_weights`, a dashed line in the PNG). keras-hub's model trains as
    its layers come, without averaging.
    The budget is `--minutes` of training wall clock: the clock starts when `fit` starts (graph
    tracing is training time), pauses while the model is scored for the curve, and `fit` stops
    after the step that reaches the budget. The curve: greedy sacreBLEU of the first
-   `--curve-sentences` sentences of test_2016_flickr at `--curve-points` evenly spaced moments of
+   `--curve-sentences` sentences of test_2016_flickr (or, with `--curve-split validation`, of the
+   validation split: the one to choose settings by) at `--curve-points` evenly spaced moments of
    the budget, the last at its end. Then the whole test_2016_flickr (1000 sentences) is
    translated with each model's final decoding and scored with sacreBLEU and chrF:
      ours        beam search (`--beam-size`, `--length-penalty`) through the same `Translator` graph
@@ -85,7 +89,7 @@ import sacrebleu
 import tensorflow as tf
 from peers import KerasHubTransformer
 
-from keras_transformer.config import ATTENTION_INITIALIZATIONS, PRESETS, TrainConfig, preset
+from keras_transformer.config import ATTENTION_INITIALIZATIONS, EMBEDDING_SHARING, PRESETS, TrainConfig, preset
 from keras_transformer.data.parallel_text import ParallelText, read_parallel_files
 from keras_transformer.data.tokenizers import END_ID, PAD_ID, SubwordTokenizer, learn_vocabulary, write_vocabulary
 from keras_transformer.data.translation_batches import EncodedPairs, encode_pairs, make_dataset
@@ -102,8 +106,8 @@ PRECISIONS = ("auto", "float32", "mixed_bfloat16")
 WARMUP_STEPS_PER_MINUTE = 1000 / 30  # see "Warm-up" in the module docstring
 # Our model's settings by `--recipe`: what won on Multi30k (medium preset, 30 minutes), or the tutorial's.
 RECIPES = {
-    "best": {"attention_initialization": "per_head", "ema_momentum": 0.998},
-    "tutorial": {"attention_initialization": "glorot", "ema_momentum": 0.0},
+    "best": {"attention_initialization": "per_head", "ema_momentum": 0.998, "embedding_sharing": "none"},
+    "tutorial": {"attention_initialization": "glorot", "ema_momentum": 0.0, "embedding_sharing": "none"},
 }
 FINGERPRINT_BATCHES = 20  # batches hashed to check that both models train on the same ones
 MAX_CHUNKS = 1_000_000  # `fit` epochs; the budget stops training long before
@@ -130,6 +134,13 @@ def add_corpus_and_schedule_flags(parser):
     parser.add_argument("--minutes", type=float, required=True, help="Training wall-clock budget of each model.")
     parser.add_argument("--preset", default="medium", choices=sorted(PRESETS), help="Model size of both models.")
     parser.add_argument("--vocab", type=int, default=8000, help="WordPiece vocabulary size per side (at most).")
+    parser.add_argument(
+        "--joint-vocab",
+        choices=("on", "off"),
+        default=None,
+        help="Learn one --vocab-piece vocabulary from both sides' training text, used by both models on both sides "
+        "(default: on exactly when our --embedding-sharing is all).",
+    )
     parser.add_argument(
         "--max-len",
         type=int,
@@ -182,6 +193,13 @@ def add_model_and_decoding_flags(parser):
         "with, and is scored with, the moving average of its weights; 0 = off (default: --recipe's).",
     )
     parser.add_argument(
+        "--embedding-sharing",
+        default=None,
+        choices=EMBEDDING_SHARING,
+        help="Our model's shared embedding tables (ModelConfig.embedding_sharing; all needs --joint-vocab on; "
+        "default: --recipe's).",
+    )
+    parser.add_argument(
         "--beam-size", type=int, default=4, help="Beam size of our model's test translation (1: greedy)."
     )
     parser.add_argument(
@@ -202,7 +220,16 @@ def add_measurement_and_output_flags(parser):
         "--curve-points", type=int, default=6, help="Curve points, evenly spaced over the budget, the last at its end."
     )
     parser.add_argument(
-        "--curve-sentences", type=int, default=300, help="First test_2016 sentences scored (greedy) at curve points."
+        "--curve-sentences",
+        type=int,
+        default=300,
+        help="First --curve-split sentences scored (greedy) at curve points.",
+    )
+    parser.add_argument(
+        "--curve-split",
+        default="test",
+        choices=("test", "validation"),
+        help="The split the curve scores: test (test_2016_flickr) or validation (val; choose settings by this one).",
     )
     parser.add_argument("--train-size", type=int, default=0, help="First N training pairs only; 0 = all 29,000.")
     parser.add_argument("--test-size", type=int, default=0, help="First N test_2016 sentences only; 0 = all 1,000.")
@@ -233,6 +260,10 @@ def check_args(parser, args):
             setattr(args, name, value)
     if not 0 <= args.ema_momentum < 1:
         parser.error(f"--ema-momentum must be in [0, 1). Received: {args.ema_momentum}")
+    if args.joint_vocab is None:  # one vocabulary where one table embeds both sides
+        args.joint_vocab = "on" if args.embedding_sharing == "all" else "off"
+    if args.embedding_sharing == "all" and args.joint_vocab != "on":
+        parser.error("--embedding-sharing all embeds both sides with one table: it needs --joint-vocab on")
     if args.warmup is None:
         args.warmup = max(1, round(WARMUP_STEPS_PER_MINUTE * args.minutes))
     common.check_at_least(parser, args, ("warmup",), 1)
@@ -279,7 +310,8 @@ def read_split(data_dir, split, size=0):
 
 def vocabulary_paths(args):
     """`{"source": path, "target": path}` of the cached vocabularies for `--vocab`, `--train-size`."""
-    folder = Path(args.work_dir) / f"vocab{args.vocab}_train{args.train_size or 'all'}"
+    joint = "_joint" if args.joint_vocab == "on" else ""
+    folder = Path(args.work_dir) / f"vocab{args.vocab}{joint}_train{args.train_size or 'all'}"
     return {side: folder / f"{side}_vocab.txt" for side in ("source", "target")}
 
 
@@ -291,6 +323,7 @@ def vocabulary_origin(args):
         "file_bytes": [path.stat().st_size for path in train_paths],
         "train_size": args.train_size,
         "vocab": args.vocab,
+        "joint": args.joint_vocab == "on",
     }
 
 
@@ -313,8 +346,14 @@ def prepare_vocabularies(args):
         start = time.perf_counter()
         train = read_split(args.data, "train", args.train_size)
         folder.mkdir(parents=True, exist_ok=True)
-        write_vocabulary(learn_vocabulary(train.sources, args.vocab), paths["source"])
-        write_vocabulary(learn_vocabulary(train.targets, args.vocab), paths["target"])
+        if args.joint_vocab == "on":
+            joint = learn_vocabulary(list(train.sources) + list(train.targets), args.vocab)
+            vocabularies = {"source": joint, "target": joint}
+        else:
+            vocabularies = {"source": learn_vocabulary(train.sources, args.vocab)}
+            vocabularies["target"] = learn_vocabulary(train.targets, args.vocab)
+        for side, path in paths.items():
+            write_vocabulary(vocabularies[side], path)
         origin_path.write_text(json.dumps(origin, indent=2) + "\n")
         seconds = time.perf_counter() - start
     sizes = {side: sum(1 for _ in path.open(encoding="utf-8")) for side, path in paths.items()}
@@ -363,7 +402,8 @@ def report_header(args, first):
         f"{f'{args.batch_tokens} tokens' if args.batch_tokens else f'{args.batch_size} sentences'}, warm-up "
         f"{args.warmup}, lr scale {args.lr_scale:g}, {args.policy}, jit {'on' if args.jit else 'off'}, "
         f"{os.cpu_count()} CPUs; ours: {args.attention_initialization} attention initialization, "
-        f"{f'weight averaging {args.ema_momentum:g}' if args.ema_momentum else 'no weight averaging'}"
+        f"{f'weight averaging {args.ema_momentum:g}' if args.ema_momentum else 'no weight averaging'}, "
+        f"embedding sharing {args.embedding_sharing}; joint vocabulary {args.joint_vocab}"
     )
 
 
@@ -409,7 +449,12 @@ def print_report(args, results, cpu):
         ("epochs", ["train", "epochs"], "{:.2f}".format, "ratio"),
         ("target tokens/s (median chunk)", ["train", "target_tokens_per_second_median"], "{:,}".format, "ratio"),
         ("peak memory MiB", ["peak_rss_mib"], "{:,.0f}".format, "ratio"),
-        (f"curve BLEU at end (greedy, {args.curve_sentences})", ["curve", -1, "bleu"], "{:.2f}".format, "difference"),
+        (
+            f"curve BLEU at end ({SPLIT_FILES[args.curve_split][:8]}, {args.curve_sentences})",
+            ["curve", -1, "bleu"],
+            "{:.2f}".format,
+            "difference",
+        ),
         (f"test_2016 BLEU ({first['test']['sentences']} sent.)", ["test", "bleu"], "{:.2f}".format, "difference"),
         ("  decoding", ["decoding"], str),
         ("test_2016 BLEU, greedy", ["test_greedy", "bleu"], "{:.2f}".format, "difference"),
@@ -445,7 +490,7 @@ def plot_curves(args, results, path):
     for name, result in results.items():
         plot_model_curve(axes, args, name, result)
     axes.set_xlabel("training minutes (clock paused while scoring)")
-    axes.set_ylabel("sacreBLEU, test_2016_flickr")
+    axes.set_ylabel("sacreBLEU")
     axes.set_title(f"Multi30k de->en, preset {args.preset}, {args.policy}, {os.cpu_count()} CPUs")
     axes.set_xlim(left=0)
     axes.set_ylim(bottom=0)
@@ -466,7 +511,7 @@ def plot_model_curve(axes, args, name, result):
         minutes,
         [p["bleu"] for p in points],
         marker="o",
-        label=f"{name}: greedy, first {args.curve_sentences} test sentences"
+        label=f"{name}: greedy, first {args.curve_sentences} {SPLIT_FILES[args.curve_split]} sentences"
         + (", averaged weights" if averaged else ""),
     )[0]
     if averaged:
@@ -485,7 +530,7 @@ def plot_model_curve(axes, args, name, result):
         markersize=14,
         linestyle="none",
         color=line.get_color(),
-        label=f"{name}: all {result['test']['sentences']} test sentences, {result['decoding']}",
+        label=f"{name}: all {result['test']['sentences']} test_2016_flickr sentences, {result['decoding']}",
     )
 
 
@@ -714,6 +759,7 @@ def worker_train_config(args, name):
         train_size=args.train_size,
         source_vocab_size=args.vocab,
         target_vocab_size=args.vocab,
+        joint_vocab=args.joint_vocab == "on",
         steps_per_epoch=args.chunk_steps,
         batch_size=args.batch_size,
         batch_tokens=args.batch_tokens,
@@ -738,6 +784,7 @@ class WorkerData:
     target_tokenizer: SubwordTokenizer
     train_text: ParallelText
     test_text: ParallelText
+    curve_text: ParallelText  # the first --curve-sentences of --curve-split
     pairs: EncodedPairs
 
 
@@ -755,10 +802,11 @@ def load_worker_data(args):
     target_tokenizer = SubwordTokenizer(str(paths["target"]), name="target_tokenizer")
     train_text = read_split(args.data, "train", args.train_size)
     test_text = read_split(args.data, "test", args.test_size)
+    curve_text = read_split(args.data, args.curve_split, args.curve_sentences)
     pairs = encode_pairs(
         train_text.sources, train_text.targets, source_tokenizer, target_tokenizer, args.max_len, args.max_len
     )
-    return WorkerData(source_tokenizer, target_tokenizer, train_text, test_text, pairs)
+    return WorkerData(source_tokenizer, target_tokenizer, train_text, test_text, curve_text, pairs)
 
 
 def save_worker_configs(args, name, data, run_dir):
@@ -775,6 +823,7 @@ def save_worker_configs(args, name, data, run_dir):
         max_source_len=args.max_len,
         max_target_len=args.max_len,
         attention_initialization=args.attention_initialization,
+        embedding_sharing=args.embedding_sharing if name == "ours" else "none",
     )
     model_config.save(run_dir / MODEL_CONFIG_FILE)
     train_config = worker_train_config(args, name)
@@ -828,7 +877,7 @@ def training_batches(args, pairs):
     return fingerprint, make_dataset(pairs, seed=args.seed, **batching)
 
 
-def train_in_budget(args, model, train_data, greedy, test_text):
+def train_in_budget(args, model, train_data, greedy, curve_text):
     """`model.fit` until the training clock reaches `--minutes`, scoring the curve on the way.
 
     Returns:
@@ -841,7 +890,7 @@ def train_in_budget(args, model, train_data, greedy, test_text):
     curve = BleuCurve(
         clock,
         greedy,
-        test_text.head(args.curve_sentences),
+        curve_text,
         [budget * i / args.curve_points for i in range(1, args.curve_points)],
     )
     fit_start = time.perf_counter()
@@ -940,7 +989,7 @@ def run_worker(args):
     )
     fingerprint, train_data = training_batches(args, data.pairs)
     greedy = translator(1)
-    history, clock, curve, fit_seconds = train_in_budget(args, model, train_data, greedy, data.test_text)
+    history, clock, curve, fit_seconds = train_in_budget(args, model, train_data, greedy, data.curve_text)
     peak_after_training = common.peak_rss_mib()
     train = training_summary(args, history, clock, data.pairs)
     print(

@@ -127,6 +127,8 @@ ATTENTION_SCORES = ("scaled_dot", "dot", "additive", "bilinear", "cosine")
 
 
 PROJECTION_ACTIVATIONS = ("linear", "relu")
+# Which of a translation model's [V, D] tables are one (`ModelConfig.embedding_sharing`).
+EMBEDDING_SHARING = ("none", "decoder", "all")
 # The attention options of every model kind: (default, help, choices) of each field.
 _ATTENTION_OPTIONS = {
     "use_output_projection": (True, "Apply the paper's attention output projection W^O (the tutorial omits it).", None),
@@ -206,10 +208,27 @@ class ModelConfig(_JsonConfig):
     projection_activation: str = _attention_field("projection_activation")
     attention_initialization: str = _attention_field("attention_initialization")
     attention_score: str = _attention_field("attention_score")
+    embedding_sharing: str = _field(
+        "none",
+        "Embedding tables that are one (paper section 3.4): none (three tables: source, target, output logits); "
+        "decoder (the target embedding table also computes the logits, h E^T); all (one table for source, target "
+        "and logits: needs one vocabulary for both sides, --joint-vocab true).",
+        choices=EMBEDDING_SHARING,
+    )
 
     def validate(self):
         _check_positive(self, "source_vocab_size", "target_vocab_size", "max_source_len", "max_target_len")
         _check_model_sizes(self)
+        if self.embedding_sharing not in EMBEDDING_SHARING:
+            raise ValueError(
+                f"`embedding_sharing` must be one of {EMBEDDING_SHARING}. Received: {self.embedding_sharing!r}"
+            )
+        if self.embedding_sharing == "all" and self.source_vocab_size != self.target_vocab_size:
+            raise ValueError(
+                "embedding_sharing='all' uses one table for both sides, so the vocabularies must be one (a joint "
+                f"vocabulary). Received: source_vocab_size={self.source_vocab_size}, "
+                f"target_vocab_size={self.target_vocab_size}"
+            )
         return self
 
 

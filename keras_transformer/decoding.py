@@ -160,7 +160,7 @@ class _CachedDecoder:
         for block, cache, cross_cache in zip(layers.decoder_blocks, caches, self.cross_caches):
             hidden, cache = block.decode_step(hidden, index, cache, cross_cache, target_mask, self.source_mask)
             new_caches.append(cache)
-        logits = layers.output_projection(hidden)[:, 0, :]  # (B*k, V)
+        logits = layers.logits(hidden)[:, 0, :]  # (B*k, V)
         return _log_probs(logits), new_caches
 
 

@@ -157,7 +157,7 @@ class LanguageModelTask:
                 "batch, split across the replicas; use at least one text per replica"
             )
 
-    def check_new_run(self, train_config):
+    def check_new_run(self, train_config, model_config):
         """A vocabulary already in the new run directory must suit the task."""
         _check_vocabulary(Path(train_config.run_dir) / VOCAB_FILE, self.name)
 

@@ -75,7 +75,7 @@ def train_step(model, data):
     with tf.GradientTape() as tape:
         memory, source_mask = encode(layers, source_ids, training=True)
         states = decoder_states(layers, target_in_ids, memory, source_mask, training=True)  # (B, T, D)
-        logits = layers.output_projection(tf.boolean_mask(states, real))[None]  # (1, N, V) float32
+        logits = layers.logits(tf.boolean_mask(states, real))[None]  # (1, N, V) float32
         loss = model.compute_loss(x=x, y=packed_labels, y_pred=logits, training=True)
         # As Keras's step: the tracker records the loss unscaled by the replicas, per sentence.
         model._loss_tracker.update_state(loss * _replicas(), sample_weight=tf.shape(labels)[0])

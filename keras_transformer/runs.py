@@ -226,7 +226,7 @@ def prepare_run(train_config, model_overrides=None, resume=False, log=print, rep
     task = task_of(train_config)
     model_config = task.model_config(train_config.preset, model_overrides or {})
     task.check_global_batch(train_config, model_config, replicas)
-    task.check_new_run(train_config)
+    task.check_new_run(train_config, model_config)
     run_dir.mkdir(parents=True, exist_ok=True)
     # Both configs at once (the vocabulary sizes are filled in later): a run killed from here on
     # can be resumed.
@@ -579,8 +579,13 @@ class TranslationTask:
     def check_global_batch(self, train_config, model_config, replicas):
         _check_global_batch(train_config, model_config, replicas)
 
-    def check_new_run(self, train_config):
-        """Nothing to check before a new translation run directory is made."""
+    def check_new_run(self, train_config, model_config):
+        """One embedding table for both sides needs one vocabulary for both sides."""
+        if model_config.embedding_sharing == "all" and not train_config.joint_vocab:
+            raise RunError(
+                "--embedding-sharing all embeds source and target with one table, so both sides need one "
+                "vocabulary: add --joint-vocab true (or share the decoder's tables only: --embedding-sharing decoder)"
+            )
 
     def read_and_encode(self, train_config, model_config, log):
         return _read_and_encode(train_config, model_config, log)

@@ -5,6 +5,7 @@ Not of speed: the benchmarks measure that. `benchmarks/` holds scripts, so its f
 """
 
 import argparse
+import gzip
 import importlib
 import json
 import os
@@ -287,6 +288,40 @@ def test_multi30k_trains_ours_by_the_best_recipe_unless_told_otherwise(tmp_path,
 
     args = multi30k.parse_args(["--data", str(multi30k_folder(tmp_path)), "--minutes", "30", *flags])
     assert (args.attention_initialization, args.ema_momentum) == (initialization, momentum)
+
+
+def test_multi30k_refuses_one_shared_table_over_two_vocabularies(tmp_path, capsys):
+    import multi30k
+
+    flags = ["--minutes", "30", "--embedding-sharing", "all", "--joint-vocab", "off"]
+    with pytest.raises(SystemExit):
+        multi30k.parse_args(["--data", str(multi30k_folder(tmp_path)), *flags])
+    assert "all embeds both sides with one table: it needs --joint-vocab on" in capsys.readouterr().err
+
+
+def test_multi30k_joint_vocabulary_is_one_vocabulary_learned_from_both_sides(tmp_path):
+    import multi30k
+
+    data = tmp_path / "data"
+    data.mkdir()
+    sentences = {"de": "ein hund läuft über die wiese", "en": "a dog runs across the meadow"}
+    for split in ("train", "val", "test_2016_flickr"):
+        for language, sentence in sentences.items():
+            with gzip.open(data / f"{split}.{language}.gz", "wt", encoding="utf-8") as file:
+                file.write(f"{sentence}\n" * 20)
+    flags = ["--data", str(data), "--minutes", "1", "--vocab", "200", "--work-dir", str(tmp_path / "work")]
+    paths = {}
+    for joint in ("on", "off"):
+        args = multi30k.parse_args([*flags, "--joint-vocab", joint])
+        sizes = multi30k.prepare_vocabularies(args)
+        paths[joint] = multi30k.vocabulary_paths(args)
+        source, target = (set(paths[joint][side].read_text().split()) for side in ("source", "target"))
+        assert {"hund", "wiese"} <= source and {"dog", "meadow"} <= target
+        if joint == "on":
+            assert source == target and sizes["source_size"] == sizes["target_size"]
+        else:
+            assert "dog" not in source and "hund" not in target
+    assert paths["on"]["source"].parent != paths["off"]["source"].parent  # cached apart
 
 
 def test_decode_json_records_the_cpu_beside_the_versions():

@@ -116,12 +116,24 @@ def test_greedy_decode_equals_python_loop_reference(decoding_model, use_cache):
         # the one that divides by norms (of the cache's empty, all-zero slots too).
         {"attention_score": "additive"},
         {"attention_score": "cosine"},
+        # The logits from the target embedding table; under "all", the source's too.
+        {"embedding_sharing": "decoder"},
+        {"embedding_sharing": "all", "source_vocab_size": 9},
     ],
-    ids=["default", "learned-positions", "tutorial-attention", "deeper", "additive-score", "cosine-score"],
+    ids=[
+        "default",
+        "learned-positions",
+        "tutorial-attention",
+        "deeper",
+        "additive-score",
+        "cosine-score",
+        "decoder-sharing",
+        "all-sharing",
+    ],
 )
 def test_cached_greedy_is_token_for_token_the_uncached_decode(overrides):
     model = tiny_model(seed=11, target_vocab_size=9, max_target_len=10, **overrides)
-    source = ids([3, 6, 1, 5], 6, V_S, np.random.default_rng(2))
+    source = ids([3, 6, 1, 5], 6, overrides.get("source_vocab_size", V_S), np.random.default_rng(2))
     uncached, uncached_scores = greedy_decode(model, source, 10, use_cache=False)
     cached, cached_scores = greedy_decode(model, source, 10)
     np.testing.assert_array_equal(to_numpy(cached), to_numpy(uncached))

@@ -12,13 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import serving_op_lists
+from conftest import TINY_MODEL, serving_op_lists, tiny_train_config
 from google.protobuf import text_format
 from tensorflow_serving.apis import prediction_log_pb2
 from tensorflow_serving.config import model_server_config_pb2
 
 from keras_transformer import runs
 from keras_transformer.cli import main
+from keras_transformer.config import ModelConfig
 from keras_transformer.export import (
     WARMUP_FILE,
     export_translator,
@@ -136,6 +137,29 @@ def test_export_op_set_runs_on_tf_serving_2_12(trained_run):
     assert "WordpieceTokenizeWithOffsets" in used  # the tokenizer really is in the graph
     assert "TopKV2" in used  # and so is beam search
     assert used - core - text_ops == set()
+
+
+def test_one_shared_table_needs_a_joint_vocabulary_and_says_so_before_making_the_run(tmp_path):
+    config = tiny_train_config(tmp_path)
+    with pytest.raises(runs.RunError, match="--joint-vocab true"):
+        runs.train(config, {**TINY_MODEL, "embedding_sharing": "all"}, log=lambda line: None, verbose=0)
+    assert not Path(config.run_dir).exists()
+
+
+def test_a_run_with_one_shared_table_exports_a_servable_translator(tmp_path):
+    config = tiny_train_config(tmp_path, joint_vocab=True, source_vocab_size=150, epochs=1)
+    summary = runs.train(config, {**TINY_MODEL, "embedding_sharing": "all"}, log=lambda line: None, verbose=0)
+    model_config = ModelConfig.load(Path(config.run_dir) / runs.MODEL_CONFIG_FILE)
+    assert model_config.embedding_sharing == "all"
+    assert model_config.source_vocab_size == model_config.target_vocab_size <= 150
+    _, _, model, translator = runs.load_run(config.run_dir)
+    tables = [weight for weight in model.weights if weight.path.endswith("embeddings")]
+    assert [tuple(table.shape) for table in tables] == [(model_config.target_vocab_size, model_config.d_model)]
+    texts = ["21.03.1987", "Sat 21 Mar 1987", ""]
+    served = tf.saved_model.load(summary["export_path"]).signatures["serving_default"](text=tf.constant(texts))
+    assert list(served["translation"].numpy()) == list(translator.translate(tf.constant(texts))["translation"].numpy())
+    core, text_ops = serving_op_lists()
+    assert saved_model_op_types(summary["export_path"]) - core - text_ops == set()
 
 
 @pytest.fixture(scope="module")

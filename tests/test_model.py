@@ -18,7 +18,7 @@ import json
 import keras
 import numpy as np
 import pytest
-from conftest import V_S, V_T, B, H, N, S, T, ids, pad, tiny_config, tiny_model, to_numpy
+from conftest import V_S, V_T, B, D, H, N, S, T, ids, pad, tiny_config, tiny_model, to_numpy
 
 from keras_transformer import masks
 from keras_transformer.config import PRESETS, ModelConfig, preset
@@ -32,6 +32,12 @@ ATOL = 1e-5
 @pytest.fixture(scope="module")
 def model():
     return tiny_model()
+
+
+def shared_model(embedding_sharing="none", **overrides):
+    """`tiny_model` with `embedding_sharing`; under "all" its one table holds the source's V_S ids."""
+    sizes = {"target_vocab_size": V_S} if embedding_sharing == "all" else {}
+    return tiny_model(embedding_sharing=embedding_sharing, **sizes, **overrides)
 
 
 @pytest.fixture
@@ -71,7 +77,7 @@ def run_blocks(model, source, target_in, explicit_masks=True):
             output = block(hidden, memory)
         decoder_io.append((to_numpy(hidden), to_numpy(output)))
         hidden = output
-    return encoder_io, decoder_io, to_numpy(layers.output_projection(hidden))
+    return encoder_io, decoder_io, to_numpy(layers.logits(hidden))
 
 
 # ---------------------------------------------------------------------------
@@ -85,6 +91,8 @@ def expected_parameter_count(config):
         W^O) + its LayerNorm 2D, feed-forward 2DF + F + D + its LayerNorm 2D;
     decoder block: two attentions with their LayerNorms, plus the feed-forward and its LayerNorm;
     output projection D V_t + V_t; learned positions max_source_len D + max_target_len D.
+    Shared tables (`embedding_sharing`) drop the output projection ("decoder"), and the source
+    table too ("all").
     """
     d, f = config.d_model, config.d_ff
     attention = (4 * d * d + 4 * d) if config.use_output_projection else (3 * d * d + 3 * d)
@@ -92,13 +100,11 @@ def expected_parameter_count(config):
     feed_forward = 2 * d * f + f + d
     encoder_block = attention + layer_norm + feed_forward + layer_norm
     decoder_block = 2 * (attention + layer_norm) + feed_forward + layer_norm
-    count = (
-        config.source_vocab_size * d
-        + config.target_vocab_size * d
-        + config.num_blocks * (encoder_block + decoder_block)
-        + d * config.target_vocab_size
-        + config.target_vocab_size
-    )
+    count = config.target_vocab_size * d + config.num_blocks * (encoder_block + decoder_block)
+    if config.embedding_sharing != "all":
+        count += config.source_vocab_size * d
+    if config.embedding_sharing == "none":
+        count += d * config.target_vocab_size + config.target_vocab_size
     if config.learned_positions:
         count += config.max_source_len * d + config.max_target_len * d
     return count
@@ -113,8 +119,19 @@ def expected_parameter_count(config):
         tiny_config(learned_positions=True, max_source_len=7, max_target_len=9),
         tiny_config(num_blocks=3, d_ff=24, source_vocab_size=30, target_vocab_size=20),
         preset("tiny", source_vocab_size=50, target_vocab_size=40),
+        tiny_config(embedding_sharing="decoder"),
+        tiny_config(embedding_sharing="all", source_vocab_size=V_T),
     ],
-    ids=["default", "no_output_projection", "tutorial_relu", "learned_positions", "three_blocks", "preset_tiny"],
+    ids=[
+        "default",
+        "no_output_projection",
+        "tutorial_relu",
+        "learned_positions",
+        "three_blocks",
+        "preset_tiny",
+        "decoder_sharing",
+        "all_sharing",
+    ],
 )
 def test_parameter_count_follows_closed_form_formula(config):
     model = build_transformer(config)
@@ -136,10 +153,14 @@ def test_encoder_block_has_about_12_d_squared_parameters_when_d_ff_is_4d(d_model
 # ---------------------------------------------------------------------------
 # Padding
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize("learned_positions", [False, True], ids=["sinusoids", "learned"])
+@pytest.mark.parametrize(
+    "overrides",
+    [{}, {"learned_positions": True}, {"embedding_sharing": "decoder"}, {"embedding_sharing": "all"}],
+    ids=["sinusoids", "learned", "decoder_sharing", "all_sharing"],
+)
 @pytest.mark.parametrize("extra_source, extra_target", [(3, 0), (0, 3), (2, 4)], ids=["source", "target", "both"])
-def test_appending_padding_changes_no_real_logit_and_not_the_loss(extra_source, extra_target, learned_positions):
-    model = tiny_model(learned_positions=learned_positions)
+def test_appending_padding_changes_no_real_logit_and_not_the_loss(extra_source, extra_target, overrides):
+    model = shared_model(**overrides)
     rng = np.random.default_rng(1)
     source = ids([3, S], S, V_S, rng)
     target_in = ids([2, T], T, V_T, rng, start=True)
@@ -148,7 +169,7 @@ def test_appending_padding_changes_no_real_logit_and_not_the_loss(extra_source, 
     logits = to_numpy(model([source, target_in]))
     padded_logits = to_numpy(model([pad(source, extra_source), pad(target_in, extra_target)]))
 
-    assert padded_logits.shape == (B, T + extra_target, V_T)
+    assert padded_logits.shape == (B, T + extra_target, model.output_shape[-1])
     real = target_in != PAD_ID
     np.testing.assert_allclose(padded_logits[:, :T][real], logits[real], atol=ATOL, rtol=0)
 
@@ -230,7 +251,9 @@ def test_changing_a_source_token_changes_the_logits_of_that_sentence_only(model,
 # ---------------------------------------------------------------------------
 # Round trips
 # ---------------------------------------------------------------------------
-def test_keras_file_save_load_round_trip_gives_identical_logits(model, batch, tmp_path):
+@pytest.mark.parametrize("embedding_sharing", ["none", "decoder", "all"])
+def test_keras_file_save_load_round_trip_gives_identical_logits(embedding_sharing, batch, tmp_path):
+    model = shared_model(embedding_sharing)
     source, target_in, _ = batch
     path = tmp_path / "transformer.keras"
     model.save(path)
@@ -241,11 +264,17 @@ def test_keras_file_save_load_round_trip_gives_identical_logits(model, batch, tm
 
 @pytest.mark.parametrize(
     "overrides",
-    [{}, {"use_output_projection": False, "projection_activation": "relu"}, {"learned_positions": True}],
-    ids=["default", "tutorial", "learned_positions"],
+    [
+        {},
+        {"use_output_projection": False, "projection_activation": "relu"},
+        {"learned_positions": True},
+        {"embedding_sharing": "decoder"},
+        {"embedding_sharing": "all"},
+    ],
+    ids=["default", "tutorial", "learned_positions", "decoder_sharing", "all_sharing"],
 )
 def test_from_config_rebuilds_model_with_same_parameter_count_and_layers(overrides):
-    model = tiny_model(**overrides)
+    model = shared_model(**overrides)
     rebuilt = keras.Model.from_config(model.get_config())
     assert rebuilt.count_params() == model.count_params()
     assert [layer.name for layer in rebuilt.layers] == [layer.name for layer in model.layers]
@@ -310,11 +339,49 @@ def test_unknown_json_key_raises_value_error(tmp_path):
         ({"num_blocks": 2.0}, r"`num_blocks` must be a positive int"),
         ({"dropout_rate": 1.0}, r"`dropout_rate` must be in \[0, 1\)"),
         ({"projection_activation": "gelu"}, r"`projection_activation` must be 'linear' or 'relu'"),
+        ({"embedding_sharing": "encoder"}, r"`embedding_sharing` must be one of \('none', 'decoder', 'all'\)"),
+        (
+            {"embedding_sharing": "all", "source_vocab_size": 12, "target_vocab_size": 10},
+            r"the vocabularies must be one .*source_vocab_size=12, target_vocab_size=10",
+        ),
     ],
 )
 def test_invalid_model_config_values_raise_value_error(overrides, match):
     with pytest.raises(ValueError, match=match):
         ModelConfig(**overrides).validate()
+
+
+# ---------------------------------------------------------------------------
+# Shared embedding tables
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("embedding_sharing", ["decoder", "all"])
+def test_shared_table_computes_the_logits_as_decoder_states_times_its_transpose(embedding_sharing, batch):
+    model = shared_model(embedding_sharing)
+    source, target_in, _ = batch
+    _, decoder_io, logits = run_blocks(model, source, target_in)
+    table = to_numpy(TransformerLayers.from_model(model).target_embedding.embeddings)  # (V_t, D)
+    np.testing.assert_allclose(logits, decoder_io[-1][1] @ table.T, atol=ATOL, rtol=0)  # no bias
+    np.testing.assert_allclose(to_numpy(model([source, target_in])), logits, atol=ATOL, rtol=0)
+    assert "logits" not in [layer.name for layer in model.layers]
+
+
+def test_all_sharing_embeds_source_and_target_ids_with_one_table():
+    model = shared_model("all")
+    layers = TransformerLayers.from_model(model)
+    tables = [weight for weight in model.weights if weight.path.endswith("embeddings")]
+    assert len(tables) == 1 and layers.source_embedding is layers.target_embedding
+    token_ids = np.array([[1, 5, V_S - 1, 0]])
+    want = np.sqrt(D) * to_numpy(tables[0])[token_ids] * (token_ids != PAD_ID)[..., None]  # (1, 4, D)
+    for embedding in (layers.source_embedding, layers.target_embedding):
+        np.testing.assert_allclose(to_numpy(embedding(token_ids)), want, atol=ATOL, rtol=0)
+
+
+def test_decoder_sharing_keeps_two_tables_of_their_own_sizes():
+    model = shared_model("decoder")
+    layers = TransformerLayers.from_model(model)
+    assert layers.output_projection is None and layers.source_embedding is not layers.target_embedding
+    shapes = sorted(tuple(weight.shape) for weight in model.weights if weight.path.endswith("embeddings"))
+    assert shapes == sorted([(V_S, D), (V_T, D)])
 
 
 # ---------------------------------------------------------------------------

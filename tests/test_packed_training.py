@@ -44,7 +44,7 @@ def batches(extra_padding=0):
     return made
 
 
-def fitted(pack, precision="float32", data=None, dropout_rate=0.1, ema_momentum=0.0):
+def fitted(pack, precision="float32", data=None, dropout_rate=0.1, ema_momentum=0.0, embedding_sharing="none"):
     """A seeded tiny model, compiled and fitted one step per batch of `data`.
 
     Compiled with `compile_transformer`'s loss and metrics, and plain gradient descent (with
@@ -57,7 +57,9 @@ def fitted(pack, precision="float32", data=None, dropout_rate=0.1, ema_momentum=
     """
     keras.utils.set_random_seed(0)
     with dtype_policy(precision):
-        model = build_transformer(tiny_config(dropout_rate=dropout_rate))
+        # One table for both sides holds both vocabularies' ids.
+        sizes = {"source_vocab_size": V_S, "target_vocab_size": V_S} if embedding_sharing == "all" else {}
+        model = build_transformer(tiny_config(dropout_rate=dropout_rate, embedding_sharing=embedding_sharing, **sizes))
     optimizer = keras.optimizers.SGD(0.5, use_ema=ema_momentum > 0, ema_momentum=ema_momentum or 0.99)
     model.compile(optimizer, MaskedLabelSmoothedLoss(0.1), metrics=[MaskedAccuracy(), TargetTokens()])
     model.pack_targets = pack
@@ -86,7 +88,14 @@ def packed_steps(monkeypatch):
 
 @pytest.mark.parametrize(
     "precision, settings",
-    [("float32", {}), ("float32", {"ema_momentum": 0.5}), ("mixed_bfloat16", {}), ("mixed_float16", {})],
+    [
+        ("float32", {}),
+        ("float32", {"ema_momentum": 0.5}),
+        ("mixed_bfloat16", {}),
+        ("mixed_float16", {}),
+        ("float32", {"embedding_sharing": "decoder"}),
+        ("mixed_bfloat16", {"embedding_sharing": "all"}),
+    ],
 )
 def test_packed_step_trains_as_keras_step(packed_steps, precision, settings):  # mixed_float16: loss scaling
     keras_model, keras_history = fitted(False, precision, **settings)

@@ -8,6 +8,10 @@ tutorial's `Graph` does:
                   -> DecoderBlock x N (causal self-attention, attention over memory, FFN)
                   -> Dense(V_t) = logits
 
+With `ModelConfig.embedding_sharing`, tables are shared as in the paper (section 3.4): "decoder"
+computes the logits with the target embedding table (`h E_t^T`, no Dense), "all" also embeds the
+source with it (one `[V, D]` table, one vocabulary for both sides).
+
 The wiring is written once, in `encode` and `decode`, which run on Keras symbolic tensors to
 build the model and on real tensors to decode step by step or to collect attention weights.
 Padding masks come from the token ids (id 0), passed to every block explicitly; the layers'
@@ -23,12 +27,16 @@ from keras_transformer.layers import DecoderBlock, EncoderBlock, PositionalEncod
 from keras_transformer.layers.blocks import block_arguments
 from keras_transformer.masks import padding_mask
 
+SHARED = "embedding"  # the one table's layer name under embedding_sharing="all"
+
 
 @dataclasses.dataclass
 class TransformerLayers:
     """The layers of one Transformer, by role.
 
     Create them with `create`, or find them in a built model with `from_model`.
+    `output_projection` is None when the logits use the target embedding table, and
+    `source_embedding` is `target_embedding` (one layer, named "embedding") when all are shared.
     """
 
     source_embedding: TokenEmbedding
@@ -39,7 +47,7 @@ class TransformerLayers:
     target_dropout: keras.layers.Dropout
     encoder_blocks: list
     decoder_blocks: list
-    output_projection: keras.layers.Dense
+    output_projection: keras.layers.Dense | None
 
     @classmethod
     def create(cls, config: ModelConfig):
@@ -47,32 +55,47 @@ class TransformerLayers:
             return PositionalEncoding(learned=config.learned_positions, max_length=max_length, name=name)
 
         block_args = block_arguments(config)
+        if config.embedding_sharing == "all":
+            source_embedding = target_embedding = TokenEmbedding(config.target_vocab_size, config.d_model, name=SHARED)
+        else:
+            source_embedding = TokenEmbedding(config.source_vocab_size, config.d_model, name="source_embedding")
+            target_embedding = TokenEmbedding(config.target_vocab_size, config.d_model, name="target_embedding")
+        output_projection = None
+        if config.embedding_sharing == "none":
+            # Logits stay float32 under mixed precision, for a stable softmax and loss.
+            output_projection = keras.layers.Dense(config.target_vocab_size, dtype="float32", name="logits")
         return cls(
-            source_embedding=TokenEmbedding(config.source_vocab_size, config.d_model, name="source_embedding"),
-            target_embedding=TokenEmbedding(config.target_vocab_size, config.d_model, name="target_embedding"),
+            source_embedding=source_embedding,
+            target_embedding=target_embedding,
             source_positions=positions("source_positions", config.max_source_len),
             target_positions=positions("target_positions", config.max_target_len),
             source_dropout=keras.layers.Dropout(config.dropout_rate, name="source_dropout"),
             target_dropout=keras.layers.Dropout(config.dropout_rate, name="target_dropout"),
             encoder_blocks=[EncoderBlock(**block_args, name=f"encoder_block_{i}") for i in range(config.num_blocks)],
             decoder_blocks=[DecoderBlock(**block_args, name=f"decoder_block_{i}") for i in range(config.num_blocks)],
-            # Logits stay float32 under mixed precision, for a stable softmax and loss.
-            output_projection=keras.layers.Dense(config.target_vocab_size, dtype="float32", name="logits"),
+            output_projection=output_projection,
         )
 
     @classmethod
     def from_model(cls, model: keras.Model):
-        names = [layer.name for layer in model.layers]
+        layers = {layer.name: layer for layer in model.layers}
         return cls(
+            source_embedding=layers.get("source_embedding") or layers[SHARED],
+            target_embedding=layers.get("target_embedding") or layers[SHARED],
             **{
-                field.name: model.get_layer(field.name)
-                for field in dataclasses.fields(cls)
-                if field.name not in ("encoder_blocks", "decoder_blocks", "output_projection")
+                name: layers[name]
+                for name in ("source_positions", "target_positions", "source_dropout", "target_dropout")
             },
-            encoder_blocks=[model.get_layer(n) for n in names if n.startswith("encoder_block_")],
-            decoder_blocks=[model.get_layer(n) for n in names if n.startswith("decoder_block_")],
-            output_projection=model.get_layer("logits"),
+            encoder_blocks=[layer for name, layer in layers.items() if name.startswith("encoder_block_")],
+            decoder_blocks=[layer for name, layer in layers.items() if name.startswith("decoder_block_")],
+            output_projection=layers.get("logits"),
         )
+
+    def logits(self, hidden):
+        """The output logits of decoder states: `[B, T, D]` -> float32 `[B, T, V_t]`."""
+        if self.output_projection is None:
+            return self.target_embedding(hidden, reverse=True)
+        return self.output_projection(hidden)
 
 
 def _collect_weights(block_outputs, weights, return_attention_scores):
@@ -158,8 +181,8 @@ def decode(layers: TransformerLayers, target_in_ids, memory, source_mask, traini
     states = decoder_states(layers, target_in_ids, memory, source_mask, training, return_attention_scores)
     if return_attention_scores:
         hidden, weights = states
-        return layers.output_projection(hidden), weights  # (B, T, V_t)
-    return layers.output_projection(states)  # (B, T, V_t)
+        return layers.logits(hidden), weights  # (B, T, V_t)
+    return layers.logits(states)  # (B, T, V_t)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

@@ -22,7 +22,14 @@ import numpy as np
 
 from keras_transformer.config import ModelConfig, TrainConfig
 from keras_transformer.decoding import beam_search, greedy_decode
-from keras_transformer.layers import Attention, AttentionScore, EncoderBlock, MultiheadAttention, PositionalEncoding
+from keras_transformer.layers import (
+    Attention,
+    AttentionScore,
+    EncoderBlock,
+    MultiheadAttention,
+    PositionalEncoding,
+    TokenEmbedding,
+)
 from keras_transformer.models import KeyValueLookup, build_transformer
 from keras_transformer.special_tokens import START_ID
 from keras_transformer.training import compile_transformer
@@ -80,7 +87,8 @@ def layer_cases():
     `DecoderBlock`, and in them `MultiheadAttention` (scaled dot product, causal and not),
     `FeedForward`, `LayerNorm` and `AttentionScore("scaled_dot")`; these cases add learned
     positions, the document's configuration (no `W^O`, no LayerNorm), the four other score
-    functions, the single-head `Attention` (soft and hard) and the lookup model. `make_layer()`
+    functions, the single-head `Attention` (soft and hard), the lookup model and the logits of a
+    shared embedding table. `make_layer()`
     makes the layer, `inputs` is a dict of NumPy arrays, `call(layer, inputs)` runs the layer on
     them and returns an array or a nest of arrays.
     """
@@ -132,6 +140,12 @@ def layer_cases():
             lambda layer, a: layer(a["q"], a["k"], a["allowed"]),
         ),
         "key_value_lookup": (lambda: KeyValueLookup(6, 5, D), lookup, lambda layer, a: layer(a)),
+        # The logits of a model that shares its embedding table (`embedding_sharing`): h E^T.
+        "embedding_table_logits": (
+            lambda: TokenEmbedding(V_T, D),
+            {"y": y},
+            lambda layer, a: layer(a["y"], reverse=True),
+        ),
     }
 
 
