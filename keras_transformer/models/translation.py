@@ -80,8 +80,8 @@ class TransformerLayers:
     def from_model(cls, model: keras.Model):
         layers = {layer.name: layer for layer in model.layers}
         return cls(
-            source_embedding=layers.get("source_embedding") or layers[SHARED],
-            target_embedding=layers.get("target_embedding") or layers[SHARED],
+            source_embedding=layers.get("source_embedding", layers.get(SHARED)),
+            target_embedding=layers.get("target_embedding", layers.get(SHARED)),
             **{
                 name: layers[name]
                 for name in ("source_positions", "target_positions", "source_dropout", "target_dropout")
