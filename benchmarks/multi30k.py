@@ -91,7 +91,13 @@ from peers import KerasHubTransformer
 
 from keras_transformer.config import ATTENTION_INITIALIZATIONS, EMBEDDING_SHARING, PRESETS, TrainConfig, preset
 from keras_transformer.data.parallel_text import ParallelText, read_parallel_files
-from keras_transformer.data.tokenizers import END_ID, PAD_ID, SubwordTokenizer, learn_vocabulary, write_vocabulary
+from keras_transformer.data.tokenizers import (
+    END_ID,
+    PAD_ID,
+    SubwordTokenizer,
+    learn_translation_vocabularies,
+    write_vocabulary,
+)
 from keras_transformer.data.translation_batches import EncodedPairs, encode_pairs, make_dataset
 from keras_transformer.evaluation import score_translations, translate_texts
 from keras_transformer.models import build_transformer
@@ -346,12 +352,8 @@ def prepare_vocabularies(args):
         start = time.perf_counter()
         train = read_split(args.data, "train", args.train_size)
         folder.mkdir(parents=True, exist_ok=True)
-        if args.joint_vocab == "on":
-            joint = learn_vocabulary(list(train.sources) + list(train.targets), args.vocab)
-            vocabularies = {"source": joint, "target": joint}
-        else:
-            vocabularies = {"source": learn_vocabulary(train.sources, args.vocab)}
-            vocabularies["target"] = learn_vocabulary(train.targets, args.vocab)
+        joint = args.joint_vocab == "on"
+        vocabularies = learn_translation_vocabularies(train.sources, train.targets, args.vocab, args.vocab, joint)
         for side, path in paths.items():
             write_vocabulary(vocabularies[side], path)
         origin_path.write_text(json.dumps(origin, indent=2) + "\n")
@@ -450,7 +452,7 @@ def print_report(args, results, cpu):
         ("target tokens/s (median chunk)", ["train", "target_tokens_per_second_median"], "{:,}".format, "ratio"),
         ("peak memory MiB", ["peak_rss_mib"], "{:,.0f}".format, "ratio"),
         (
-            f"curve BLEU at end ({SPLIT_FILES[args.curve_split][:8]}, {args.curve_sentences})",
+            f"curve BLEU, end ({args.curve_split} {args.curve_sentences})",
             ["curve", -1, "bleu"],
             "{:.2f}".format,
             "difference",
@@ -530,7 +532,7 @@ def plot_model_curve(axes, args, name, result):
         markersize=14,
         linestyle="none",
         color=line.get_color(),
-        label=f"{name}: all {result['test']['sentences']} test_2016_flickr sentences, {result['decoding']}",
+        label=f"{name}: all {result['test']['sentences']} {SPLIT_FILES['test']} sentences, {result['decoding']}",
     )
 
 

@@ -32,7 +32,7 @@ import tensorflow as tf
 from keras_transformer.checkpoints import CheckpointError, PeriodicCheckpoint, checkpoint_path, restore_checkpoint
 from keras_transformer.config import DECODING_FIELDS, LanguageModelConfig, ModelConfig, TrainConfig, preset
 from keras_transformer.data.parallel_text import load_corpus
-from keras_transformer.data.tokenizers import SubwordTokenizer, learn_vocabulary, normalize_text, write_vocabulary
+from keras_transformer.data.tokenizers import SubwordTokenizer, learn_translation_vocabularies, write_vocabulary
 from keras_transformer.data.translation_batches import EncodedPairs, encode_pairs, make_dataset
 from keras_transformer.distribute import (
     adapt_keras_fit,
@@ -105,18 +105,14 @@ def _tokenizers(run_dir, train_config, train_text):
     paths = {side: Path(run_dir) / f"{side}_vocab.txt" for side in ("source", "target")}
     normalize = train_config.normalizes_source
     if not all(path.is_file() for path in paths.values()):
-        if train_config.joint_vocab:
-            # One vocabulary for both sides: the normalized source words' pieces beside the target's.
-            words = normalize_text(train_text.sources) if normalize else list(train_text.sources)
-            joint = learn_vocabulary(words + list(train_text.targets), train_config.source_vocab_size)
-            vocabularies = {"source": joint, "target": joint}
-        else:
-            vocabularies = {
-                "source": learn_vocabulary(
-                    train_text.sources, train_config.source_vocab_size, normalize_typing=normalize
-                ),
-                "target": learn_vocabulary(train_text.targets, train_config.target_vocab_size),
-            }
+        vocabularies = learn_translation_vocabularies(
+            train_text.sources,
+            train_text.targets,
+            train_config.source_vocab_size,
+            train_config.target_vocab_size,
+            joint=train_config.joint_vocab,
+            normalize_source=normalize,
+        )
         for side, path in paths.items():
             write_vocabulary(vocabularies[side], path)
     return _make_tokenizers(run_dir, train_config)

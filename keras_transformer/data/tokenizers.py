@@ -334,6 +334,34 @@ def _check_token(token, index: int) -> None:
         raise ValueError(f"vocabulary token {index} contains a line break: {token!r}")
 
 
+def learn_translation_vocabularies(
+    sources, targets, source_size: int, target_size: int, joint: bool = False, normalize_source: bool = False
+) -> dict:
+    """The source and target vocabularies of a translation corpus, learned by `learn_vocabulary`.
+
+    Args:
+      sources: iterable of `str`, the training split's source side.
+      targets: iterable of `str`, its target side, line-aligned with `sources`.
+      source_size: maximum size of the source vocabulary; with `joint`, of the one vocabulary.
+      target_size: maximum size of the target vocabulary (unused with `joint`).
+      joint: learn one vocabulary from both sides' text, for both sides (a model that embeds
+        both sides with one table needs it).
+      normalize_source: learn the source side from typing-normalized text (a source
+        `SubwordTokenizer(..., normalize_typing=True)`).
+
+    Returns:
+      `{"source": vocabulary, "target": vocabulary}` (one list twice when `joint`).
+    """
+    if joint:
+        words = normalize_text(sources) if normalize_source else list(sources)
+        vocabulary = learn_vocabulary(words + list(targets), source_size)
+        return {"source": vocabulary, "target": vocabulary}
+    return {
+        "source": learn_vocabulary(sources, source_size, normalize_typing=normalize_source),
+        "target": learn_vocabulary(targets, target_size),
+    }
+
+
 def write_vocabulary(tokens: Sequence[str], path) -> None:
     r"""Writes `tokens` one per line (UTF-8, `\n`) to `path`, atomically.
 
