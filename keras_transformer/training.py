@@ -296,6 +296,15 @@ class AveragingAdam(keras.optimizers.Adam):
     hundreds of steps the three skipped weights between two updates change nothing that matters.
     """
 
+    def update_step(self, gradient, variable, learning_rate):
+        """Keras's Adam update; under TensorFlow one fused kernel per float32 weight (see `fused_adam`)."""
+        if keras.backend.backend() == "tensorflow":
+            from keras_transformer import fused_adam  # TensorFlow only
+
+            if fused_adam.applies(self, variable):
+                return fused_adam.apply_adam(self, gradient, variable, learning_rate)
+        return super().update_step(gradient, variable, learning_rate)
+
     def _update_model_variables_moving_average(self, trainable_variables):
         if not self.use_ema:
             return
