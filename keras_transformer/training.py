@@ -296,6 +296,14 @@ class AveragingAdam(keras.optimizers.Adam):
     hundreds of steps the three skipped weights between two updates change nothing that matters.
     """
 
+    def _backend_update_step(self, grads, trainable_variables, learning_rate):
+        if keras.backend.backend() != "tensorflow":
+            return super()._backend_update_step(grads, trainable_variables, learning_rate)
+        from keras_transformer import fused_adam  # TensorFlow only
+
+        with fused_adam.shared_step_scalars(self, learning_rate):
+            return super()._backend_update_step(grads, trainable_variables, learning_rate)
+
     def update_step(self, gradient, variable, learning_rate):
         """Keras's Adam update; under TensorFlow one fused kernel per float32 weight (see `fused_adam`)."""
         if keras.backend.backend() == "tensorflow":
