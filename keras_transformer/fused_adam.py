@@ -57,7 +57,7 @@ def step_scalars(optimizer, learning_rate):
 def shared_step_scalars(optimizer, learning_rate):
     """Inside, `apply_adam` reuses one `step_scalars` for every weight of the update (in its graph).
 
-    About a dozen graph ops per weight fewer to trace. Wraps the optimizer's update of all its
+    About ten graph ops per weight fewer to trace. Wraps the optimizer's update of all its
     weights (`_backend_update_step`); under `tf.distribute` every replica computes the same values.
     """
     optimizer._fused_adam_scalars = (tf.compat.v1.get_default_graph(), step_scalars(optimizer, learning_rate))
