@@ -158,7 +158,7 @@ def test_packing_applies_to_the_model_as_compile_transformer_compiles_it():
     ],
 )
 def test_packing_does_not_apply_where_it_would_change_the_step(compile_arguments, sample_weight):
-    model = compiled_tiny(**compile_arguments) if compile_arguments else compiled_tiny()
+    model = compiled_tiny(**compile_arguments)
     (x, y) = batches()[0]
     assert not packed_training.applies(model, (x, y, np.ones(y.shape, "float32")) if sample_weight else (x, y))
 
