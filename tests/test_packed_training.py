@@ -45,7 +45,10 @@ def batches(extra_padding=0):
 
 
 def fitted(pack, precision="float32", data=None, dropout_rate=0.1, ema_momentum=0.0, embedding_sharing="none"):
-    """A seeded tiny model, compiled and fitted one step per batch of `data`.
+    """A seeded tiny model, one block a side, compiled and fitted one step per batch of `data`.
+
+    One block, as the step's packing does not depend on the depth, and `fit` traces the model:
+    the smaller, the quicker.
 
     Compiled with `compile_transformer`'s loss and metrics, and plain gradient descent (with
     weight averaging at `ema_momentum`): its steps are the gradients scaled, so weights that
@@ -59,7 +62,9 @@ def fitted(pack, precision="float32", data=None, dropout_rate=0.1, ema_momentum=
     with dtype_policy(precision):
         # One table for both sides holds both vocabularies' ids.
         sizes = {"source_vocab_size": V_S, "target_vocab_size": V_S} if embedding_sharing == "all" else {}
-        model = build_transformer(tiny_config(dropout_rate=dropout_rate, embedding_sharing=embedding_sharing, **sizes))
+        model = build_transformer(
+            tiny_config(num_blocks=1, dropout_rate=dropout_rate, embedding_sharing=embedding_sharing, **sizes)
+        )
     optimizer = keras.optimizers.SGD(0.5, use_ema=ema_momentum > 0, ema_momentum=ema_momentum or 0.99)
     model.compile(optimizer, MaskedLabelSmoothedLoss(0.1), metrics=[MaskedAccuracy(), TargetTokens()])
     optimizer.build(model.trainable_variables)  # as compile_transformer does: left to fit, the step is traced twice
@@ -134,7 +139,8 @@ def test_packed_step_projects_only_the_real_target_positions(packed_steps):
 
 
 def compiled_tiny(**compile_arguments):
-    model_config = tiny_config()
+    """A tiny model, one block a side, compiled by `compile_transformer` (then by `compile_arguments`)."""
+    model_config = tiny_config(num_blocks=1)
     model = compile_transformer(build_transformer(model_config), model_config, TrainConfig())
     if compile_arguments:
         model.compile(**{"optimizer": "adam", "loss": MaskedLabelSmoothedLoss(), **compile_arguments})
