@@ -7,6 +7,7 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 from filelock import FileLock
 
 from keras_transformer import runs
@@ -135,6 +136,23 @@ def trained_run(tmp_path_factory, worker_id):
     root = once_per_session(session_temp_folder(tmp_path_factory, worker_id), TRAINED_RUN, _train_shared_run)
     train_config = tiny_train_config(root)
     return train_config, json.loads((Path(train_config.run_dir) / runs.SUMMARY_FILE).read_text())
+
+
+@pytest.fixture(scope="session")
+def loaded_run(trained_run):
+    """`runs.load_run` of the shared tiny run, once per worker: `(train_config, model_config, model, translator)`.
+
+    Read-only. Tests that share it also share the translator's traced decoding.
+    """
+    train_config, _ = trained_run
+    return runs.load_run(train_config.run_dir)
+
+
+@pytest.fixture(scope="session")
+def loaded_export(trained_run):
+    """The shared tiny run's text export, `tf.saved_model.load`ed once per worker; read-only."""
+    _, summary = trained_run
+    return tf.saved_model.load(summary["export_path"])
 
 
 def run_main(main, argv, capsys):

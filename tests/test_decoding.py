@@ -12,7 +12,6 @@ import pytest
 import tensorflow as tf
 from conftest import V_S, ids, pad, tiny_config, tiny_model, to_numpy
 
-from keras_transformer import runs
 from keras_transformer.data.tokenizers import END_ID, PAD_ID, START_ID
 from keras_transformer.decoding import beam_search, greedy_decode
 from keras_transformer.models import TransformerLayers, build_transformer, encode
@@ -141,9 +140,8 @@ def test_cached_greedy_is_token_for_token_the_uncached_decode(overrides):
 
 
 @pytest.mark.slow
-def test_cached_greedy_is_the_uncached_decode_on_a_trained_model(trained_run):
-    train_config, _ = trained_run
-    _, _, model, translator = runs.load_run(train_config.run_dir)
+def test_cached_greedy_is_the_uncached_decode_on_a_trained_model(loaded_run):
+    _, _, model, translator = loaded_run
     texts = ["march 21, 1987", "21.03.1987", "Sat 21 Mar 1987", "the first of may two thousand and four", ""]
     source = translator.source_tokenizer.tokenize(tf.constant(texts)).to_tensor()
     uncached, _ = greedy_decode(model, source, 14, use_cache=False)

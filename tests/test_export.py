@@ -52,9 +52,8 @@ def test_export_is_in_tf_serving_layout(trained_run):
     assert [p.name for p in export_path.parent.iterdir()] == ["1"]
 
 
-def test_models_config_lists_every_exported_model_for_the_model_server(trained_run, tmp_path):
-    train_config, _ = trained_run
-    _, _, _, translator = runs.load_run(train_config.run_dir)
+def test_models_config_lists_every_exported_model_for_the_model_server(loaded_run, tmp_path):
+    train_config, _, _, translator = loaded_run
     runs.export_run(translator, train_config, tmp_path)
     runs.export_run(translator, train_config, tmp_path, ids_only=True)
     (tmp_path / "not_a_model").mkdir()
@@ -63,35 +62,51 @@ def test_models_config_lists_every_exported_model_for_the_model_server(trained_r
     assert served == {"dates": ("/models/dates", "tensorflow"), "dates_ids": ("/models/dates_ids", "tensorflow")}
 
 
-def test_warmup_requests_are_prediction_logs_the_model_answers(trained_run):
+def test_warmup_requests_are_prediction_logs_the_model_answers(trained_run, loaded_export):
     """TF Serving replays assets.extra/tf_serving_warmup_requests before serving.
 
     Every record must parse as a PredictionLog whose request the export's signature answers.
     """
     _, summary = trained_run
-    loaded = tf.saved_model.load(summary["export_path"])
     signatures = []
     for record in tf.data.TFRecordDataset(str(Path(summary["export_path"]) / WARMUP_FILE)):
         log = prediction_log_pb2.PredictionLog.FromString(record.numpy())
         request = log.predict_log.request
         assert request.model_spec.name == "dates"
         inputs = {name: tf.constant(tf.make_ndarray(proto)) for name, proto in request.inputs.items()}
-        outputs = loaded.signatures[request.model_spec.signature_name](**inputs)
+        outputs = loaded_export.signatures[request.model_spec.signature_name](**inputs)
         assert outputs["score"].shape[0] == inputs[next(iter(inputs))].shape[0] > 0
         signatures.append(request.model_spec.signature_name)
     assert sorted(signatures) == ["serving_default", "translate_ids"]
 
 
-def _then_saved_model_cli(*args):
-    """Script lines that end the process by running TensorFlow's `saved_model_cli` with `args`."""
+def _then_saved_model_cli(*commands):
+    """Script lines that end the process by running TensorFlow's `saved_model_cli` once per command.
+
+    Each command is a tuple of the tool's arguments (`("show", "--dir", ...)`); its output follows
+    a line `### saved_model_cli COMMAND` (`_saved_model_cli_outputs` splits them apart).
+    """
     return f"""
         from tensorflow.python.tools import saved_model_cli
-        sys.argv = ["saved_model_cli", *{list(args)!r}]
-        saved_model_cli.main()  # exits the process
+        for command in {[list(command) for command in commands]!r}:
+            print("### saved_model_cli", command[0], flush=True)
+            sys.argv = ["saved_model_cli", *command]
+            try:
+                saved_model_cli.main()
+            except SystemExit as exit:
+                assert not exit.code, exit.code
         """
 
 
-def test_text_export_translates_in_a_process_without_the_project_and_saved_model_cli_runs_it(trained_run):
+def _saved_model_cli_outputs(stdout):
+    """`(what the script printed before, {command: its output})` of a `_then_saved_model_cli` process."""
+    before, *outputs = stdout.split("### saved_model_cli ")
+    return before, dict(output.split("\n", 1) for output in outputs)
+
+
+def test_text_export_translates_in_a_process_without_the_project_and_saved_model_cli_shows_and_runs_it(
+    trained_run,
+):
     _, summary = trained_run
     path = summary["export_path"]
     run = ("run", "--dir", path, "--tag_set", "serve", "--signature_def", "serving_default")
@@ -113,20 +128,20 @@ def test_text_export_translates_in_a_process_without_the_project_and_saved_model
         assert not any(name.startswith("keras_transformer") for name in sys.modules), "project imported"
         print("OK", [t.decode() for t in translation.numpy()], flush=True)
         """
-        + _then_saved_model_cli(*run, "--input_exprs", "text=['21.03.1987', '']")
+        + _then_saved_model_cli(("show", "--dir", path, "--all"), (*run, "--input_exprs", "text=['21.03.1987', '']"))
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.startswith("OK")
-    ran = result.stdout.split("\n", 1)[1]  # saved_model_cli's output
-    assert "translation" in ran and "truncated" in ran
+    ours, cli = _saved_model_cli_outputs(result.stdout)
+    assert ours.startswith("OK")
+    for name in ("serving_default", "translate_ids", "translation", "output_ids", "score", "truncated"):
+        assert name in cli["show"]
+    assert "translation" in cli["run"] and "truncated" in cli["run"]
 
 
-def test_exported_signature_equals_the_in_process_translator(trained_run):
-    train_config, summary = trained_run
-    _, _, _, translator = runs.load_run(train_config.run_dir)
+def test_exported_signature_equals_the_in_process_translator(loaded_run, loaded_export):
+    _, _, _, translator = loaded_run
     texts = ["21.03.1987", "Sat 21 Mar 1987", "the twenty-first of march nineteen eighty-seven"]
-    loaded = tf.saved_model.load(summary["export_path"])
-    served = loaded.signatures["serving_default"](text=tf.constant(texts))["translation"].numpy()
+    served = loaded_export.signatures["serving_default"](text=tf.constant(texts))["translation"].numpy()
     assert list(served) == list(translator.translate(tf.constant(texts))["translation"].numpy())
 
 
@@ -163,9 +178,8 @@ def test_a_run_with_one_shared_table_exports_a_servable_translator(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def ids_export(trained_run, tmp_path_factory):
-    train_config, _ = trained_run
-    _, _, _, translator = runs.load_run(train_config.run_dir)
+def ids_export(loaded_run, tmp_path_factory):
+    train_config, _, _, translator = loaded_run
     return runs.export_run(translator, train_config, tmp_path_factory.mktemp("ids"), ids_only=True)
 
 
@@ -178,9 +192,8 @@ def test_ids_only_export_has_core_ops_only(ids_export):
 
 
 def test_ids_only_export_runs_in_a_process_that_never_imports_tensorflow_text_and_in_saved_model_cli(
-    trained_run, ids_export
+    loaded_export, ids_export
 ):
-    _, summary = trained_run
     source_ids = [[7, 8, 9, 10, 0], [11, 12, 0, 0, 0]]
     run = ("run", "--dir", str(ids_export), "--tag_set", "serve", "--signature_def", "serving_default")
     result = _run_python(
@@ -192,17 +205,16 @@ def test_ids_only_export_runs_in_a_process_that_never_imports_tensorflow_text_an
         assert "tensorflow_text" not in sys.modules and not any(m.startswith("keras_transformer") for m in sys.modules)
         print("OK", out["output_ids"].numpy().tolist(), out["score"].numpy().tolist(), flush=True)
         """
-        + _then_saved_model_cli(*run, "--input_exprs", "source_ids=[[7, 8, 9, 0]]")
+        + _then_saved_model_cli((*run, "--input_exprs", "source_ids=[[7, 8, 9, 0]]"))
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    ours, ran = result.stdout.split("\n", 1)
+    ours, cli = _saved_model_cli_outputs(result.stdout)
     ids_out, scores = json.loads("[" + ours.split("OK ", 1)[1].replace("] [", "], [") + "]")
     # The same model and decoding as the text export's translate_ids.
-    text_export = tf.saved_model.load(summary["export_path"])
-    expected = text_export.signatures["translate_ids"](source_ids=tf.constant(source_ids, tf.int32))
+    expected = loaded_export.signatures["translate_ids"](source_ids=tf.constant(source_ids, tf.int32))
     assert ids_out == expected["output_ids"].numpy().tolist()
     np.testing.assert_allclose(scores, expected["score"].numpy(), atol=1e-5)
-    assert "output_ids" in ran and "score" in ran  # saved_model_cli ran it too
+    assert "output_ids" in cli["run"] and "score" in cli["run"]  # saved_model_cli ran it too
 
 
 def test_translate_command_refuses_the_ids_only_export_with_one_error_line(ids_export, capsys):
@@ -212,24 +224,8 @@ def test_translate_command_refuses_the_ids_only_export_with_one_error_line(ids_e
     )
 
 
-def _saved_model_cli(*args):
-    """Run TensorFlow's `saved_model_cli`."""
-    cli = Path(sys.executable).with_name("saved_model_cli")
-    command = [str(cli)] if cli.exists() else [sys.executable, "-m", "tensorflow.python.tools.saved_model_cli"]
-    return subprocess.run(command + list(args), capture_output=True, text=True, timeout=180)
-
-
-def test_saved_model_cli_shows_both_signatures_of_the_text_export(trained_run):
-    _, summary = trained_run
-    shown = _saved_model_cli("show", "--dir", summary["export_path"], "--all")
-    assert shown.returncode == 0, shown.stderr[-2000:]
-    for name in ("serving_default", "translate_ids", "translation", "output_ids", "score", "truncated"):
-        assert name in shown.stdout
-
-
-def test_new_exports_get_increasing_versions(trained_run, tmp_path):
-    train_config, _ = trained_run
-    _, _, _, translator = runs.load_run(train_config.run_dir)
+def test_new_exports_get_increasing_versions(loaded_run, tmp_path):
+    _, _, _, translator = loaded_run
     first = export_translator(translator, tmp_path, "m")
     second = export_translator(translator, tmp_path, "m")
     assert (first.name, second.name) == ("1", "2")

@@ -60,14 +60,13 @@ def test_files_corpus_keeps_case_unless_asked(tmp_path, folding, has_upper):
     assert (ids[0] == ids[1]) is not has_upper
 
 
-def test_builtin_run_normalizes_typing_in_its_export(trained_run):
+def test_builtin_run_normalizes_typing_in_its_export(trained_run, loaded_run, loaded_export):
     train_config, summary = trained_run
     assert train_config.normalizes_source
-    _, _, _, translator = runs.load_run(train_config.run_dir)
+    _, _, _, translator = loaded_run
     assert translator.source_tokenizer.normalize_typing and not translator.target_tokenizer.normalize_typing
     assert "CaseFoldUTF8" in saved_model_op_types(summary["export_path"])
     texts = ["MARCH 21, 1987", "march 21 ,1987", "March 21,1987", "SAT 21 MAR 1987", "sat 21 mar 1987"]
-    loaded = tf.saved_model.load(summary["export_path"])
-    served = loaded.signatures["serving_default"](text=tf.constant(texts))["translation"].numpy().tolist()
+    served = loaded_export.signatures["serving_default"](text=tf.constant(texts))["translation"].numpy().tolist()
     assert served[0] == served[1] == served[2] and served[3] == served[4]
     assert served == translator.translate(tf.constant(texts))["translation"].numpy().tolist()
