@@ -20,6 +20,7 @@ from keras.src.initializers.random_initializers import compute_fans
 
 from keras_transformer.layers import (
     DecoderBlock,
+    DecoderOnlyBlock,
     EncoderBlock,
     FeedForward,
     LayerNorm,
@@ -738,6 +739,27 @@ def test_decoder_block_matches_reference(kwargs):
     np.testing.assert_allclose(to_numpy(outputs), decoder_reference(block, x, memory), atol=ATOL)
     assert to_numpy(weights["self_attention"]).shape == (B, H, T, T)
     assert to_numpy(weights["cross_attention"]).shape == (B, H, T, S)
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("return_attention_scores", [False, True], ids=["outputs", "with-weights"])
+@pytest.mark.parametrize("block_class", [EncoderBlock, DecoderOnlyBlock, DecoderBlock])
+def test_block_on_symbolic_inputs_describes_what_its_call_returns(block_class, return_attention_scores, policy):
+    """A block in a functional model gives the shapes and dtypes its call gives on real tensors."""
+    rng = np.random.default_rng(0)
+    inputs = [padded(rng, [2, T], T)] + ([padded(rng, [S, 3], S)] if block_class is DecoderBlock else [])
+    block = block_class(H, F, dtype=policy)
+    real = block(*inputs, return_attention_scores=return_attention_scores)
+    for batch_size, lengths in ((B, (T, S)), (None, (None, None))):  # known and unknown sizes
+        symbolic = [keras.Input((length, D), batch_size=batch_size) for length in lengths[: len(inputs)]]
+        spec = block(*symbolic, return_attention_scores=return_attention_scores)
+        keras.tree.assert_same_structure(spec, real)
+        for got, want in zip(keras.tree.flatten(spec), keras.tree.flatten(real)):
+            assert got.dtype == keras.backend.standardize_dtype(want.dtype), (got, want.dtype)
+            if batch_size is None:  # unknown batch and lengths; every size the spec knows is right
+                assert got.shape[0] is None and all(g in (None, w) for g, w in zip(got.shape, want.shape))
+            else:
+                assert got.shape == tuple(want.shape)
 
 
 # ---------------------------------------------------------------------------

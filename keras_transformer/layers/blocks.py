@@ -100,6 +100,17 @@ class _Block(keras.layers.Layer):
         outputs = self.self_attention.attend(inputs, *self_cache, inputs_mask[:, None, None, :], query_mask)
         return outputs, self_cache, query_mask
 
+    def compute_output_spec(self, inputs, *args, return_attention_scores=False, **kwargs):
+        """The block's output on symbolic inputs: `[B, T, D]` like `inputs`, in the compute dtype.
+
+        Building a functional model then costs no trace of `call` (Keras's default, which made
+        building and loading a model several times slower); only the attention weights' shapes
+        are still found by tracing.
+        """
+        if return_attention_scores:
+            return super().compute_output_spec(inputs, *args, return_attention_scores=True, **kwargs)
+        return keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
+
     def get_config(self):
         config = super().get_config()
         config.update(
