@@ -103,9 +103,10 @@ class _Block(keras.layers.Layer):
     def compute_output_spec(self, inputs, *args, return_attention_scores=False, **kwargs):
         """The block's output on symbolic inputs: `[B, T, D]` like `inputs`, in the compute dtype.
 
-        Building a functional model then costs no trace of `call` (Keras's default, which made
-        building and loading a model several times slower); only the attention weights' shapes
-        are still found by tracing.
+        Building a functional model then costs no trace of `call`, which Keras would otherwise run
+        in a scratch graph (it made building or loading a model several times slower); only the
+        attention weights' shapes, when asked for, are still found by tracing. (Keras takes
+        `return_attention_scores` by keyword only: a layer's positional arguments are tensors.)
         """
         if return_attention_scores:
             return super().compute_output_spec(inputs, *args, return_attention_scores=True, **kwargs)
