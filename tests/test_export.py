@@ -81,7 +81,7 @@ def test_warmup_requests_are_prediction_logs_the_model_answers(trained_run, load
 
 
 def _then_saved_model_cli(*commands):
-    """Script lines that end the process by running TensorFlow's `saved_model_cli` once per command.
+    """Script lines that end the script by running TensorFlow's `saved_model_cli` once per command.
 
     Each command is a tuple of the tool's arguments (`("show", "--dir", ...)`); its output follows
     a line `### saved_model_cli COMMAND` (`_saved_model_cli_outputs` splits them apart).
@@ -93,8 +93,8 @@ def _then_saved_model_cli(*commands):
             sys.argv = ["saved_model_cli", *command]
             try:
                 saved_model_cli.main()
-            except SystemExit as exit:
-                assert not exit.code, exit.code
+            except SystemExit as stopped:  # the tool ends by exiting
+                assert not stopped.code, stopped.code
         """
 
 
