@@ -73,7 +73,47 @@ MODELS_CONFIG_FILE = "models.config"
 MAX_TEXT_BYTES = 1 << 16
 
 
-class IdsTranslator(tf.Module):
+class _ExportModule(tf.Module):
+    """The weights and assets every export carries.
+
+    Only the weights are saved, as a list of `tf.Variable`s, the way `keras.export.ExportArchive`
+    does it: a Keras 3 model attached as a tracked attribute loads in TF2 but not in TF Serving's
+    C++ loader (its variables are never restored: "Could not find variable ..."), and would carry
+    the optimizer's state into the export.
+
+    Args:
+        model: the trained Keras model.
+        model_config: its config (`ModelConfig` or `LanguageModelConfig`).
+        config_path: the `model_config.json` to ship as an asset.
+        vocab_paths: vocabulary files to ship as assets (an ids-only export's, for the client).
+        name: the module's name.
+    """
+
+    def __init__(self, model, model_config, config_path, vocab_paths=(), name=None):
+        super().__init__(name=name)
+        object.__setattr__(self, "model", model)  # untracked
+        self.model_weights = [weight.value for weight in model.weights]
+        self.model_config = model_config
+        self.model_config_file = tf.saved_model.Asset(str(config_path))
+        self._config_path = str(config_path)
+        self.vocab_files = [tf.saved_model.Asset(str(path)) for path in vocab_paths]
+
+
+def _checked_ids(ids, vocab_size, name):
+    """`ids` once checked to be `0 <= id < vocab_size`.
+
+    The checks run before anything reads the ids: otherwise an embedding's gather may run first
+    and fail with its own, less helpful, message.
+    """
+    checks = [
+        tf.debugging.assert_non_negative(ids, message=f"{name} must be >= 0 (0 is padding)"),
+        tf.debugging.assert_less(ids, vocab_size, message=f"{name} must be < the vocabulary size {vocab_size}"),
+    ]
+    with tf.control_dependencies(checks):
+        return tf.identity(ids)
+
+
+class IdsTranslator(_ExportModule):
     """Token ids to token ids, in core TensorFlow ops only (the ids-only export).
 
     Args:
@@ -87,19 +127,9 @@ class IdsTranslator(tf.Module):
     """
 
     def __init__(self, model, model_config, config_path, vocab_paths=(), beam_size=4, length_penalty=0.6):
-        super().__init__(name="translator")
         if not isinstance(beam_size, int) or beam_size < 1:
             raise ValueError(f"`beam_size` must be a positive int. Received: beam_size={beam_size}")
-        # Only the weights are saved, as a list of `tf.Variable`s, the way `keras.export.ExportArchive`
-        # does it: a Keras 3 model attached as a tracked attribute loads in TF2 but not in TF Serving's
-        # C++ loader (its variables are never restored: "Could not find variable ..."), and would carry
-        # the optimizer's state into the export.
-        object.__setattr__(self, "model", model)  # untracked
-        self.model_weights = [weight.value for weight in model.weights]
-        self.model_config = model_config
-        self.model_config_file = tf.saved_model.Asset(str(config_path))
-        self._config_path = str(config_path)
-        self.vocab_files = [tf.saved_model.Asset(str(path)) for path in vocab_paths]
+        super().__init__(model, model_config, config_path, vocab_paths, name="translator")
         self.beam_size = beam_size
         self.length_penalty = length_penalty
 
@@ -116,17 +146,7 @@ class IdsTranslator(tf.Module):
         The outputs: `{"output_ids": int32[B, L], "score": float32[B], "truncated": bool[B]}`;
         `L` is `max_target_len`.
         """
-        vocab_size = self.model_config.source_vocab_size
-        checks = [
-            tf.debugging.assert_non_negative(source_ids, message="source_ids must be >= 0 (0 is padding)"),
-            tf.debugging.assert_less(
-                source_ids, vocab_size, message=f"source_ids must be < the source vocabulary size {vocab_size}"
-            ),
-        ]
-        # Decoding reads the ids only after both checks: otherwise the embedding's gather may run
-        # first and fail with its own, less helpful, message.
-        with tf.control_dependencies(checks):
-            source_ids = tf.identity(source_ids)
+        source_ids = _checked_ids(source_ids, self.model_config.source_vocab_size, "source_ids")
         max_source_len = self.model_config.max_source_len
         truncated = tf.reduce_any(tf.not_equal(source_ids[:, max_source_len:], PAD_ID), axis=1)
         return {**self._decode(source_ids[:, :max_source_len]), "truncated": truncated}
@@ -204,42 +224,11 @@ class Translator(IdsTranslator):
         }
 
 
-def _checked_ids(ids, vocab_size, name):
-    """`ids` once checked to be `0 <= id < vocab_size` (the checks run before anything reads them)."""
-    checks = [
-        tf.debugging.assert_non_negative(ids, message=f"{name} must be >= 0 (0 is padding)"),
-        tf.debugging.assert_less(ids, vocab_size, message=f"{name} must be < the vocabulary size {vocab_size}"),
-    ]
-    with tf.control_dependencies(checks):
-        return tf.identity(ids)
-
-
-class _LanguageModelModule(tf.Module):
-    """The weights and assets a language-model export carries (see `IdsTranslator` for why weights only).
-
-    Args:
-        model: a trained model of `keras_transformer.models.build_language_model`.
-        model_config: its `LanguageModelConfig`.
-        config_path: the `model_config.json` to ship as an asset.
-        vocab_paths: vocabulary files to ship as assets (an ids-only export's, for the client).
-        name: the module's name.
-    """
-
-    def __init__(self, model, model_config, config_path, vocab_paths=(), name=None):
-        super().__init__(name=name)
-        object.__setattr__(self, "model", model)  # untracked
-        self.model_weights = [weight.value for weight in model.weights]
-        self.model_config = model_config
-        self.model_config_file = tf.saved_model.Asset(str(config_path))
-        self._config_path = str(config_path)
-        self.vocab_files = [tf.saved_model.Asset(str(path)) for path in vocab_paths]
-
-
-class IdsGenerator(_LanguageModelModule):
+class IdsGenerator(_ExportModule):
     """Prompt ids to prompt and continuation ids by cached generation, in core TensorFlow ops only.
 
     Args:
-        model, model_config, config_path, vocab_paths: see `_LanguageModelModule`; `model` from
+        model, model_config, config_path, vocab_paths: see `_ExportModule`; `model` from
             `build_decoder_only`.
         sampler: a name of `generation.SAMPLERS`: "greedy", "beam", "top_k", "top_p", "random".
         seed: int, the seed of a sampler that draws at random: its seed generator's state is a
@@ -336,11 +325,11 @@ class TextGenerator(IdsGenerator):
         }
 
 
-class MaskFiller(_LanguageModelModule):
+class MaskFiller(_ExportModule):
     """Token ids with `<mask>`s to the masked language model's fill-in, in core TensorFlow ops only.
 
     Args:
-        model, model_config, config_path, vocab_paths: see `_LanguageModelModule`; `model` from
+        model, model_config, config_path, vocab_paths: see `_ExportModule`; `model` from
             `build_encoder_only`, without a classification head.
         mask_id: the id of `<mask>`.
         num_reserved: the number of reserved ids; a mask is filled with a text piece, never one of them.
