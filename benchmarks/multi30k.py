@@ -206,6 +206,13 @@ def add_model_and_decoding_flags(parser):
         "default: --recipe's).",
     )
     parser.add_argument(
+        "--dropout",
+        type=float,
+        default=None,
+        help="Our model's dropout rate (ModelConfig.dropout_rate; keras-hub keeps the preset's; default: the "
+        "preset's, 0.1 at medium).",
+    )
+    parser.add_argument(
         "--beam-size", type=int, default=4, help="Beam size of our model's test translation (1: greedy)."
     )
     parser.add_argument(
@@ -266,6 +273,8 @@ def check_args(parser, args):
             setattr(args, name, value)
     if not 0 <= args.ema_momentum < 1:
         parser.error(f"--ema-momentum must be in [0, 1). Received: {args.ema_momentum}")
+    if args.dropout is not None and not 0 <= args.dropout < 1:
+        parser.error(f"--dropout must be in [0, 1). Received: {args.dropout}")
     if args.joint_vocab is None:  # one vocabulary where one table embeds both sides
         args.joint_vocab = "on" if args.embedding_sharing == "all" else "off"
     if args.embedding_sharing == "all" and args.joint_vocab != "on":
@@ -397,6 +406,7 @@ def run_workers(args, argv):
 
 def report_header(args, first):
     """The report's first line: the corpus, budget, model, batching and schedule of the run."""
+    dropout = "the preset's" if args.dropout is None else f"{args.dropout:g}"
     return (
         f"Multi30k {SOURCE_LANGUAGE}->{TARGET_LANGUAGE}, {args.minutes:g} training minutes per model, preset "
         f"{args.preset}, vocab {first['vocab_sizes'][0]}/{first['vocab_sizes'][1]}, {first['train_pairs']:,} "
@@ -405,7 +415,7 @@ def report_header(args, first):
         f"{args.warmup}, lr scale {args.lr_scale:g}, {args.policy}, jit {'on' if args.jit else 'off'}, "
         f"{os.cpu_count()} CPUs; ours: {args.attention_initialization} attention initialization, "
         f"{f'weight averaging {args.ema_momentum:g}' if args.ema_momentum else 'no weight averaging'}, "
-        f"embedding sharing {args.embedding_sharing}; joint vocabulary {args.joint_vocab}"
+        f"embedding sharing {args.embedding_sharing}, dropout {dropout}; joint vocabulary {args.joint_vocab}"
     )
 
 
@@ -826,6 +836,7 @@ def save_worker_configs(args, name, data, run_dir):
         max_target_len=args.max_len,
         attention_initialization=args.attention_initialization,
         embedding_sharing=args.embedding_sharing if name == "ours" else "none",
+        **({"dropout_rate": args.dropout} if name == "ours" and args.dropout is not None else {}),
     )
     model_config.save(run_dir / MODEL_CONFIG_FILE)
     train_config = worker_train_config(args, name)

@@ -12,6 +12,7 @@ import os
 import platform
 import sys
 import tempfile
+import types
 from pathlib import Path
 
 import keras
@@ -288,6 +289,27 @@ def test_multi30k_trains_ours_by_the_best_recipe_unless_told_otherwise(tmp_path,
 
     args = multi30k.parse_args(["--data", str(multi30k_folder(tmp_path)), "--minutes", "30", *flags])
     assert (args.attention_initialization, args.ema_momentum) == (initialization, momentum)
+
+
+def test_multi30k_dropout_flag_sets_ours_only_and_refuses_a_rate_outside_0_1(tmp_path, capsys):
+    import multi30k
+
+    data = multi30k_folder(tmp_path)
+    args = multi30k.parse_args(["--data", str(data), "--minutes", "30", "--dropout", "0.3"])
+    vocabularies = types.SimpleNamespace(
+        source_tokenizer=types.SimpleNamespace(vocab_size=100), target_tokenizer=types.SimpleNamespace(vocab_size=90)
+    )
+    rates = {}
+    for name in ("ours", "keras-hub"):
+        run_dir = tmp_path / name
+        run_dir.mkdir()
+        rates[name] = multi30k.save_worker_configs(args, name, vocabularies, run_dir)[0].dropout_rate
+    assert rates == {"ours": 0.3, "keras-hub": 0.1}  # keras-hub keeps the medium preset's rate
+
+    for rate in ("1", "-0.1"):
+        with pytest.raises(SystemExit):
+            multi30k.parse_args(["--data", str(data), "--minutes", "30", "--dropout", rate])
+        assert f"--dropout must be in [0, 1). Received: {float(rate)}" in capsys.readouterr().err
 
 
 def test_multi30k_refuses_one_shared_table_over_two_vocabularies(tmp_path, capsys):
