@@ -103,7 +103,7 @@ from keras_transformer.evaluation import score_translations, translate_texts
 from keras_transformer.models import build_transformer
 from keras_transformer.precision import choose_precision
 from keras_transformer.runs import MODEL_CONFIG_FILE, export_run, make_translator
-from keras_transformer.training import averaged_weights, compile_transformer
+from keras_transformer.training import LateDropout, averaged_weights, compile_transformer
 
 MODELS = ("ours", "keras-hub")
 SOURCE_LANGUAGE, TARGET_LANGUAGE = "de", "en"
@@ -213,6 +213,19 @@ def add_model_and_decoding_flags(parser):
         "preset's, 0.1 at medium).",
     )
     parser.add_argument(
+        "--late-dropout",
+        type=float,
+        default=0.0,
+        help="Raise our model's dropout to this rate after --late-dropout-epochs passes over the training pairs "
+        "(keras_transformer.training.LateDropout); 0 = off.",
+    )
+    parser.add_argument(
+        "--late-dropout-epochs",
+        type=float,
+        default=6.0,
+        help="Passes over the training pairs (counted in steps: batches of one pass) before --late-dropout.",
+    )
+    parser.add_argument(
         "--beam-size", type=int, default=4, help="Beam size of our model's test translation (1: greedy)."
     )
     parser.add_argument(
@@ -275,6 +288,13 @@ def check_args(parser, args):
         parser.error(f"--ema-momentum must be in [0, 1). Received: {args.ema_momentum}")
     if args.dropout is not None and not 0 <= args.dropout < 1:
         parser.error(f"--dropout must be in [0, 1). Received: {args.dropout}")
+    if not 0 <= args.late_dropout < 1:
+        parser.error(f"--late-dropout must be in [0, 1). Received: {args.late_dropout}")
+    our_dropout = PRESETS[args.preset]["dropout_rate"] if args.dropout is None else args.dropout
+    if args.late_dropout and our_dropout == 0:
+        parser.error("--late-dropout raises our model's dropout rate, which is 0 here: give --dropout above 0")
+    if not args.late_dropout_epochs >= 0:
+        parser.error(f"--late-dropout-epochs must be >= 0. Received: {args.late_dropout_epochs}")
     if args.joint_vocab is None:  # one vocabulary where one table embeds both sides
         args.joint_vocab = "on" if args.embedding_sharing == "all" else "off"
     if args.embedding_sharing == "all" and args.joint_vocab != "on":
@@ -415,7 +435,9 @@ def report_header(args, first):
         f"{args.warmup}, lr scale {args.lr_scale:g}, {args.policy}, jit {'on' if args.jit else 'off'}, "
         f"{os.cpu_count()} CPUs; ours: {args.attention_initialization} attention initialization, "
         f"{f'weight averaging {args.ema_momentum:g}' if args.ema_momentum else 'no weight averaging'}, "
-        f"embedding sharing {args.embedding_sharing}, dropout {dropout}; joint vocabulary {args.joint_vocab}"
+        f"embedding sharing {args.embedding_sharing}, dropout {dropout}"
+        f"{f' raised to {args.late_dropout:g} after {args.late_dropout_epochs:g} epochs' if args.late_dropout else ''}"
+        f"; joint vocabulary {args.joint_vocab}"
     )
 
 
@@ -890,7 +912,21 @@ def training_batches(args, pairs):
     return fingerprint, make_dataset(pairs, seed=args.seed, **batching)
 
 
-def train_in_budget(args, model, train_data, greedy, curve_text):
+def late_dropout(args, name, model_config, pairs):
+    """Our model's `LateDropout` callback of `--late-dropout`, or None (off, or the keras-hub model).
+
+    `--late-dropout-epochs` becomes a step: that many times the batches of one pass over `pairs`.
+    """
+    if name != "ours" or not args.late_dropout:
+        return None
+    one_pass = make_dataset(pairs, batch_size=args.batch_size, batch_tokens=args.batch_tokens)
+    steps_per_pass = sum(1 for _ in one_pass)
+    return LateDropout(
+        args.late_dropout, round(args.late_dropout_epochs * steps_per_pass), from_rate=model_config.dropout_rate
+    )
+
+
+def train_in_budget(args, model, train_data, greedy, curve_text, extra_callbacks=()):
     """`model.fit` until the training clock reaches `--minutes`, scoring the curve on the way.
 
     Returns:
@@ -912,7 +948,7 @@ def train_in_budget(args, model, train_data, greedy, curve_text):
         epochs=MAX_CHUNKS,
         steps_per_epoch=args.chunk_steps,
         shuffle=False,  # the dataset shuffles itself
-        callbacks=[clock, curve],
+        callbacks=[clock, curve, *extra_callbacks],
         verbose=2,
     )
     fit_seconds = time.perf_counter() - fit_start
@@ -1002,7 +1038,15 @@ def run_worker(args):
     )
     fingerprint, train_data = training_batches(args, data.pairs)
     greedy = translator(1)
-    history, clock, curve, fit_seconds = train_in_budget(args, model, train_data, greedy, data.curve_text)
+    late = late_dropout(args, name, model_config, data.pairs)
+    if late:
+        print(
+            f"{name}: dropout {model_config.dropout_rate:g} rises to {late.rate:g} at step {late.start_step}",
+            flush=True,
+        )
+    history, clock, curve, fit_seconds = train_in_budget(
+        args, model, train_data, greedy, data.curve_text, [late] if late else []
+    )
     peak_after_training = common.peak_rss_mib()
     train = training_summary(args, history, clock, data.pairs)
     print(
@@ -1025,6 +1069,7 @@ def run_worker(args):
             {"source": s, "reference": r, "translation": h}
             for s, r, h in list(zip(test.sources, test.targets, hypotheses))[:5]
         ],
+        late_dropout=late and {"rate": late.rate, "start_step": late.start_step, "raised_at": late.raised_at},
         peak_rss_mib=round(common.peak_rss_mib(), 1),
         peak_rss_mib_after_training=round(peak_after_training, 1),
         wall_seconds={

@@ -312,6 +312,44 @@ def test_multi30k_dropout_flag_sets_ours_only_and_refuses_a_rate_outside_0_1(tmp
         assert f"--dropout must be in [0, 1). Received: {float(rate)}" in capsys.readouterr().err
 
 
+def test_multi30k_late_dropout_starts_after_its_epochs_of_batches_for_ours_only(tmp_path, capsys):
+    import multi30k
+
+    from keras_transformer.data.translation_batches import EncodedPairs
+
+    data = multi30k_folder(tmp_path)
+    flags = ["--data", str(data), "--minutes", "30", "--batch-size", "4", "--late-dropout", "0.3"]
+    lengths = [3] * 10 + [20] * 5  # two length buckets: 3 + 2 batches of up to 4 pairs in one pass
+    ids = tf.ragged.constant([[5] * n for n in lengths], dtype=tf.int32)
+    pairs = EncodedPairs(ids, ids, num_dropped=0)
+    model_config = types.SimpleNamespace(dropout_rate=0.1)
+
+    args = multi30k.parse_args([*flags, "--late-dropout-epochs", "2.5"])
+    late = multi30k.late_dropout(args, "ours", model_config, pairs)
+    assert (late.rate, late.start_step, late.from_rate) == (0.3, round(2.5 * 5), 0.1)
+    assert multi30k.late_dropout(args, "keras-hub", model_config, pairs) is None
+    assert "dropout the preset's raised to 0.3 after 2.5 epochs" in multi30k.report_header(
+        args, {"vocab_sizes": [8, 8], "train_pairs": 15, "dropped_pairs": 0}
+    )
+    assert multi30k.late_dropout(multi30k.parse_args(flags[:-2]), "ours", model_config, pairs) is None  # off
+
+    for bad, message in [
+        (["--late-dropout", "1"], "--late-dropout must be in [0, 1). Received: 1.0"),
+        (["--late-dropout-epochs", "-1"], "--late-dropout-epochs must be >= 0. Received: -1.0"),
+        (["--dropout", "0"], "--late-dropout raises our model's dropout rate, which is 0 here"),
+        (["--dropout", "0.1", "--preset", "tiny"], None),  # the tiny preset's 0, overridden
+    ]:
+        if message is None:
+            assert multi30k.parse_args([*flags, *bad]).late_dropout == 0.3
+            continue
+        with pytest.raises(SystemExit):
+            multi30k.parse_args([*flags, *bad])
+        assert message in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        multi30k.parse_args([*flags, "--preset", "tiny"])
+    assert "which is 0 here" in capsys.readouterr().err
+
+
 def test_multi30k_refuses_one_shared_table_over_two_vocabularies(tmp_path, capsys):
     import multi30k
 

@@ -17,6 +17,7 @@ from conftest import V_S, V_T, D, S, T, tiny_config
 from keras_transformer.config import TrainConfig
 from keras_transformer.models import build_transformer
 from keras_transformer.training import (
+    LateDropout,
     MaskedAccuracy,
     MaskedLabelSmoothedLoss,
     NoamSchedule,
@@ -439,3 +440,71 @@ def test_xla_training_step_gives_the_same_loss_as_the_plain_one():
         assert model.jit_compile is jit_compile
         losses[jit_compile] = model.fit(x, y, batch_size=len(y), epochs=3, shuffle=False, verbose=0).history["loss"]
     np.testing.assert_allclose(losses[True], losses[False], rtol=1e-4)
+
+
+# ---------------------------------------------------------------------------
+# LateDropout
+# ---------------------------------------------------------------------------
+def dropout_probe(rate):
+    """Identity through a `Dropout(rate)`: its training loss (MSE to the input) is 0 without dropout."""
+    inputs = keras.Input((64,))
+    weighted = keras.layers.Dense(64, use_bias=False, kernel_initializer="identity")(inputs)
+    model = keras.Model(inputs, keras.layers.Dropout(rate, seed=1)(weighted))
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.0), loss="mse")
+    return model
+
+
+def test_late_dropout_trains_at_the_raised_rate_from_the_start_step_on():
+    model = dropout_probe(1e-6)
+    x = np.random.default_rng(0).normal(size=(8, 64)).astype("float32")
+    late = LateDropout(0.5, start_step=3, from_rate=1e-6)
+
+    history = model.fit(x, x, batch_size=8, epochs=6, shuffle=False, verbose=0, callbacks=[late])
+
+    losses = np.array(history.history["loss"])  # one step per epoch
+    assert late.raised_at == 3
+    np.testing.assert_allclose(losses[:3], 0.0, atol=1e-6)  # steps 1..3 at 1e-6
+    # Then half of the inputs are dropped and the rest doubled: MSE = E[x^2] = about 1.
+    assert np.all(losses[3:] > 0.5)
+    assert model.layers[-1].rate == 0.5
+    np.testing.assert_allclose(to_numpy(model(x)), x, atol=1e-5)  # inference is unchanged
+
+
+def test_late_dropout_raises_the_transformers_rate_and_keeps_other_rates():
+    keras.utils.set_random_seed(0)
+    model_config = tiny_config(num_blocks=1, dropout_rate=0.1)
+    model = compile_transformer(build_transformer(model_config), model_config, TrainConfig(precision="float32"))
+    x, y = toy_batch()
+    dropouts = [layer for layer in model._flatten_layers() if isinstance(layer, keras.layers.Dropout)]
+    at_model_rate = [layer for layer in dropouts if layer.rate == 0.1]
+    late = LateDropout(0.3, start_step=0, from_rate=0.1)  # e.g. a resumed run past its start step
+
+    history = model.fit(x, y, batch_size=len(y), epochs=2, verbose=0, callbacks=[late])
+
+    assert late.raised_at == 0  # before the first step
+    assert len(at_model_rate) >= 4  # embeddings, attention weights, sublayer outputs
+    assert all(layer.rate == 0.3 for layer in at_model_rate)
+    assert all(layer.rate == 0.0 for layer in dropouts if layer not in at_model_rate)
+    assert np.all(np.isfinite(history.history["loss"]))
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(rate=1.0, start_step=0, from_rate=0.1), r"`rate` must be in \[0, 1\)"),
+        (dict(rate=0.3, start_step=0, from_rate=0.0), r"`from_rate` must be in \(0, 1\)"),
+        (dict(rate=0.3, start_step=-1, from_rate=0.1), r"`start_step` must be an int >= 0"),
+        (dict(rate=0.3, start_step=2.5, from_rate=0.1), r"`start_step` must be an int >= 0"),
+    ],
+)
+def test_late_dropout_bad_arguments_raise_value_error(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        LateDropout(**kwargs)
+
+
+def test_late_dropout_on_a_model_without_dropout_at_that_rate_raises_before_training():
+    model = dropout_probe(0.2)
+    x = np.zeros((4, 64), "float32")
+    with pytest.raises(ValueError, match=r"no Dropout layer at rate 0.1 to raise"):
+        model.fit(x, x, epochs=1, verbose=0, callbacks=[LateDropout(0.3, start_step=5, from_rate=0.1)])
+    assert int(model.optimizer.iterations) == 0
