@@ -246,10 +246,9 @@ class LateDropout(keras.callbacks.Callback):
         self.rate, self.start_step, self.from_rate = float(rate), int(start_step), float(from_rate)
         self.raised_at = None
 
-    def _step(self):
-        return int(ops.convert_to_numpy(self.model.optimizer.iterations))
-
     def on_train_begin(self, logs=None):
+        if self.raised_at is not None:  # a later `fit` of the same model: it keeps the raised rate
+            return
         self._layers = [
             layer
             for layer in self.model._flatten_layers(include_self=False)
@@ -260,17 +259,24 @@ class LateDropout(keras.callbacks.Callback):
                 f"LateDropout: the model has no Dropout layer at rate {self.from_rate} to raise; pass the "
                 "model's dropout rate as `from_rate` (a model built with dropout 0 has none)."
             )
-        if self.raised_at is None and self._step() >= self.start_step:
-            self._raise()
+        # Steps are counted from here on, not read from the optimizer at every step: on JAX its
+        # variables are brought up to date only between epochs.
+        self._steps_done = int(ops.convert_to_numpy(self.model.optimizer.iterations))
+        self._maybe_raise()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch_start = self._steps_done
 
     def on_train_batch_end(self, batch, logs=None):
-        if self.raised_at is None and self._step() >= self.start_step:
-            self._raise()
+        self._steps_done = self._epoch_start + batch + 1  # `batch`: the epoch's last step run
+        self._maybe_raise()
 
-    def _raise(self):
+    def _maybe_raise(self):
+        if self.raised_at is not None or self._steps_done < self.start_step:
+            return
         for layer in self._layers:
             layer.rate = self.rate
-        self.raised_at = self._step()
+        self.raised_at = self._steps_done
         self.model.make_train_function(force=True)
 
 

@@ -27,6 +27,7 @@ from backends.backend_bundle import (
 from keras_transformer.decoding import beam_search, greedy_decode
 from keras_transformer.layers import TokenEmbedding
 from keras_transformer.models import build_transformer
+from keras_transformer.training import LateDropout
 
 # At the first decoding step the decoder self-attends over one key; Keras warns about it.
 pytestmark = pytest.mark.filterwarnings("ignore:You are using a softmax over axis -1")
@@ -89,3 +90,26 @@ def test_first_adam_step_moves_every_embedding_entry_of_a_batch_token_by_the_lea
     in_batch = np.isin(np.arange(V_S), [5, 7, 9])
     np.testing.assert_allclose(moved[in_batch], 1.0, rtol=1e-4)
     np.testing.assert_array_equal(moved[~in_batch], 0.0)
+
+
+def test_late_dropout_trains_at_the_raised_rate_from_the_start_step_on():
+    # Identity through a Dropout: the training loss (MSE to the input) is 0 without dropout.
+    x = np.random.default_rng(0).normal(size=(8, 64)).astype("float32")
+    inputs = keras.Input((64,))
+    weighted = keras.layers.Dense(64, use_bias=False, kernel_initializer="identity")(inputs)
+    probe = keras.Model(inputs, keras.layers.Dropout(1e-6, seed=1)(weighted))
+    probe.compile(optimizer=keras.optimizers.SGD(learning_rate=0.0), loss="mse")
+    late = LateDropout(0.5, start_step=5, from_rate=1e-6)
+
+    history = probe.fit(x, x, batch_size=2, epochs=2, shuffle=False, verbose=0, callbacks=[late])
+
+    losses = np.array(history.history["loss"])  # mean over each epoch's 4 steps
+    assert late.raised_at == 5
+    assert losses[0] < 1e-6  # steps 1..4 at 1e-6
+    # Steps 6..8 drop half the inputs and double the rest: MSE = E[x^2], about 1.
+    assert 0.5 < losses[1] < 1.5 * 3 / 4
+    assert probe.layers[-1].rate == 0.5
+    np.testing.assert_allclose(numpy(probe(x)), x, atol=1e-5)  # inference is unchanged
+    # A later `fit` keeps training at the raised rate.
+    again = probe.fit(x, x, batch_size=8, epochs=1, verbose=0, callbacks=[late])
+    assert again.history["loss"][0] > 0.5 and late.raised_at == 5
