@@ -214,9 +214,10 @@ class LateDropout(keras.callbacks.Callback):
     its own rate until optimizer step `start_step`; from then on every `keras.layers.Dropout` of
     the model (nested layers included) whose rate is `from_rate` drops at `rate`, and the
     training step is traced once more to take it. Dropout layers at other rates (e.g. a
-    feed-forward inner dropout of 0) keep theirs. Inference is unchanged: dropout is off there,
-    and the layers' configs still say `from_rate`. On a resumed run already past `start_step`
-    the rate is raised when training begins. Liu et al. (2023), "Dropout Reduces Underfitting",
+    feed-forward inner dropout of 0) keep theirs. Inference is unchanged: dropout is off there.
+    A saved model keeps `from_rate` in this project's layers (their `dropout_rate`), the raised
+    rate in the `Dropout` layers the model holds directly (e.g. the embeddings' dropout). On a
+    resumed run already past `start_step` the rate is raised when training begins. Liu et al. (2023), "Dropout Reduces Underfitting",
     study this schedule.
 
     Args:
