@@ -217,8 +217,8 @@ class LateDropout(keras.callbacks.Callback):
     feed-forward inner dropout of 0) keep theirs. Inference is unchanged: dropout is off there.
     A saved model keeps `from_rate` in this project's layers (their `dropout_rate`), the raised
     rate in the `Dropout` layers the model holds directly (e.g. the embeddings' dropout). On a
-    resumed run already past `start_step` the rate is raised when training begins. Liu et al. (2023), "Dropout Reduces Underfitting",
-    study this schedule.
+    resumed run already past `start_step` the rate is raised when training begins. Liu et al.
+    (2023), "Dropout Reduces Underfitting", study this schedule.
 
     Args:
         rate: float in [0, 1), the dropout rate from `start_step` on.
