@@ -56,15 +56,15 @@ def toy_batch(lengths=(2, 4, 3, 4), seed=0):
     return (source, target_in), target_out
 
 
-def compiled_tiny_model(num_blocks=1, **train_settings):
+def compiled_tiny_model(num_blocks=1, dropout_rate=0.0, **train_settings):
     """A seeded tiny model built and compiled (`compile_transformer`) under `TrainConfig(**train_settings)`.
 
     One block a side unless `num_blocks` is given: the first `fit` traces the model, and the
-    smaller it is the quicker. In float32 unless `precision` is given (not "auto": the same model
-    on every machine).
+    smaller it is the quicker. No dropout unless `dropout_rate` is given. In float32 unless
+    `precision` is given (not "auto": the same model on every machine).
     """
     keras.utils.set_random_seed(0)
-    model_config = tiny_config(num_blocks=num_blocks)
+    model_config = tiny_config(num_blocks=num_blocks, dropout_rate=dropout_rate)
     train_config = TrainConfig(**{"precision": "float32", **train_settings})
     with dtype_policy(train_config.precision):
         return compile_transformer(build_transformer(model_config), model_config, train_config)
@@ -446,9 +446,7 @@ def test_xla_training_step_gives_the_same_loss_as_the_plain_one():
 # LateDropout
 # ---------------------------------------------------------------------------
 def test_late_dropout_raises_the_transformers_rate_and_keeps_other_rates():
-    keras.utils.set_random_seed(0)
-    model_config = tiny_config(num_blocks=1, dropout_rate=0.1)
-    model = compile_transformer(build_transformer(model_config), model_config, TrainConfig(precision="float32"))
+    model = compiled_tiny_model(dropout_rate=0.1)
     x, y = toy_batch()
     dropouts = [layer for layer in model._flatten_layers() if isinstance(layer, keras.layers.Dropout)]
     at_model_rate = [layer for layer in dropouts if layer.rate == 0.1]
@@ -458,6 +456,7 @@ def test_late_dropout_raises_the_transformers_rate_and_keeps_other_rates():
 
     assert late.raised_at == 0  # before the first step
     assert len(at_model_rate) >= 4  # embeddings, attention weights, sublayer outputs
+    assert len(dropouts) > len(at_model_rate)  # the feed-forward inner dropouts, at 0
     assert all(layer.rate == 0.3 for layer in at_model_rate)
     assert all(layer.rate == 0.0 for layer in dropouts if layer not in at_model_rate)
     assert np.all(np.isfinite(history.history["loss"]))
