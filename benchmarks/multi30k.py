@@ -24,13 +24,14 @@ One run, three steps:
    Our model trains by `--recipe best` unless told otherwise: per-head attention initialization
    and weight averaging with momentum 0.998 (`TrainConfig.ema_momentum`, ramped up as
    `min(0.998, t / (t + 9))` at step t, so that on a slow machine the average still spans only
-   about the last tenth of the steps); `--recipe tutorial` is the tutorial code's glorot
-   initialization without averaging. `--embedding-sharing` shares our model's embedding tables
-   (`ModelConfig.embedding_sharing`; `all`, one table for source, target and logits, turns
-   `--joint-vocab` on unless told otherwise); keras-hub's model keeps its three tables. With
-   averaging, our model is scored, along the curve and at the end, with the moving average of
-   its weights, and the curve also records the weights as trained (`bleu_trained_weights`, a
-   dashed line in the PNG). keras-hub's model trains as its layers come, without averaging.
+   about the last tenth of the steps; `--ema-ramp` sets the 9); `--recipe tutorial` is the
+   tutorial code's glorot initialization without averaging. `--embedding-sharing` shares our
+   model's embedding tables (`ModelConfig.embedding_sharing`; `all`, one table for source, target
+   and logits, turns `--joint-vocab` on unless told otherwise); keras-hub's model keeps its three
+   tables. With averaging, our model is scored, along the curve and at the end, with the moving
+   average of its weights, and the curve also records the weights as trained
+   (`bleu_trained_weights`, a dashed line in the PNG). keras-hub's model trains as its layers
+   come, without averaging.
    The budget is `--minutes` of training wall clock: the clock starts when `fit` starts (graph
    tracing is training time), pauses while the model is scored for the curve, and `fit` stops
    after the step that reaches the budget. The curve: greedy sacreBLEU of the first
@@ -199,6 +200,13 @@ def add_model_and_decoding_flags(parser):
         "with, and is scored with, the moving average of its weights; 0 = off (default: --recipe's).",
     )
     parser.add_argument(
+        "--ema-ramp",
+        type=float,
+        default=9.0,
+        help="How far back our weight average looks while it ramps up (TrainConfig.ema_ramp): momentum "
+        "min(--ema-momentum, t / (t + RAMP)) at step t; 9 spans about the last tenth of the steps, 1 all of them.",
+    )
+    parser.add_argument(
         "--embedding-sharing",
         default=None,
         choices=EMBEDDING_SHARING,
@@ -286,6 +294,8 @@ def check_args(parser, args):
             setattr(args, name, value)
     if not 0 <= args.ema_momentum < 1:
         parser.error(f"--ema-momentum must be in [0, 1). Received: {args.ema_momentum}")
+    if not args.ema_ramp >= 1:
+        parser.error(f"--ema-ramp must be >= 1. Received: {args.ema_ramp}")
     if args.dropout is not None and not 0 <= args.dropout < 1:
         parser.error(f"--dropout must be in [0, 1). Received: {args.dropout}")
     if not 0 <= args.late_dropout < 1:
@@ -427,6 +437,7 @@ def run_workers(args, argv):
 def report_header(args, first):
     """The report's first line: the corpus, budget, model, batching and schedule of the run."""
     dropout = "the preset's" if args.dropout is None else f"{args.dropout:g}"
+    averaging = f"weight averaging {args.ema_momentum:g} (ramp {args.ema_ramp:g})" if args.ema_momentum else None
     return (
         f"Multi30k {SOURCE_LANGUAGE}->{TARGET_LANGUAGE}, {args.minutes:g} training minutes per model, preset "
         f"{args.preset}, vocab {first['vocab_sizes'][0]}/{first['vocab_sizes'][1]}, {first['train_pairs']:,} "
@@ -434,7 +445,7 @@ def report_header(args, first):
         f"{f'{args.batch_tokens} tokens' if args.batch_tokens else f'{args.batch_size} sentences'}, warm-up "
         f"{args.warmup}, lr scale {args.lr_scale:g}, {args.policy}, jit {'on' if args.jit else 'off'}, "
         f"{os.cpu_count()} CPUs; ours: {args.attention_initialization} attention initialization, "
-        f"{f'weight averaging {args.ema_momentum:g}' if args.ema_momentum else 'no weight averaging'}, "
+        f"{averaging or 'no weight averaging'}, "
         f"embedding sharing {args.embedding_sharing}, dropout {dropout}"
         f"{f' raised to {args.late_dropout:g} after {args.late_dropout_epochs:g} epochs' if args.late_dropout else ''}"
         f"; joint vocabulary {args.joint_vocab}"
@@ -802,6 +813,7 @@ def worker_train_config(args, name):
         label_smoothing=args.label_smoothing,
         precision=args.policy,
         ema_momentum=args.ema_momentum if name == "ours" else 0.0,
+        ema_ramp=args.ema_ramp,
         seed=args.seed,
         run_dir=str(worker_dir(args, name)),
         export_dir=args.export_dir or "saved_models",

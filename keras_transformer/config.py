@@ -454,7 +454,13 @@ class TrainConfig(_JsonConfig):
         0.0,
         "Keep an exponential moving average of the weights with this momentum (e.g. 0.998) and end training "
         "with the averaged weights, which are then evaluated and exported; 0 = off. The momentum ramps up as "
-        "min(momentum, t / (t + 9)) at step t, so the average spans about the last tenth of a short run.",
+        "min(momentum, t / (t + ema_ramp)) at step t, so the average spans a share of a short run (see ema_ramp).",
+    )
+    ema_ramp: float = _field(
+        9.0,
+        "How far back the moving average looks while it ramps up: its momentum at step t is "
+        "min(ema_momentum, t / (t + ema_ramp)), so step s weighs about (s / t) ** (ema_ramp - 1) in it; 9 spans "
+        "about the last tenth of the steps so far, 1 is the plain mean of all of them.",
     )
     seed: int = _field(0, "Random seed for data generation, shuffling and initialization.")
     run_dir: str = _field("runs/builtin", "Where checkpoints, vocabularies, logs and the summary go.")
@@ -521,6 +527,8 @@ class TrainConfig(_JsonConfig):
         )
         _check_rate(self, "label_smoothing")
         _check_rate(self, "ema_momentum")
+        if not self.ema_ramp >= 1:
+            raise ValueError(f"`ema_ramp` must be >= 1. Received: {self.ema_ramp}")
         if not self.length_penalty >= 0:
             raise ValueError(f"`length_penalty` must be >= 0. Received: {self.length_penalty}")
         if not self.checkpoint_every_seconds >= 0:

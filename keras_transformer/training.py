@@ -347,8 +347,6 @@ def training_weights_kept(model):
         del optimizer.finalize_variable_values
 
 
-# The moving average's momentum at optimizer step t (0 at the first) is min(momentum, t / (t + 9)).
-EMA_RAMP = 9.0
 # The moving average is updated every this many optimizer steps, at the momentum of as many steps.
 EMA_EVERY = 4
 
@@ -360,16 +358,27 @@ class AveragingAdam(keras.optimizers.Adam):
     Keras's own averaging uses `ema_momentum` from the second step on: an average that looks
     back about `1 / (1 - momentum)` steps whatever the run's length, so early in a run (or in a
     short run on a slow machine) it is dominated by the first, barely trained weights. Here
-    the momentum at optimizer step `t` (counted from 0) is `m = min(ema_momentum, t / (t + 9))`:
-    the average covers roughly the last tenth of the steps taken so far until that is longer
-    than `ema_momentum` allows (0.998, about 500 steps, is reached at step 4,491). At `t = 0`
-    the momentum is 0, so the first average is the weights themselves, as in Keras.
+    the momentum at optimizer step `t` (counted from 0) is `m = min(ema_momentum, t / (t + ema_ramp))`:
+    step `s` weighs about `(s / t) ** (ema_ramp - 1)` in the average, which with the default
+    `ema_ramp=9` covers roughly the last tenth of the steps taken so far, until that is longer
+    than `ema_momentum` allows (0.998, about 500 steps, is reached at step 4,491); `ema_ramp=1`
+    is the plain mean of all the steps. At `t = 0` the momentum is 0, so the first average is
+    the weights themselves, as in Keras.
 
     The average is updated at every fourth step (`t = 0, 4, 8, ...`), with the momentum of four
     steps, `average = m^4 * average + (1 - m^4) * weight`: each update reads and writes every
     weight, as much memory traffic as a fifth of Adam's own update, and over an average of
     hundreds of steps the three skipped weights between two updates change nothing that matters.
     """
+
+    def __init__(self, *args, ema_ramp=9.0, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not ema_ramp >= 1:
+            raise ValueError(f"`ema_ramp` must be >= 1. Received: {ema_ramp}")
+        self.ema_ramp = float(ema_ramp)
+
+    def get_config(self):
+        return {**super().get_config(), "ema_ramp": self.ema_ramp}
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
         if keras.backend.backend() != "tensorflow":
@@ -392,7 +401,7 @@ class AveragingAdam(keras.optimizers.Adam):
         if not self.use_ema:
             return
         steps = ops.cast(self.iterations, "float32")
-        momentum = ops.minimum(ops.cast(self.ema_momentum, "float32"), steps / (steps + EMA_RAMP))
+        momentum = ops.minimum(ops.cast(self.ema_momentum, "float32"), steps / (steps + self.ema_ramp))
         rate = 1.0 - momentum**EMA_EVERY  # the share of the new weights in the average
 
         def update():
@@ -412,7 +421,7 @@ def compile_transformer(model, model_config, train_config):
 
     With `train_config.ema_momentum > 0` the optimizer also keeps an exponential moving average
     of every trainable weight, `average = m^4 * average + (1 - m^4) * weight` after every fourth
-    step, with `m = min(momentum, t / (t + 9))` at step `t` (see `AveragingAdam`), and `model.fit` ends by
+    step, with `m = min(momentum, t / (t + ema_ramp))` at step `t` (see `AveragingAdam`), and `model.fit` ends by
     replacing the weights with their averages (Polyak averaging; the paper averages its last
     checkpoints to the same end).
 
@@ -420,7 +429,7 @@ def compile_transformer(model, model_config, train_config):
         model: the Keras model to compile.
         model_config: `ModelConfig`; its `d_model` sets the schedule.
         train_config: `TrainConfig`: warmup steps, learning-rate scale, label smoothing, EMA
-            momentum, `jit_compile`.
+            momentum and ramp, `jit_compile`.
 
     Returns:
         `model`, compiled, with its optimizer's variables created.
@@ -428,7 +437,13 @@ def compile_transformer(model, model_config, train_config):
     schedule = NoamSchedule(model_config.d_model, train_config.warmup_steps, train_config.learning_rate_scale)
     ema = train_config.ema_momentum
     optimizer = AveragingAdam(
-        schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9, use_ema=ema > 0, ema_momentum=ema or 0.99
+        schedule,
+        beta_1=0.9,
+        beta_2=0.98,
+        epsilon=1e-9,
+        use_ema=ema > 0,
+        ema_momentum=ema or 0.99,
+        ema_ramp=train_config.ema_ramp,
     )
     model.compile(
         optimizer=optimizer,

@@ -291,6 +291,21 @@ def test_multi30k_trains_ours_by_the_best_recipe_unless_told_otherwise(tmp_path,
     assert (args.attention_initialization, args.ema_momentum) == (initialization, momentum)
 
 
+def test_multi30k_ema_ramp_reaches_our_optimizer_and_refuses_a_ramp_below_1(tmp_path, capsys):
+    import multi30k
+
+    flags = ["--data", str(multi30k_folder(tmp_path)), "--minutes", "30"]
+    args = multi30k.parse_args([*flags, "--ema-ramp", "3"])
+    assert multi30k.worker_train_config(args, "ours").ema_ramp == 3.0
+    assert "weight averaging 0.998 (ramp 3)" in multi30k.report_header(
+        args, {"vocab_sizes": [8, 8], "train_pairs": 15, "dropped_pairs": 0}
+    )
+    assert multi30k.parse_args(flags).ema_ramp == 9.0
+    with pytest.raises(SystemExit):
+        multi30k.parse_args([*flags, "--ema-ramp", "0.5"])
+    assert "--ema-ramp must be >= 1. Received: 0.5" in capsys.readouterr().err
+
+
 def test_multi30k_dropout_flag_sets_ours_only_and_refuses_a_rate_outside_0_1(tmp_path, capsys):
     import multi30k
 

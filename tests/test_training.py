@@ -17,6 +17,7 @@ from conftest import V_S, V_T, D, S, T, tiny_config
 from keras_transformer.config import TrainConfig
 from keras_transformer.models import build_transformer
 from keras_transformer.training import (
+    AveragingAdam,
     LateDropout,
     MaskedAccuracy,
     MaskedLabelSmoothedLoss,
@@ -355,9 +356,9 @@ class _RecordAverages(keras.callbacks.Callback):
     and after it.
     """
 
-    def __init__(self, momentum, check_step):
+    def __init__(self, momentum, check_step, ramp=9.0):
         super().__init__()
-        self.momentum, self.check_step = momentum, check_step
+        self.momentum, self.check_step, self.ramp = momentum, check_step, ramp
         self.steps, self.average, self.last_trained = 0, None, None
         self.trained = self.inside = self.inside_reference = self.after = None  # at `check_step`
         self.momenta = []
@@ -367,7 +368,7 @@ class _RecordAverages(keras.callbacks.Callback):
         # The momentum ramps up with the steps taken before this one (0 at the first: the first
         # average is the weights themselves); the average is updated every fourth step, with the
         # momentum of four steps.
-        momentum = min(self.momentum, self.steps / (self.steps + 9))
+        momentum = min(self.momentum, self.steps / (self.steps + self.ramp))
         self.momenta.append(momentum)
         if self.average is None:
             self.average = weights
@@ -384,13 +385,14 @@ class _RecordAverages(keras.callbacks.Callback):
             self.after = [to_numpy(w) for w in self.model.trainable_weights]
 
 
-@pytest.mark.parametrize("momentum", [0.5, 0.9])
-def test_weight_averaging_ends_training_with_the_moving_average_of_the_weights(momentum):
-    model = compiled_tiny_model(warmup_steps=5, ema_momentum=momentum)
+@pytest.mark.parametrize("momentum, ramp", [(0.5, 9.0), (0.9, 9.0), (0.99, 2.0)])
+def test_weight_averaging_ends_training_with_the_moving_average_of_the_weights(momentum, ramp):
+    model = compiled_tiny_model(warmup_steps=5, ema_momentum=momentum, ema_ramp=ramp)
     x, y = toy_batch()
-    record = _RecordAverages(momentum, check_step=6)
+    record = _RecordAverages(momentum, check_step=6, ramp=ramp)
     model.fit(x, y, batch_size=4, epochs=12, steps_per_epoch=1, shuffle=False, verbose=0, callbacks=[record])
-    # 0.9 is reached only at the run's last step (t = 81 would be): the ramp is what is checked.
+    # 0.9 (ramp 9) and 0.99 (ramp 2) are reached only after the run's last step (t = 81 and 198
+    # would be): the ramp is what is checked.
     assert (max(record.momenta) == momentum) == (momentum == 0.5)
 
     final = [to_numpy(w) for w in model.trainable_weights]
@@ -409,6 +411,23 @@ def test_weight_averaging_ends_training_with_the_moving_average_of_the_weights(m
 def test_ema_momentum_out_of_range_raises_value_error(momentum):
     with pytest.raises(ValueError, match=r"`ema_momentum` must be in \[0, 1\)"):
         TrainConfig(ema_momentum=momentum).validate()
+
+
+@pytest.mark.parametrize("ramp", [0.5, 0.0, -1.0, float("nan")])
+def test_an_ema_ramp_below_1_raises_value_error(ramp):
+    with pytest.raises(ValueError, match=r"`ema_ramp` must be >= 1"):
+        TrainConfig(ema_ramp=ramp).validate()
+    with pytest.raises(ValueError, match=r"`ema_ramp` must be >= 1"):
+        AveragingAdam(ema_ramp=ramp)
+
+
+def test_the_averaging_optimizer_keeps_its_ramp_through_its_config():
+    model = compiled_tiny_model(ema_momentum=0.99, ema_ramp=3.0)
+    config = model.optimizer.get_config()
+    assert (config["ema_ramp"], config["ema_momentum"], config["use_ema"]) == (3.0, 0.99, True)
+    rebuilt = keras.optimizers.deserialize(keras.optimizers.serialize(model.optimizer))
+    assert type(rebuilt) is AveragingAdam
+    assert rebuilt.get_config() == config
 
 
 # ---------------------------------------------------------------------------
