@@ -239,6 +239,13 @@ def add_model_and_decoding_flags(parser):
     parser.add_argument(
         "--length-penalty", type=float, default=0.6, help="Our beam search's GNMT length-penalty alpha."
     )
+    parser.add_argument(
+        "--validation-decodings",
+        default="",
+        help="After training, also score our model on the whole validation split with each of these "
+        "BEAM:ALPHA decodings (e.g. 1:0,4:0.6,4:1.0; beam 1 is greedy): the way to choose --beam-size and "
+        "--length-penalty without looking at the test split; empty = off.",
+    )
     parser.add_argument("--seed", type=int, default=0, help="Seed of the weights, dropout and batch order.")
     parser.add_argument(
         "--models", default=",".join(MODELS), help=f"Comma-separated models to train, from {', '.join(MODELS)}."
@@ -305,6 +312,7 @@ def check_args(parser, args):
         parser.error("--late-dropout raises our model's dropout rate, which is 0 here: give --dropout above 0")
     if not args.late_dropout_epochs >= 0:
         parser.error(f"--late-dropout-epochs must be >= 0. Received: {args.late_dropout_epochs}")
+    args.validation_decodings = parse_decodings(parser, args.validation_decodings)
     if args.joint_vocab is None:  # one vocabulary where one table embeds both sides
         args.joint_vocab = "on" if args.embedding_sharing == "all" else "off"
     if args.embedding_sharing == "all" and args.joint_vocab != "on":
@@ -327,6 +335,21 @@ def check_args(parser, args):
             if not path.is_file():
                 parser.error(f"--data {args.data} has no {path.name}")
     return args
+
+
+def parse_decodings(parser, text):
+    """`--validation-decodings` as `[(beam_size, length_penalty), ...]` (`parser.error` on a bad one)."""
+    decodings = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        beam, _, alpha = item.partition(":")
+        try:
+            decoding = (int(beam), float(alpha))
+        except ValueError:
+            decoding = None
+        if decoding is None or decoding[0] < 1 or not decoding[1] >= 0:
+            parser.error(f"--validation-decodings takes BEAM:ALPHA items, BEAM >= 1, ALPHA >= 0. Received: {item!r}")
+        decodings.append(decoding)
+    return decodings
 
 
 def parse_args(argv=None):
@@ -509,6 +532,10 @@ def print_report(args, results, cpu):
     for row in rows:
         print(report_row(results, *row))
     print(f"sacreBLEU: {first['test']['bleu_signature']}")
+    for score in results.get("ours", {}).get("validation_decodings", []):
+        decoding = decoding_name(score["beam_size"], score["length_penalty"])
+        scores = f"BLEU {score['bleu']:.2f}, chrF {score['chrf']:.2f}"
+        print(f"ours on validation ({score['sentences']} sent.), {decoding}: {scores}")
     if both:
         peer_final = results["keras-hub"]["curve"][-1]
         reached = minutes_to_reach(results["ours"]["curve"], peer_final["bleu"])
@@ -882,13 +909,13 @@ def build_worker_model(args, name, model_config, train_config, data, run_dir):
     """Model `name`, compiled by `compile_transformer`, and its translator factory.
 
     Returns:
-        `(model, translator)`: `translator(beam_size)` gives an object with our `Translator`'s
-        `translate` (the keras-hub peer decodes greedily only: `beam_size` 1).
+        `(model, translator)`: `translator(beam_size, length_penalty=None)` gives an object with
+        our `Translator`'s `translate` (the keras-hub peer decodes greedily only: `beam_size` 1).
     """
     if name == "ours":
         model = build_transformer(model_config)
 
-        def translator(beam_size):
+        def translator(beam_size, length_penalty=None):
             return make_translator(
                 model,
                 model_config,
@@ -897,6 +924,7 @@ def build_worker_model(args, name, model_config, train_config, data, run_dir):
                 run_dir,
                 train_config,
                 beam_size=beam_size,
+                length_penalty=length_penalty,
             )
 
     else:
@@ -1007,7 +1035,7 @@ def score_test(args, name, translator, greedy, test_text):
     final = greedy
     if name == "ours" and args.beam_size > 1:
         final = translator(args.beam_size)
-        result["decoding"] = f"beam {args.beam_size}, alpha {args.length_penalty:g}"
+        result["decoding"] = decoding_name(args.beam_size, args.length_penalty)
     hypotheses = translate_texts(final, test_text.sources)
     result["test"] = score_translations(hypotheses, references)
     greedy_hypotheses = hypotheses if final is greedy else translate_texts(greedy, test_text.sources)
@@ -1018,6 +1046,33 @@ def score_test(args, name, translator, greedy, test_text):
         flush=True,
     )
     return result, hypotheses, final
+
+
+def score_validation_decodings(args, translator):
+    """Our trained model on the whole validation split, once per `--validation-decodings` setting.
+
+    Returns:
+        `[{"beam_size", "length_penalty", "seconds", "bleu", "chrf", ...}, ...]` (sacreBLEU
+        scores of `score_translations`), in the flag's order.
+    """
+    validation = read_split(args.data, "validation")
+    scores = []
+    for beam_size, length_penalty in args.validation_decodings:
+        start = time.perf_counter()
+        hypotheses = translate_texts(translator(beam_size, length_penalty), validation.sources)
+        score = score_translations(hypotheses, validation.targets)
+        scores.append(
+            {"beam_size": beam_size, "length_penalty": length_penalty, "seconds": round(time.perf_counter() - start, 1)}
+            | score
+        )
+        decoding = decoding_name(beam_size, length_penalty)
+        print(f"ours: validation BLEU {score['bleu']:.2f}, chrF {score['chrf']:.2f} ({decoding})", flush=True)
+    return scores
+
+
+def decoding_name(beam_size, length_penalty):
+    """`greedy` or `beam B, alpha A`."""
+    return "greedy" if beam_size == 1 else f"beam {beam_size}, alpha {length_penalty:g}"
 
 
 def data_facts(model, model_config, data, fingerprint):
@@ -1069,6 +1124,8 @@ def run_worker(args):
     score_start = time.perf_counter()
     result, hypotheses, final = score_test(args, name, translator, greedy, data.test_text)
     test_seconds = time.perf_counter() - score_start
+    if name == "ours" and args.validation_decodings:
+        result["validation_decodings"] = score_validation_decodings(args, translator)
     if name == "ours" and args.export_dir:
         result["export_path"] = str(export_run(final, train_config))
         print(f"{name}: exported to {result['export_path']}", flush=True)

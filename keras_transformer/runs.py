@@ -683,8 +683,10 @@ def make_serving_module(model, model_config, tokenizers, run_dir, train_config):
     return task_of(train_config).serving_module(model, model_config, tokenizers, run_dir, train_config)
 
 
-def make_translator(model, model_config, source_tokenizer, target_tokenizer, run_dir, train_config, beam_size=None):
-    """The run's `Translator`, decoding with the run's `beam_size` (unless given) and `length_penalty`."""
+def make_translator(
+    model, model_config, source_tokenizer, target_tokenizer, run_dir, train_config, beam_size=None, length_penalty=None
+):
+    """The run's `Translator`, decoding with the run's `beam_size` and `length_penalty` unless given."""
     return Translator(
         model,
         model_config,
@@ -692,7 +694,7 @@ def make_translator(model, model_config, source_tokenizer, target_tokenizer, run
         target_tokenizer,
         Path(run_dir) / MODEL_CONFIG_FILE,
         beam_size=beam_size or train_config.beam_size,
-        length_penalty=train_config.length_penalty,
+        length_penalty=train_config.length_penalty if length_penalty is None else length_penalty,
     )
 
 

@@ -360,6 +360,56 @@ def test_multi30k_late_dropout_starts_after_its_epochs_of_batches_for_ours_only(
     assert multi30k.parse_args([*flags, "--preset", "tiny", "--dropout", "0.1"]).late_dropout == 0.3
 
 
+class _EchoTranslator:
+    """A stand-in for our `Translator` that returns each source as its translation, or `word` for every one."""
+
+    def __init__(self, word=None):
+        self.word = word
+
+    def translate(self, batch):
+        texts = batch.numpy() if self.word is None else [self.word.encode()] * int(batch.shape[0])
+        return {"translation": tf.constant(texts)}
+
+
+def test_multi30k_validation_decodings_score_the_whole_validation_split_per_setting(tmp_path, capsys):
+    import multi30k
+
+    sentences = [f"a dog number {i} runs on the green grass ." for i in range(300)]
+    for language in ("de", "en"):
+        with gzip.open(multi30k_folder(tmp_path) / f"val.{language}.gz", "wt") as file:
+            file.write("\n".join(sentences) + "\n")
+    flags = ["--data", str(tmp_path), "--minutes", "30", "--validation-decodings", " 1:0, 4:0.6,4:1.5 "]
+    args = multi30k.parse_args(flags)
+    assert args.validation_decodings == [(1, 0.0), (4, 0.6), (4, 1.5)]
+    asked = []
+
+    def translator(beam_size, length_penalty=None):  # the worker's factory: settings in, a translator out
+        asked.append((beam_size, length_penalty))
+        return _EchoTranslator(None if length_penalty == 0.6 else "grass")
+
+    scores = multi30k.score_validation_decodings(args, translator)
+    assert asked == [(1, 0.0), (4, 0.6), (4, 1.5)]
+    assert [(s["beam_size"], s["length_penalty"], s["sentences"]) for s in scores] == [
+        (1, 0.0, 300),
+        (4, 0.6, 300),
+        (4, 1.5, 300),
+    ]
+    assert scores[1]["bleu"] == 100.0 and scores[0]["bleu"] < 1 and scores[2]["bleu"] < 1
+    assert "ours: validation BLEU 100.00, chrF 100.00 (beam 4, alpha 0.6)" in capsys.readouterr().out
+
+    result = fake_multi30k_result("ours", 31_912, 30, 12.5) | {"validation_decodings": scores}
+    multi30k.print_report(args, {"ours": result}, common.parse_cpuinfo(X86_CPUINFO))
+    assert "ours on validation (300 sent.), beam 4, alpha 0.6: BLEU 100.00, chrF 100.00" in capsys.readouterr().out
+
+    for bad in ("4", "0:0.6", "4:-1", "four:0.6", "4:0.6:1"):
+        with pytest.raises(SystemExit):
+            multi30k.parse_args([*flags[:-1], bad])
+        assert f"--validation-decodings takes BEAM:ALPHA items, BEAM >= 1, ALPHA >= 0. Received: {bad!r}" in (
+            capsys.readouterr().err
+        )
+    assert multi30k.parse_args(flags[:-2]).validation_decodings == []
+
+
 def test_multi30k_refuses_one_shared_table_over_two_vocabularies(tmp_path, capsys):
     import multi30k
 
