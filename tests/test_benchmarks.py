@@ -276,31 +276,31 @@ def test_multi30k_finds_when_a_curve_first_reaches_a_score():
 
 
 @pytest.mark.parametrize(
-    "flags, initialization, momentum",
+    "flags, initialization, momentum, ramp",
     [
-        ([], "per_head", 0.998),
-        (["--recipe", "tutorial"], "glorot", 0.0),
-        (["--ema-momentum", "0.99"], "per_head", 0.99),
-        (["--recipe", "tutorial", "--attention-initialization", "per_head"], "per_head", 0.0),
+        ([], "per_head", 0.9999, 3.0),
+        (["--recipe", "tutorial"], "glorot", 0.0, 9.0),
+        (["--ema-momentum", "0.99"], "per_head", 0.99, 3.0),
+        (["--recipe", "tutorial", "--attention-initialization", "per_head"], "per_head", 0.0, 9.0),
+        (["--ema-momentum", "0.998", "--ema-ramp", "9"], "per_head", 0.998, 9.0),
     ],
 )
-def test_multi30k_trains_ours_by_the_best_recipe_unless_told_otherwise(tmp_path, flags, initialization, momentum):
+def test_multi30k_trains_ours_by_the_best_recipe_unless_told_otherwise(tmp_path, flags, initialization, momentum, ramp):
     import multi30k
 
     args = multi30k.parse_args(["--data", str(multi30k_folder(tmp_path)), "--minutes", "30", *flags])
-    assert (args.attention_initialization, args.ema_momentum) == (initialization, momentum)
+    assert (args.attention_initialization, args.ema_momentum, args.ema_ramp) == (initialization, momentum, ramp)
 
 
 def test_multi30k_ema_ramp_reaches_our_optimizer_and_refuses_a_ramp_below_1(tmp_path, capsys):
     import multi30k
 
     flags = ["--data", str(multi30k_folder(tmp_path)), "--minutes", "30"]
-    args = multi30k.parse_args([*flags, "--ema-ramp", "3"])
-    assert multi30k.worker_train_config(args, "ours").ema_ramp == 3.0
-    assert "weight averaging 0.998 (ramp 3)" in multi30k.report_header(
+    args = multi30k.parse_args([*flags, "--ema-ramp", "5"])
+    assert multi30k.worker_train_config(args, "ours").ema_ramp == 5.0
+    assert "weight averaging 0.9999 (ramp 5)" in multi30k.report_header(
         args, {"vocab_sizes": [8, 8], "train_pairs": 15, "dropped_pairs": 0}
     )
-    assert multi30k.parse_args(flags).ema_ramp == 9.0
     with pytest.raises(SystemExit):
         multi30k.parse_args([*flags, "--ema-ramp", "0.5"])
     assert "--ema-ramp must be >= 1. Received: 0.5" in capsys.readouterr().err
