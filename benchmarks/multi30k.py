@@ -25,14 +25,13 @@ One run, three steps:
    and weight averaging over about the last third of the run (`TrainConfig.ema_momentum` 0.9999
    and `ema_ramp` 3: momentum `min(0.9999, t / (t + 3))` at step t, so the average spans a share
    of the steps taken, whatever the machine's speed; `--ema-ramp 9` is the last tenth, the
-   previous default, with `--ema-momentum 0.998`); `--recipe tutorial` is the
-   tutorial code's glorot initialization without averaging. `--embedding-sharing` shares our
-   model's embedding tables (`ModelConfig.embedding_sharing`; `all`, one table for source, target
-   and logits, turns `--joint-vocab` on unless told otherwise); keras-hub's model keeps its three
-   tables. With averaging, our model is scored, along the curve and at the end, with the moving
-   average of its weights, and the curve also records the weights as trained
-   (`bleu_trained_weights`, a dashed line in the PNG). keras-hub's model trains as its layers
-   come, without averaging.
+   previous default, with `--ema-momentum 0.998`); `--recipe tutorial` is the tutorial code's
+   glorot initialization without averaging. `--embedding-sharing` shares our model's embedding
+   tables (`ModelConfig.embedding_sharing`; `all`, one table for source, target and logits,
+   turns `--joint-vocab` on unless told otherwise); keras-hub's model keeps its three tables.
+   With averaging, our model is scored, along the curve and at the end, with the moving average
+   of its weights, and the curve also records the weights as trained (`bleu_trained_weights`, a
+   dashed line in the PNG). keras-hub's model trains as its layers come, without averaging.
    The budget is `--minutes` of training wall clock: the clock starts when `fit` starts (graph
    tracing is training time), pauses while the model is scored for the curve, and `fit` stops
    after the step that reaches the budget. The curve: greedy sacreBLEU of the first
