@@ -358,12 +358,12 @@ class AveragingAdam(keras.optimizers.Adam):
     Keras's own averaging uses `ema_momentum` from the second step on: an average that looks
     back about `1 / (1 - momentum)` steps whatever the run's length, so early in a run (or in a
     short run on a slow machine) it is dominated by the first, barely trained weights. Here
-    the momentum at optimizer step `t` (counted from 0) is `m = min(ema_momentum, t / (t + ema_ramp))`:
-    step `s` weighs about `(s / t) ** (ema_ramp - 1)` in the average, which with the default
-    `ema_ramp=9` covers roughly the last tenth of the steps taken so far, until that is longer
-    than `ema_momentum` allows (0.998, about 500 steps, is reached at step 4,491); `ema_ramp=1`
-    is the plain mean of all the steps. At `t = 0` the momentum is 0, so the first average is
-    the weights themselves, as in Keras.
+    the momentum at optimizer step `t` (counted from 0) is
+    `m = min(ema_momentum, t / (t + ema_ramp))`: step `s` weighs about `(s / t) ** (ema_ramp - 1)`
+    in the average, which with the default `ema_ramp=9` covers roughly the last tenth of the
+    steps taken so far, until that is longer than `ema_momentum` allows (0.998, about 500 steps,
+    is reached at step 4,491); `ema_ramp=1` is the plain mean of all the steps. At `t = 0` the
+    momentum is 0, so the first average is the weights themselves, as in Keras.
 
     The average is updated at every fourth step (`t = 0, 4, 8, ...`), with the momentum of four
     steps, `average = m^4 * average + (1 - m^4) * weight`: each update reads and writes every
@@ -421,9 +421,9 @@ def compile_transformer(model, model_config, train_config):
 
     With `train_config.ema_momentum > 0` the optimizer also keeps an exponential moving average
     of every trainable weight, `average = m^4 * average + (1 - m^4) * weight` after every fourth
-    step, with `m = min(momentum, t / (t + ema_ramp))` at step `t` (see `AveragingAdam`), and `model.fit` ends by
-    replacing the weights with their averages (Polyak averaging; the paper averages its last
-    checkpoints to the same end).
+    step, with `m = min(momentum, t / (t + ema_ramp))` at step `t` (see `AveragingAdam`), and
+    `model.fit` ends by replacing the weights with their averages (Polyak averaging; the paper
+    averages its last checkpoints to the same end).
 
     Args:
         model: the Keras model to compile.
