@@ -71,11 +71,12 @@ def train_step(model, data):
     source_ids, target_in_ids = (ops.cast(ids, "int32") for ids in x)
     layers = TransformerLayers.from_model(model)
     real = tf.not_equal(labels, PAD_ID)  # (B, T)
-    packed_labels = tf.boolean_mask(labels, real)[None]  # (1, N)
+    packed_labels = tf.expand_dims(tf.boolean_mask(labels, real), 0)  # (1, N)
     with tf.GradientTape() as tape:
         memory, source_mask = encode(layers, source_ids, training=True)
         states = decoder_states(layers, target_in_ids, memory, source_mask, training=True)  # (B, T, D)
-        logits = layers.logits(tf.boolean_mask(states, real))[None]  # (1, N, V) float32
+        # `expand_dims`, not `[None]`: the gradient of a strided slice is a copy of all [N, V] of it.
+        logits = tf.expand_dims(layers.logits(tf.boolean_mask(states, real)), 0)  # (1, N, V) float32
         loss = model.compute_loss(x=x, y=packed_labels, y_pred=logits, training=True)
         # As Keras's step: the tracker records the loss unscaled by the replicas, per sentence.
         model._loss_tracker.update_state(loss * _replicas(), sample_weight=tf.shape(labels)[0])

@@ -18,11 +18,13 @@ def smoothed_cross_entropy(labels, logits, epsilon):
     `(1 - eps) * NLL(y) + eps * mean(-log p)`, computed as
     `logsumexp(z) - (1 - eps) * z[y] - eps * mean(z)` for logits `z`, without a tensor of
     log-probabilities or smoothed targets. Its gradient is `softmax(z) - (1 - eps) * one_hot(y) -
-    eps / V`, computed in three passes over `[B, T, V]` from the exponentials the forward pass
-    made. Left to automatic differentiation, the same formula costs about twice as many passes
-    (every use of `z` gets its own gradient, then they are summed): at the small preset that
-    made a training step about 1.18x slower. Over a large vocabulary these passes, not the
-    model's matmuls, dominate a small model's step.
+    eps / V`, computed in two passes over `[B, T, V]` from the exponentials the forward pass
+    made, `softmax(z) - eps / V`, then corrected at the gold positions only (one value per
+    position, gathered and scattered back), never building a `[B, T, V]` one-hot or mask. Left to
+    automatic differentiation, the same formula costs about three times as many passes (every use
+    of `z` gets its own gradient, then they are summed): at the small preset that made a training
+    step about 1.18x slower. Over a large vocabulary these passes, not the model's matmuls,
+    dominate a small model's step.
 
     Args:
         labels: int32 tensor `[B, T]` of target ids.
@@ -44,10 +46,15 @@ def smoothed_cross_entropy(labels, logits, epsilon):
 
         def gradient(*args, upstream=None):
             upstream = args[0] if upstream is None else upstream  # (B, T); the PyTorch backend passes it by name
-            upstream = upstream[..., None]
-            smoothed = exponentials * (upstream / total) - upstream * (epsilon / ops.cast(vocab_size, "float32"))
-            is_gold = ops.equal(ops.arange(vocab_size, dtype="int32"), labels[..., None])  # (B, T, V)
-            return ops.where(is_gold, smoothed - upstream * (1.0 - epsilon), smoothed)
+            per_row = upstream[..., None]  # (B, T, 1)
+            smoothed = exponentials * (per_row / total) - per_row * (epsilon / ops.cast(vocab_size, "float32"))
+            # The gold positions in the flattened [B * T * V] gradient; `% V` wraps negative labels
+            # as `take_along_axis` does above.
+            flat_labels = ops.reshape(labels, (-1,)) % vocab_size  # (B * T,)
+            gold_index = ops.arange(ops.shape(flat_labels)[0], dtype="int32") * vocab_size + flat_labels
+            flat = ops.reshape(smoothed, (-1,))  # (B * T * V,), free
+            gold = ops.take(flat, gold_index) - ops.reshape(upstream, (-1,)) * (1.0 - epsilon)
+            return ops.reshape(ops.scatter_update(flat, gold_index[:, None], gold), ops.shape(logits))
 
         return loss, gradient
 
@@ -95,6 +102,21 @@ class MaskedLabelSmoothedLoss(keras.losses.Loss):
         return config
 
 
+def predicted_ids(logits):
+    """The highest-scoring id of each position: int32 `[B, T]` from logits `[B, T, V]`.
+
+    `ops.argmax`, except under TensorFlow, where it is `tf.argmax` itself: Keras's TensorFlow
+    `argmax` first moves every -0.0 of the logits just below 0.0 (four more passes over
+    `[B, T, V]`, which at the small preset cost more than the argmax). The two differ only when
+    the largest logit of a position is a zero that ties with a negative zero.
+    """
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf  # TensorFlow only
+
+        return tf.argmax(logits, axis=-1, output_type=tf.int32)
+    return ops.cast(ops.argmax(logits, axis=-1), "int32")
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class MaskedAccuracy(keras.metrics.Metric):
     """Fraction of real target tokens (label != 0) whose argmax prediction is right."""
@@ -109,7 +131,7 @@ class MaskedAccuracy(keras.metrics.Metric):
         weight = ops.cast(ops.not_equal(labels, PAD_ID), "float32")  # (B, T)
         if sample_weight is not None:
             weight = weight * ops.cast(sample_weight, "float32")
-        hits = ops.cast(ops.equal(ops.cast(ops.argmax(y_pred, axis=-1), "int32"), labels), "float32")
+        hits = ops.cast(ops.equal(predicted_ids(y_pred), labels), "float32")
         self.correct.assign_add(ops.sum(hits * weight))
         self.total.assign_add(ops.sum(weight))
 

@@ -686,19 +686,23 @@ def test_feed_forward_matches_reference():
 
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
-def test_feed_forward_at_one_position_is_the_convolution(policy):
-    """One position, the shape of cached decoding, which computes the convolutions as matmuls."""
+@pytest.mark.parametrize("length", [T, 1])  # 1: one position, the shape of cached decoding
+def test_feed_forward_gives_what_its_convolution_layers_give(policy, length):
+    """The sublayer computes its `Conv1D`s as matmuls: the same numbers as calling the layers."""
     rng = np.random.default_rng(0)
-    x = padded(rng, [2, T], T)
+    x = padded(rng, [2, T], T)[:, -length:]  # with length 1: padding in the first sequence, real in the second
     layer = built(FeedForward((F, D), dtype=policy), x, rng=rng)
-    single = x[:, -1:]  # padding in the first sequence, real in the second
-    outputs = layer(single)
-    assert outputs.shape == (B, 1, D) and keras.backend.standardize_dtype(outputs.dtype) == layer.compute_dtype
-    outputs = to_numpy(keras.ops.cast(outputs, "float32"))
-    if policy == "float32":
-        np.testing.assert_allclose(outputs, feedforward_reference(layer, single), atol=ATOL)
-    full = to_numpy(keras.ops.cast(layer(x), "float32"))[:, -1:]  # the convolutions' result
-    np.testing.assert_allclose(outputs, full, atol=ATOL if policy == "float32" else 2e-2)
+    outputs = layer(x)
+    assert outputs.shape == (B, length, D) and keras.backend.standardize_dtype(outputs.dtype) == layer.compute_dtype
+    inputs = keras.ops.cast(x, layer.compute_dtype)
+    expected = layer.layer_norm(layer.outer_conv(layer.inner_conv(inputs)) + inputs)
+    real = real_positions(x)
+    np.testing.assert_allclose(
+        to_numpy(keras.ops.cast(outputs, "float32"))[real],
+        to_numpy(keras.ops.cast(expected, "float32"))[real],
+        atol=ATOL if policy == "float32" else 2e-2,
+    )
+    assert not to_numpy(keras.ops.cast(outputs, "float32"))[~real].any()
 
 
 def test_conv1d_with_kernel_size_one_is_a_dense_map():

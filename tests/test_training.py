@@ -25,6 +25,7 @@ from keras_transformer.training import (
     averaged_weights,
     compile_transformer,
     dtype_policy,
+    predicted_ids,
 )
 
 ATOL = 1e-5
@@ -221,6 +222,19 @@ def test_accuracy_accumulates_over_batches_and_reset_clears_it():
     assert float(metric.result()) == 0.0
     metric.update_state(all_right, logits_predicting(np.array([[4, 1, 1, 1], [2, 2, 2, 2]])))
     assert float(metric.result()) == pytest.approx(1 / 2)
+
+
+def test_accuracy_takes_the_first_of_tied_largest_logits_as_the_prediction():
+    """As `np.argmax`: logits tied at their largest predict the first of those ids."""
+    labels = np.array([[2, 3, 1]], "int32")
+    logits = np.zeros((1, 3, 6), "float32")
+    logits[0, 0, [1, 2]] = 1.0  # ids 1 and 2 tie: predicts 1, wrong
+    logits[0, 1, [3, 5]] = 1.0  # predicts 3, right
+    logits[0, 2, :] = -1.0  # all tie: predicts 0, wrong
+    metric = MaskedAccuracy()
+    metric.update_state(labels, logits)
+    assert float(metric.result()) == pytest.approx(1 / 3)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(predicted_ids(logits)), np.argmax(logits, -1))
 
 
 def test_accuracy_of_all_padding_batch_is_zero_not_nan():
