@@ -242,6 +242,43 @@ def test_layer_norm_matches_reference(shape):
     np.testing.assert_allclose(to_numpy(layer(x)), expected, atol=ATOL)
 
 
+def test_layer_norm_gradients_match_finite_differences_of_the_reference():
+    """The written-out gradient of `LayerNorm` (inputs, gamma, beta) against central differences in float64."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(3)
+    x = (rng.normal(size=(2, 3, D)) * 3 + 1).astype("float32")
+    upstream = rng.normal(size=x.shape)
+    layer = built(LayerNorm(), x, rng=rng)
+    gamma, beta = to_numpy(layer.gamma).astype(np.float64), to_numpy(layer.beta).astype(np.float64)
+    inputs = tf.constant(x)
+    with tf.GradientTape() as tape:
+        tape.watch(inputs)
+        loss = tf.reduce_sum(layer(inputs) * upstream)
+    gradients = [g.numpy() for g in tape.gradient(loss, [inputs, layer.gamma, layer.beta])]
+
+    def numeric(f, at, step=1e-6):
+        grad = np.zeros_like(at)
+        for index in np.ndindex(at.shape):
+            shifted = [at.copy(), at.copy()]
+            shifted[0][index] += step
+            shifted[1][index] -= step
+            grad[index] = (f(shifted[0]) - f(shifted[1])) / (2 * step)
+        return grad
+
+    def of(x, g, b):
+        return np.sum(reference.normalize(x, g, b) * upstream)
+
+    x64 = x.astype(np.float64)
+    expected = [
+        numeric(lambda v: of(v, gamma, beta), x64),
+        numeric(lambda v: of(x64, v, beta), gamma),
+        numeric(lambda v: of(x64, gamma, v), beta),
+    ]
+    for actual, wanted in zip(gradients, expected):
+        np.testing.assert_allclose(actual, wanted, rtol=1e-4, atol=1e-4)
+
+
 def test_layer_norm_weights_have_channel_shape_and_start_at_ones_and_zeros():
     layer = built(LayerNorm(), np.ones((B, T, D), "float32"))
     assert tuple(layer.gamma.shape) == (D,)
