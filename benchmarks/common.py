@@ -51,7 +51,7 @@ def machine(cpu=None):
         cpu: a `cpu_info()` result; read from the machine when `None`.
 
     Returns:
-        `{"cpu_count": os.cpu_count(), "cpu": {"model": ..., "flags": [...]}}`.
+        `{"cpu_count": os.cpu_count(), "cpu": {"model": ..., "id": ..., "flags": [...]}}`.
     """
     return {"cpu_count": os.cpu_count(), "cpu": cpu_info() if cpu is None else cpu}
 
@@ -63,11 +63,15 @@ def cpu_line(cpu):
         cpu: a `cpu_info()` result.
 
     Returns:
-        E.g. `"CPU AMD EPYC; matmul flags: avx avx2 fma (all 94 flags in the JSON)"`.
+        E.g. `"CPU AMD EPYC (family 25 model 1 stepping 1); matmul flags: avx avx2 fma (all 94
+        flags in the JSON)"`.
     """
     present = [flag for flag in MATMUL_FLAGS if flag in cpu["flags"]]
+    name = cpu["model"] or "unknown"
+    if cpu.get("id"):
+        name += f" ({cpu['id']})"
     return (
-        f"CPU {cpu['model'] or 'unknown'}; matmul flags: {' '.join(present) or 'none of ' + ' '.join(MATMUL_FLAGS)} "
+        f"CPU {name}; matmul flags: {' '.join(present) or 'none of ' + ' '.join(MATMUL_FLAGS)} "
         f"(all {len(cpu['flags'])} flags in the JSON)"
     )
 

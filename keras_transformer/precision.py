@@ -24,6 +24,7 @@ NATIVE_GPU_CAPABILITY = {"bfloat16": (8, 0), "float16": (7, 0)}  # NVIDIA comput
 NATIVE_ON_TPU = ("bfloat16",)
 _MODEL_KEYS = ("model name", "cpu model", "Hardware", "Processor")  # x86, then other architectures
 _FLAG_KEYS = ("flags", "Features")  # x86, Arm
+_X86_ID_KEYS = ("cpu family", "model", "stepping")  # tell apart CPUs a virtual machine names alike
 
 
 def parse_cpuinfo(text):
@@ -33,8 +34,10 @@ def parse_cpuinfo(text):
         text: the contents of /proc/cpuinfo.
 
     Returns:
-        `{"model": str or None, "flags": [str, ...]}`, the flags sorted; `None` and `[]` for
-        what the text does not say.
+        `{"model": str or None, "id": str or None, "flags": [str, ...]}`, the flags sorted; `id`
+        is an x86 CPU's family, model number and stepping (`"family 26 model 2 stepping 1"`),
+        which tells apart generations that a virtual machine names alike ("AMD EPYC"); `None`
+        and `[]` for what the text does not say.
     """
     fields = {}
     for line in text.splitlines():
@@ -43,7 +46,10 @@ def parse_cpuinfo(text):
             fields.setdefault(key.strip(), value.strip())
     model = next((fields[key] for key in _MODEL_KEYS if fields.get(key)), None)
     flags = next((fields[key].split() for key in _FLAG_KEYS if key in fields), [])
-    return {"model": model, "flags": sorted(set(flags))}
+    cpu_id = None
+    if all(fields.get(key) for key in _X86_ID_KEYS):
+        cpu_id = "family {} model {} stepping {}".format(*(fields[key] for key in _X86_ID_KEYS))
+    return {"model": model, "id": cpu_id, "flags": sorted(set(flags))}
 
 
 def cpu_info(path=CPUINFO):
@@ -53,12 +59,12 @@ def cpu_info(path=CPUINFO):
         path: the cpuinfo file to read.
 
     Returns:
-        `{"model": str or None, "flags": [str, ...]}`.
+        `{"model": str or None, "id": str or None, "flags": [str, ...]}`, as `parse_cpuinfo`.
     """
     try:
         info = parse_cpuinfo(Path(path).read_text(encoding="utf-8", errors="replace"))
     except OSError:
-        info = {"model": None, "flags": []}
+        info = {"model": None, "id": None, "flags": []}
     if not info["model"]:
         info["model"] = platform.processor() or platform.machine() or None
     return info

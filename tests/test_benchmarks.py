@@ -117,7 +117,10 @@ def test_benchmark_runs_both_models_and_writes_their_ratio(tmp_path, capsys):
 
 X86_CPUINFO = """processor\t: 0
 vendor_id\t: GenuineIntel
+cpu family\t: 6
+model\t\t: 143
 model name\t: Intel(R) Xeon(R) Platinum 8480+
+stepping\t: 8
 flags\t\t: fpu sse2 avx2 avx fma avx512f amx_bf16 avx512_bf16 amx_tile
 
 processor\t: 1
@@ -134,9 +137,10 @@ CPU implementer\t: 0x41
 def test_cpuinfo_gives_the_first_processors_model_and_sorted_flags():
     assert common.parse_cpuinfo(X86_CPUINFO) == {
         "model": "Intel(R) Xeon(R) Platinum 8480+",
+        "id": "family 6 model 143 stepping 8",
         "flags": ["amx_bf16", "amx_tile", "avx", "avx2", "avx512_bf16", "avx512f", "fma", "fpu", "sse2"],
     }
-    assert common.parse_cpuinfo(ARM_CPUINFO) == {"model": None, "flags": ["asimd", "bf16", "fp", "sve"]}
+    assert common.parse_cpuinfo(ARM_CPUINFO) == {"model": None, "id": None, "flags": ["asimd", "bf16", "fp", "sve"]}
 
 
 def test_cpu_info_without_a_cpuinfo_file_names_the_processor_from_platform(tmp_path):
@@ -149,8 +153,8 @@ def test_cpu_info_without_a_cpuinfo_file_names_the_processor_from_platform(tmp_p
 def test_cpu_line_names_the_model_and_the_matmul_flags_it_has():
     cpu = common.parse_cpuinfo(X86_CPUINFO)
     assert common.cpu_line(cpu) == (
-        "CPU Intel(R) Xeon(R) Platinum 8480+; matmul flags: avx avx2 fma avx512f avx512_bf16 amx_tile amx_bf16 "
-        "(all 9 flags in the JSON)"
+        "CPU Intel(R) Xeon(R) Platinum 8480+ (family 6 model 143 stepping 8); matmul flags: avx avx2 fma avx512f "
+        "avx512_bf16 amx_tile amx_bf16 (all 9 flags in the JSON)"
     )
     assert common.cpu_line({"model": None, "flags": ["fpu"]}).startswith("CPU unknown; matmul flags: none of avx ")
 

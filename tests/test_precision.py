@@ -116,7 +116,7 @@ def test_the_warning_of_mixed_bfloat16_on_an_avx2_cpu_names_the_cpu_and_what_aut
 
 def test_cpu_info_reads_the_file_it_is_given(tmp_path):
     (tmp_path / "cpuinfo").write_text("model name\t: AMD EPYC 7B13\nflags\t\t: fma avx2 avx\n")
-    assert cpu_info(tmp_path / "cpuinfo") == {"model": "AMD EPYC 7B13", "flags": ["avx", "avx2", "fma"]}
+    assert cpu_info(tmp_path / "cpuinfo") == {"model": "AMD EPYC 7B13", "id": None, "flags": ["avx", "avx2", "fma"]}
 
 
 def test_this_machines_choice_is_made_from_its_cpuinfo_and_visible_accelerators():
