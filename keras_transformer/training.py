@@ -21,10 +21,10 @@ def smoothed_cross_entropy(labels, logits, epsilon):
     eps / V`, computed in two passes over `[B, T, V]` from the exponentials the forward pass
     made, `softmax(z) - eps / V`, then corrected at the gold positions only (one value per
     position, gathered and scattered back), never building a `[B, T, V]` one-hot or mask. Left to
-    automatic differentiation, the same formula costs about three times as many passes (every use
-    of `z` gets its own gradient, then they are summed): at the small preset that made a training
-    step about 1.18x slower. Over a large vocabulary these passes, not the model's matmuls,
-    dominate a small model's step.
+    automatic differentiation, the same formula costs several more passes (every use of `z` gets
+    its own gradient, then they are summed): at the small preset that made a training step about
+    1.18x slower. Over a large vocabulary these passes, not the model's matmuls, dominate a small
+    model's step.
 
     Args:
         labels: int32 tensor `[B, T]` of target ids.
