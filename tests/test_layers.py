@@ -731,6 +731,8 @@ def test_feed_forward_gives_what_its_convolution_layers_give(policy, length):
     layer = built(FeedForward((F, D), dtype=policy), x, rng=rng)
     outputs = layer(x)
     assert outputs.shape == (B, length, D) and keras.backend.standardize_dtype(outputs.dtype) == layer.compute_dtype
+    if policy == "float32":
+        np.testing.assert_allclose(to_numpy(outputs), feedforward_reference(layer, x), atol=ATOL)
     inputs = keras.ops.cast(x, layer.compute_dtype)
     expected = layer.layer_norm(layer.outer_conv(layer.inner_conv(inputs)) + inputs)
     real = real_positions(x)
