@@ -21,6 +21,7 @@ from keras.src.initializers.random_initializers import compute_fans
 from keras_transformer.layers import (
     DecoderBlock,
     DecoderOnlyBlock,
+    Dropout,
     EncoderBlock,
     FeedForward,
     LayerNorm,
@@ -1125,6 +1126,75 @@ def test_dropout_is_active_only_in_training_and_keeps_padding_rows_zero(make):
     real = real_positions(x)
     assert not np.allclose(training[real], inference[real], atol=ATOL)
     assert np.all(training[~real] == 0.0)
+
+
+@pytest.mark.parametrize("rate", [0.1, 0.5])
+def test_dropout_drops_each_element_with_probability_rate_and_keeps_the_mean(rate):
+    n = 400_000
+    outputs = to_numpy(Dropout(rate, seed=1)(np.ones(n, "float32"), training=True))
+    dropped = outputs == 0.0
+    sigma = math.sqrt(rate * (1 - rate) / n)
+    assert abs(dropped.mean() - rate) < 5 * sigma
+    kept = np.unique(outputs[~dropped])
+    assert kept.shape == (1,)
+    np.testing.assert_allclose(kept[0], 1.0 / (1.0 - rate), rtol=1e-4)
+    assert abs(outputs.mean() - 1.0) < 5 * sigma / (1 - rate)
+    # Neighbours (which may share one random word) are dropped independently.
+    both = dropped[0::2] & dropped[1::2]
+    assert abs(both.mean() - rate**2) < 5 * math.sqrt(rate**2 * (1 - rate**2) / (n // 2))
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 7), (1,), (2, 0, 4)])
+def test_dropout_output_and_gradient_are_the_inputs_times_one_mask(shape):
+    """Each element is zero or `inputs * factor`; the gradient is `upstream * mask`, the same mask."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(1.0, 2.0, size=shape).astype("float32")
+    upstream = rng.normal(size=shape).astype("float32")
+    inputs = tf.constant(x)
+    with tf.GradientTape() as tape:
+        tape.watch(inputs)
+        outputs = Dropout(0.3, seed=2)(inputs, training=True)
+        loss = tf.reduce_sum(outputs * upstream)
+    mask = outputs.numpy() / x
+    assert outputs.shape == shape and outputs.dtype == tf.float32
+    assert np.all(np.isclose(mask, 0.0) | np.isclose(mask, 1.0 / 0.7, rtol=1e-4))
+    np.testing.assert_allclose(tape.gradient(loss, inputs).numpy(), upstream * mask, rtol=1e-6, atol=1e-7)
+
+
+def test_dropout_masks_follow_the_seed_and_change_from_call_to_call():
+    x = np.ones((4, 6, 8), "float32")
+    first, again = Dropout(0.5, seed=7), Dropout(0.5, seed=7)
+    calls = [to_numpy(first(x, training=True)) for _ in range(2)]
+    np.testing.assert_array_equal(to_numpy(again(x, training=True)), calls[0])
+    assert not np.array_equal(calls[0], calls[1])
+    np.testing.assert_array_equal(to_numpy(first(x, training=False)), x)
+    np.testing.assert_array_equal(to_numpy(Dropout(0.0)(x, training=True)), x)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_dropout_runs_in_a_compiled_function_on_shapes_known_at_run_time(jit_compile):
+    import tensorflow as tf
+
+    layer = Dropout(0.25, seed=3, dtype="mixed_bfloat16")  # computes in bfloat16
+    run = tf.function(
+        lambda x: layer(x, training=True),
+        input_signature=[tf.TensorSpec([None, None, 5], tf.bfloat16)],
+        jit_compile=jit_compile,
+    )
+    outputs = run(tf.ones([3, 7, 5], tf.bfloat16))  # 105 elements: an odd count
+    factor = tf.cast(tf.constant(1 / 0.75), tf.bfloat16)
+    assert outputs.shape == (3, 7, 5) and outputs.dtype == tf.bfloat16
+    assert set(np.unique(tf.cast(outputs, tf.float32).numpy())) == {0.0, float(tf.cast(factor, tf.float32))}
+
+
+def test_dropout_config_round_trips_as_keras_dropout_config():
+    layer = Dropout(0.3, noise_shape=(None, 1, 8), seed=5, name="drop")
+    restored = keras.layers.deserialize(keras.layers.serialize(layer))
+    assert type(restored) is Dropout and isinstance(restored, keras.layers.Dropout)
+    assert restored.get_config() == layer.get_config()
+    assert {"rate", "noise_shape", "seed"} <= set(layer.get_config())
 
 
 def test_feed_forward_outside_training_equals_feed_forward_without_dropout():

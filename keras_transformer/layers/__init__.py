@@ -2,6 +2,7 @@
 
 from keras_transformer.layers.attention import MultiheadAttention
 from keras_transformer.layers.blocks import DecoderBlock, DecoderOnlyBlock, EncoderBlock
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.embedding import PositionalEncoding, TokenEmbedding, sinusoidal_encoding
 from keras_transformer.layers.feedforward import FeedForward
 from keras_transformer.layers.normalization import LayerNorm
@@ -13,6 +14,7 @@ __all__ = [
     "AttentionScore",
     "DecoderBlock",
     "DecoderOnlyBlock",
+    "Dropout",
     "EncoderBlock",
     "FeedForward",
     "LayerNorm",

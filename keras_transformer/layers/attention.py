@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_transformer.config import ATTENTION_INITIALIZATIONS as INITIALIZATIONS
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.normalization import LayerNorm
 from keras_transformer.layers.scoring import AttentionScore, check_score, softmax_over_keys, weighted_sum
 from keras_transformer.masks import attention_masks, zero_padding_rows
@@ -200,9 +201,7 @@ class MultiheadAttention(keras.layers.Layer):
                 name="output_dense",
             )
             self.output_dense.build(tuple(queries_shape[:-1]) + (num_units,))
-        self.attention_dropout = keras.layers.Dropout(
-            self.dropout_rate, dtype=self.dtype_policy, name="attention_dropout"
-        )
+        self.attention_dropout = Dropout(self.dropout_rate, dtype=self.dtype_policy, name="attention_dropout")
         if self.normalize:
             self.layer_norm = LayerNorm(epsilon=self.epsilon, dtype=self.dtype_policy, name="layer_norm")
             self.layer_norm.build(queries_shape)

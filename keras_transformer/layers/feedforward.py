@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.normalization import LayerNorm
 from keras_transformer.masks import sign_mask, zero_padding_rows
 
@@ -94,12 +95,10 @@ class FeedForward(keras.layers.Layer):
             inner_width, kernel_size=1, activation="relu", dtype=self.dtype_policy, name="inner_conv"
         )
         self.inner_conv.build(input_shape)
-        self.inner_dropout = keras.layers.Dropout(
-            self.inner_dropout_rate, dtype=self.dtype_policy, name="inner_dropout"
-        )
+        self.inner_dropout = Dropout(self.inner_dropout_rate, dtype=self.dtype_policy, name="inner_dropout")
         self.outer_conv = keras.layers.Conv1D(output_width, kernel_size=1, dtype=self.dtype_policy, name="outer_conv")
         self.outer_conv.build(tuple(input_shape[:-1]) + (inner_width,))
-        self.output_dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy, name="output_dropout")
+        self.output_dropout = Dropout(self.dropout_rate, dtype=self.dtype_policy, name="output_dropout")
         if self.normalize:
             self.layer_norm = LayerNorm(epsilon=self.epsilon, dtype=self.dtype_policy, name="layer_norm")
             self.layer_norm.build(input_shape)

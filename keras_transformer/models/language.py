@@ -18,7 +18,7 @@ import dataclasses
 import keras
 
 from keras_transformer.config import LanguageModelConfig
-from keras_transformer.layers import DecoderOnlyBlock, EncoderBlock, PositionalEncoding, TokenEmbedding
+from keras_transformer.layers import DecoderOnlyBlock, Dropout, EncoderBlock, PositionalEncoding, TokenEmbedding
 from keras_transformer.layers.blocks import block_arguments
 from keras_transformer.masks import padding_mask
 
@@ -36,10 +36,10 @@ class LanguageModelLayers:
 
     token_embedding: TokenEmbedding
     positions: PositionalEncoding
-    embedding_dropout: keras.layers.Dropout
+    embedding_dropout: Dropout
     blocks: list
     output_projection: keras.layers.Dense | None
-    classifier_dropout: keras.layers.Dropout | None
+    classifier_dropout: Dropout | None
     classifier: keras.layers.Dense | None
 
     @classmethod
@@ -52,14 +52,14 @@ class LanguageModelLayers:
             untied = keras.layers.Dense(config.vocab_size, dtype="float32", name="logits")
         classifier_dropout = classifier = None
         if config.num_classes:
-            classifier_dropout = keras.layers.Dropout(config.dropout_rate, name="classifier_dropout")
+            classifier_dropout = Dropout(config.dropout_rate, name="classifier_dropout")
             classifier = keras.layers.Dense(config.num_classes, dtype="float32", name="class_logits")
         return cls(
             token_embedding=TokenEmbedding(config.vocab_size, config.d_model, name="token_embedding"),
             positions=PositionalEncoding(
                 learned=config.learned_positions, max_length=config.max_length, name="positions"
             ),
-            embedding_dropout=keras.layers.Dropout(config.dropout_rate, name="embedding_dropout"),
+            embedding_dropout=Dropout(config.dropout_rate, name="embedding_dropout"),
             blocks=[block_class(**block_args, name=f"{BLOCK_PREFIX}{i}") for i in range(config.num_blocks)],
             output_projection=untied,
             classifier_dropout=classifier_dropout,

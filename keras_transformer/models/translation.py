@@ -23,7 +23,7 @@ import dataclasses
 import keras
 
 from keras_transformer.config import ModelConfig
-from keras_transformer.layers import DecoderBlock, EncoderBlock, PositionalEncoding, TokenEmbedding
+from keras_transformer.layers import DecoderBlock, Dropout, EncoderBlock, PositionalEncoding, TokenEmbedding
 from keras_transformer.layers.blocks import block_arguments
 from keras_transformer.masks import padding_mask
 
@@ -43,8 +43,8 @@ class TransformerLayers:
     target_embedding: TokenEmbedding
     source_positions: PositionalEncoding
     target_positions: PositionalEncoding
-    source_dropout: keras.layers.Dropout
-    target_dropout: keras.layers.Dropout
+    source_dropout: Dropout
+    target_dropout: Dropout
     encoder_blocks: list
     decoder_blocks: list
     output_projection: keras.layers.Dense | None
@@ -69,8 +69,8 @@ class TransformerLayers:
             target_embedding=target_embedding,
             source_positions=positions("source_positions", config.max_source_len),
             target_positions=positions("target_positions", config.max_target_len),
-            source_dropout=keras.layers.Dropout(config.dropout_rate, name="source_dropout"),
-            target_dropout=keras.layers.Dropout(config.dropout_rate, name="target_dropout"),
+            source_dropout=Dropout(config.dropout_rate, name="source_dropout"),
+            target_dropout=Dropout(config.dropout_rate, name="target_dropout"),
             encoder_blocks=[EncoderBlock(**block_args, name=f"encoder_block_{i}") for i in range(config.num_blocks)],
             decoder_blocks=[DecoderBlock(**block_args, name=f"decoder_block_{i}") for i in range(config.num_blocks)],
             output_projection=output_projection,
