@@ -7,7 +7,9 @@ small model's size the output projection and the loss over a large vocabulary ar
 a training step. `train_step` runs the encoder and the decoder's blocks as the model does,
 gathers the decoder's states at the real target positions (`[N, D]`, N = the batch's real
 target tokens), projects only those to logits `[N, V]` and computes the loss and the metrics
-from them. Everything else is Keras's TensorFlow step: the loss tracker, loss scaling
+from them; the projection and the loss are differentiated as one (`logits_and_loss`), which
+saves passes over `[N, V]` in the backward pass. Everything else is Keras's TensorFlow step:
+the loss tracker, loss scaling
 (`mixed_float16`), `tf.distribute` (each replica packs its own batch), the optimizer (with
 weight averaging). The loss, the gradients and the metrics are those of Keras's step on the full
 logits, to float rounding (tests/test_packed_training.py).
@@ -24,10 +26,20 @@ from keras import ops
 
 from keras_transformer.models.translation import TransformerLayers, decoder_states, encode
 from keras_transformer.special_tokens import PAD_ID
-from keras_transformer.training import MaskedAccuracy, MaskedLabelSmoothedLoss, TargetTokens
+from keras_transformer.training import (
+    MaskedAccuracy,
+    MaskedLabelSmoothedLoss,
+    TargetTokens,
+    smoothed_cross_entropy_forward,
+)
 
 # Metrics whose value at a padding position is nothing, so they may be given the real positions only.
 PADDING_BLIND_METRICS = (MaskedAccuracy, TargetTokens)
+
+
+def _loss(model):
+    """The loss `compile` was given, as given (`get_compile_config` would serialize it, which needs eager mode)."""
+    return getattr(getattr(model, "_compile_config", None), "config", {}).get("loss")
 
 
 def applies(model, data):
@@ -40,9 +52,8 @@ def applies(model, data):
     Returns:
         bool.
     """
-    # What `compile` was given, as given (`get_compile_config` would serialize it, which needs eager mode).
     compiled = getattr(getattr(model, "_compile_config", None), "config", {})
-    if model.jit_compile or not isinstance(compiled.get("loss"), MaskedLabelSmoothedLoss):
+    if model.jit_compile or not isinstance(_loss(model), MaskedLabelSmoothedLoss):
         return False
     metrics = compiled.get("metrics") or []
     if compiled.get("weighted_metrics") or compiled.get("loss_weights") is not None:
@@ -55,6 +66,77 @@ def applies(model, data):
 
 def _replicas():
     return tf.distribute.get_strategy().num_replicas_in_sync
+
+
+def logits_and_loss(hidden, kernel, bias, labels, epsilon):
+    """The logits of packed decoder states and their label-smoothed loss, differentiated together.
+
+    The loss is `training.smoothed_cross_entropy` of `logits = hidden @ kernel + bias`, but its
+    gradient reaches `hidden`, `kernel` and `bias` without the `[N, V]` gradient of the logits.
+    That gradient is `a - c * one_hot(y) - d` with `a = softmax * upstream` (one pass over the
+    exponentials the forward pass made), `c = (1 - eps) * upstream` and `d = eps / V *
+    upstream`, one value per position. The matmuls of the backward pass take `a` alone, and the
+    gold and constant terms are added to their results directly: `c` at the gold columns (a
+    gather of N kernel columns, a segment sum into N columns of the kernel's gradient) and `d`
+    through the kernel's row sums and the states' column sums. That leaves out two passes over
+    `[N, V]` and the copy of a scatter, and the mean logit of the loss comes from
+    `hidden @ mean(kernel)`, not a pass over the logits.
+
+    Args:
+        hidden: float tensor `[N, D]`, the decoder states at the real target positions.
+        kernel: float32 `[D, V]`.
+        bias: float32 `[V]`, or None for logits without one.
+        labels: int32 `[N]`, the target ids (in [0, V); negative ones count from the end).
+        epsilon: float label smoothing in [0, 1).
+
+    Returns:
+        `(logits, loss)`: float32 `[N, V]`, which carry no gradient (for the metrics), and float32
+        `[N]`, the loss of each position.
+    """
+    made = []  # the forward pass's logits, for the caller
+
+    @tf.custom_gradient
+    def loss_of(hidden, kernel, *bias):
+        vocab_size = tf.shape(kernel)[1]
+        logits = tf.matmul(hidden, kernel)  # (N, V)
+        mean_logit = tf.linalg.matvec(hidden, tf.reduce_mean(kernel, axis=1))  # (N,)
+        if bias:
+            logits = tf.nn.bias_add(logits, bias[0])
+            mean_logit = mean_logit + tf.reduce_mean(bias[0])
+        loss, exponentials, total = smoothed_cross_entropy_forward(labels, logits, epsilon, mean_logit)
+        made.append(logits)
+
+        def gradient(upstream):
+            spread = exponentials * (upstream[:, None] / total)  # (N, V): the softmax term
+            gold = upstream * (1.0 - epsilon)  # (N,)
+            uniform = upstream * (epsilon / tf.cast(vocab_size, tf.float32))  # (N,)
+            gold_columns = tf.transpose(tf.gather(kernel, labels, axis=1))  # (N, D)
+            d_hidden = (
+                tf.matmul(spread, kernel, transpose_b=True)
+                - gold[:, None] * gold_columns
+                - uniform[:, None] * tf.reduce_sum(kernel, axis=1)[None, :]
+            )
+            at_gold = tf.math.unsorted_segment_sum(hidden * gold[:, None], labels, vocab_size)  # (V, D)
+            d_kernel = (
+                tf.matmul(hidden, spread, transpose_a=True)
+                - tf.transpose(at_gold)
+                - tf.linalg.matvec(hidden, uniform, transpose_a=True)[:, None]
+            )
+            if not bias:
+                return d_hidden, d_kernel
+            d_bias = (
+                tf.reduce_sum(spread, axis=0)
+                - tf.math.unsorted_segment_sum(gold, labels, vocab_size)
+                - tf.reduce_sum(uniform)
+            )
+            return d_hidden, d_kernel, d_bias
+
+        return loss, gradient
+
+    labels = tf.cast(labels, tf.int32) % tf.shape(kernel)[1]  # negative ids wrap, as in `smoothed_cross_entropy`
+    weights = [tf.convert_to_tensor(kernel)] + ([] if bias is None else [tf.convert_to_tensor(bias)])
+    loss = loss_of(tf.cast(hidden, tf.float32), *weights)
+    return tf.stop_gradient(made[0]), loss
 
 
 def train_step(model, data):
@@ -71,13 +153,20 @@ def train_step(model, data):
     source_ids, target_in_ids = (ops.cast(ids, "int32") for ids in x)
     layers = TransformerLayers.from_model(model)
     real = tf.not_equal(labels, PAD_ID)  # (B, T)
-    packed_labels = tf.expand_dims(tf.boolean_mask(labels, real), 0)  # (1, N)
+    real_labels = tf.boolean_mask(labels, real)  # (N,)
+    packed_labels = tf.expand_dims(real_labels, 0)  # (1, N)
     with tf.GradientTape() as tape:
         memory, source_mask = encode(layers, source_ids, training=True)
         states = decoder_states(layers, target_in_ids, memory, source_mask, training=True)  # (B, T, D)
-        # `expand_dims`, not `[None]`: the gradient of a strided slice is a copy of all [N, V] of it.
-        logits = tf.expand_dims(layers.logits(tf.boolean_mask(states, real)), 0)  # (1, N, V) float32
-        loss = model.compute_loss(x=x, y=packed_labels, y_pred=logits, training=True)
+        kernel, bias = layers.logits_weights()
+        logits, per_token = logits_and_loss(
+            tf.boolean_mask(states, real), kernel, bias, real_labels, _loss(model).label_smoothing
+        )  # (N, V), (N,)
+        logits = tf.expand_dims(logits, 0)  # (1, N, V)
+        # What `model.compute_loss` gives for these labels, all real: the mean over the positions
+        # (a loss reduced by "sum" is not scaled for the replicas), plus the model's own losses.
+        loss = tf.reduce_sum(per_token) / tf.maximum(tf.cast(tf.size(per_token), tf.float32), 1.0)
+        loss = tf.add_n([loss] + [tf.reduce_sum(tf.cast(extra, tf.float32)) for extra in model.losses])
         # As Keras's step: the tracker records the loss unscaled by the replicas, per sentence.
         model._loss_tracker.update_state(loss * _replicas(), sample_weight=tf.shape(labels)[0])
         loss = model.optimizer.scale_loss(loss)

@@ -12,6 +12,27 @@ from keras import ops
 from keras_transformer.special_tokens import PAD_ID
 
 
+def smoothed_cross_entropy_forward(labels, logits, epsilon, mean_logit):
+    """The loss of `smoothed_cross_entropy`, with what its gradient needs.
+
+    Args:
+        labels: int32 tensor `[...]` of target ids.
+        logits: float32 tensor `[..., V]`.
+        epsilon: float label smoothing in [0, 1).
+        mean_logit: float32 tensor `[...]`, the mean of the logits over V (the caller may have
+            it more cheaply than a pass over them).
+
+    Returns:
+        `(loss [...], exponentials [..., V], total [..., 1])`: `exp(logits - max)` and its sum.
+    """
+    top = ops.max(logits, axis=-1, keepdims=True)  # (..., 1)
+    exponentials = ops.exp(logits - top)  # (..., V)
+    total = ops.sum(exponentials, axis=-1, keepdims=True)  # (..., 1)
+    gold = ops.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]  # (...)
+    loss = (ops.log(total) + top)[..., 0] - (1.0 - epsilon) * gold - epsilon * mean_logit
+    return loss, exponentials, total
+
+
 def smoothed_cross_entropy(labels, logits, epsilon):
     """Label-smoothed cross-entropy of each position, with its gradient written out.
 
@@ -38,11 +59,7 @@ def smoothed_cross_entropy(labels, logits, epsilon):
 
     @ops.custom_gradient
     def cross_entropy(logits):
-        top = ops.max(logits, axis=-1, keepdims=True)  # (B, T, 1)
-        exponentials = ops.exp(logits - top)  # (B, T, V)
-        total = ops.sum(exponentials, axis=-1, keepdims=True)  # (B, T, 1)
-        gold = ops.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]  # (B, T)
-        loss = (ops.log(total) + top)[..., 0] - (1.0 - epsilon) * gold - epsilon * ops.mean(logits, axis=-1)
+        loss, exponentials, total = smoothed_cross_entropy_forward(labels, logits, epsilon, ops.mean(logits, axis=-1))
 
         def gradient(*args, upstream=None):
             upstream = args[0] if upstream is None else upstream  # (B, T); the PyTorch backend passes it by name

@@ -125,17 +125,48 @@ def test_packed_step_is_blind_to_extra_padding(packed_steps):
         np.testing.assert_allclose(padded_history[name], history[name], rtol=1e-5)
 
 
-def test_packed_step_projects_only_the_real_target_positions(packed_steps):
+def test_packed_step_projects_only_the_real_target_positions(packed_steps, monkeypatch):
     model_config = tiny_config()
     model = build_transformer(model_config)
     metrics = [MaskedAccuracy(), TargetTokens()]
     model.compile("sgd", MaskedLabelSmoothedLoss(), metrics=metrics, run_eagerly=True)  # the step runs as Python
-    projection, projected = model.get_layer("logits"), []
-    call = projection.call
-    projection.call = lambda states, **kwargs: projected.append(tuple(states.shape)) or call(states, **kwargs)
+    projected = []
+    project = packed_training.logits_and_loss
+    monkeypatch.setattr(
+        packed_training,
+        "logits_and_loss",
+        lambda states, *args: projected.append(tuple(states.shape)) or project(states, *args),
+    )
     (x, y) = batches()[0]
     model.fit(x, y, batch_size=4, epochs=1, verbose=0)
     assert packed_steps and projected == [(sum(TARGET_LENGTHS[0]), model_config.d_model)]
+
+
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_logits_and_loss_give_the_smoothed_loss_and_its_gradients(with_bias):
+    """Against automatic differentiation of the plain formula over the logits (labels repeat)."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    n, d, v, epsilon = 7, 5, 11, 0.1
+    hidden = tf.constant(rng.normal(size=(n, d)).astype("float32"))
+    kernel = tf.Variable(rng.normal(size=(d, v)).astype("float32"))
+    bias = tf.Variable(rng.normal(size=v).astype("float32")) if with_bias else None
+    labels = tf.constant([3, 3, 0, 10, 5, 3, -1], tf.int64)  # -1 is id 10, as in the model's loss
+    upstream = tf.constant(rng.normal(size=n).astype("float32"))
+    weights = [hidden, kernel] + ([bias] if with_bias else [])
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(hidden)
+        logits, loss = packed_training.logits_and_loss(hidden, kernel, bias, labels, epsilon)
+        plain = tf.matmul(hidden, kernel) + (bias if with_bias else 0.0)
+        log_p = tf.nn.log_softmax(plain)
+        targets = (1 - epsilon) * tf.one_hot(labels % v, v) + epsilon / v
+        expected = -tf.reduce_sum(targets * log_p, axis=-1)
+        fused_total, plain_total = tf.reduce_sum(loss * upstream), tf.reduce_sum(expected * upstream)
+    np.testing.assert_allclose(logits.numpy(), plain.numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(loss.numpy(), expected.numpy(), rtol=1e-5, atol=1e-5)
+    for got, want in zip(tape.gradient(fused_total, weights), tape.gradient(plain_total, weights)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
 
 
 def compiled_tiny(**compile_arguments):

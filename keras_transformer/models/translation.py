@@ -21,6 +21,7 @@ own sign masks agree with them at every depth because padding rows stay exactly 
 import dataclasses
 
 import keras
+from keras import ops
 
 from keras_transformer.config import ModelConfig
 from keras_transformer.layers import DecoderBlock, Dropout, EncoderBlock, PositionalEncoding, TokenEmbedding
@@ -96,6 +97,17 @@ class TransformerLayers:
         if self.output_projection is None:
             return self.target_embedding(hidden, reverse=True)
         return self.output_projection(hidden)
+
+    def logits_weights(self):
+        """What `logits` computes with: `(kernel, bias)`, logits = `hidden @ kernel + bias`.
+
+        Returns:
+            the float32 kernel `[D, V_t]` (the target embedding table transposed when the logits
+            use it) and the bias `[V_t]`, or None when there is none.
+        """
+        if self.output_projection is None:
+            return ops.transpose(self.target_embedding.embeddings), None
+        return self.output_projection.kernel, self.output_projection.bias
 
 
 def _collect_weights(block_outputs, weights, return_attention_scores):
