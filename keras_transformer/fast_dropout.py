@@ -13,14 +13,23 @@ gradient are each one multiplication by it. The drop probability is `round(rate 
 65536` (0.1 becomes 0.100006) and the factor makes the expected output the input exactly, as
 Keras's does for its own rate.
 
-`layers.dropout.Dropout` calls it under TensorFlow; tests/test_layers.py checks its statistics,
-gradient and seeding.
+`layers.dropout.Dropout` calls it under TensorFlow for the rates where that rounding is small
+(`applies`); tests/test_layers.py checks its statistics, gradient and seeding.
 """
 
 import tensorflow as tf
 
 # Each 32-bit random number gives two draws of this many values.
 LEVELS = 1 << 16
+
+
+def applies(rate):
+    """Whether `dropout` keeps `rate` to within 1% of its drop and keep probabilities.
+
+    That is for rates from 2^-10 to 1 - 2^-10, about 0.001 to 0.999: rounded to a multiple of
+    1/65536, the rate and one minus it stay 64 multiples or more from zero.
+    """
+    return 64 <= rate * LEVELS <= LEVELS - 64
 
 
 def threshold(rate):

@@ -37,9 +37,9 @@ from keras_transformer.training import (
 PADDING_BLIND_METRICS = (MaskedAccuracy, TargetTokens)
 
 
-def _loss(model):
-    """The loss `compile` was given, as given (`get_compile_config` would serialize it, which needs eager mode)."""
-    return getattr(getattr(model, "_compile_config", None), "config", {}).get("loss")
+def _compiled(model):
+    """What `compile` was given, as given (`get_compile_config` would serialize it, which needs eager mode)."""
+    return getattr(getattr(model, "_compile_config", None), "config", {})
 
 
 def applies(model, data):
@@ -52,8 +52,8 @@ def applies(model, data):
     Returns:
         bool.
     """
-    compiled = getattr(getattr(model, "_compile_config", None), "config", {})
-    if model.jit_compile or not isinstance(_loss(model), MaskedLabelSmoothedLoss):
+    compiled = _compiled(model)
+    if model.jit_compile or not isinstance(compiled.get("loss"), MaskedLabelSmoothedLoss):
         return False
     metrics = compiled.get("metrics") or []
     if compiled.get("weighted_metrics") or compiled.get("loss_weights") is not None:
@@ -160,7 +160,7 @@ def train_step(model, data):
         states = decoder_states(layers, target_in_ids, memory, source_mask, training=True)  # (B, T, D)
         kernel, bias = layers.logits_weights()
         logits, per_token = logits_and_loss(
-            tf.boolean_mask(states, real), kernel, bias, real_labels, _loss(model).label_smoothing
+            tf.boolean_mask(states, real), kernel, bias, real_labels, _compiled(model)["loss"].label_smoothing
         )  # (N, V), (N,)
         logits = tf.expand_dims(logits, 0)  # (1, N, V)
         # What `model.compute_loss` gives for these labels, all real: the mean over the positions

@@ -1144,6 +1144,13 @@ def test_dropout_drops_each_element_with_probability_rate_and_keeps_the_mean(rat
     assert abs(both.mean() - rate**2) < 5 * math.sqrt(rate**2 * (1 - rate**2) / (n // 2))
 
 
+def test_dropout_at_a_rate_too_small_for_16_bits_drops_at_that_rate():
+    """2e-6 would round to 1/65536 (7.6x the rate): such rates take Keras's float draws."""
+    n = 2_000_000
+    outputs = to_numpy(Dropout(2e-6, seed=1)(np.ones(n, "float32"), training=True))
+    assert np.count_nonzero(outputs == 0.0) <= 15  # about 4 expected; 1/65536 would drop about 30
+
+
 @pytest.mark.parametrize("shape", [(3, 5, 7), (1,), (2, 0, 4)])
 def test_dropout_output_and_gradient_are_the_inputs_times_one_mask(shape):
     """Each element is zero or `inputs * factor`; the gradient is `upstream * mask`, the same mask."""

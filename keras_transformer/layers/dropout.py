@@ -11,8 +11,9 @@ class Dropout(keras.layers.Dropout):
     about `1 / (1 - rate)`, so the expected output is the input (Srivastava et al., 2014; paper
     section 5.4). Under TensorFlow, without a `noise_shape`, the mask comes from 16 random bits
     per element rather than a float (see `keras_transformer.fast_dropout`): the drop probability
-    is `rate` rounded to a multiple of 1/65536. Elsewhere, and at inference, this is Keras's
-    layer. Its arguments and config are Keras's: `rate`, `noise_shape`, `seed`.
+    is `rate` rounded to a multiple of 1/65536, for rates from about 0.001 to 0.999. Elsewhere
+    (other rates, other backends, inference) this is Keras's layer. Its arguments and config
+    are Keras's: `rate`, `noise_shape`, `seed`.
 
     Call arguments:
         inputs: float tensor of any shape, e.g. `[batch, time, d_model]`.
@@ -23,8 +24,9 @@ class Dropout(keras.layers.Dropout):
     """
 
     def call(self, inputs, training=False):
-        if training and 0 < self.rate < 1 and self.noise_shape is None and keras.backend.backend() == "tensorflow":
+        if training and self.noise_shape is None and keras.backend.backend() == "tensorflow":
             from keras_transformer import fast_dropout  # TensorFlow only
 
-            return fast_dropout.dropout(inputs, self.rate, self.seed_generator.next())
+            if fast_dropout.applies(self.rate):
+                return fast_dropout.dropout(inputs, self.rate, self.seed_generator.next())
         return super().call(inputs, training=training)
