@@ -86,7 +86,7 @@ def logits_and_loss(hidden, kernel, bias, labels, epsilon):
         hidden: float tensor `[N, D]`, the decoder states at the real target positions.
         kernel: float32 `[D, V]`.
         bias: float32 `[V]`, or None for logits without one.
-        labels: int32 `[N]`, the target ids (in [0, V); negative ones count from the end).
+        labels: int `[N]`, the target ids: in [0, V), an id >= V raises; negative ones count from the end.
         epsilon: float label smoothing in [0, 1).
 
     Returns:
@@ -94,6 +94,8 @@ def logits_and_loss(hidden, kernel, bias, labels, epsilon):
         `[N]`, the loss of each position.
     """
     made = []  # the forward pass's logits, for the caller
+    labels = tf.cast(labels, tf.int32)  # the forward pass's gather raises for an id >= V
+    gold_ids = labels % tf.shape(kernel)[1]  # negative ids wrap, as in `smoothed_cross_entropy`
 
     @tf.custom_gradient
     def loss_of(hidden, kernel, *bias):
@@ -110,13 +112,13 @@ def logits_and_loss(hidden, kernel, bias, labels, epsilon):
             spread = exponentials * (upstream[:, None] / total)  # (N, V): the softmax term
             gold = upstream * (1.0 - epsilon)  # (N,)
             uniform = upstream * (epsilon / tf.cast(vocab_size, tf.float32))  # (N,)
-            gold_columns = tf.transpose(tf.gather(kernel, labels, axis=1))  # (N, D)
+            gold_columns = tf.transpose(tf.gather(kernel, gold_ids, axis=1))  # (N, D)
             d_hidden = (
                 tf.matmul(spread, kernel, transpose_b=True)
                 - gold[:, None] * gold_columns
                 - uniform[:, None] * tf.reduce_sum(kernel, axis=1)[None, :]
             )
-            at_gold = tf.math.unsorted_segment_sum(hidden * gold[:, None], labels, vocab_size)  # (V, D)
+            at_gold = tf.math.unsorted_segment_sum(hidden * gold[:, None], gold_ids, vocab_size)  # (V, D)
             d_kernel = (
                 tf.matmul(hidden, spread, transpose_a=True)
                 - tf.transpose(at_gold)
@@ -126,14 +128,13 @@ def logits_and_loss(hidden, kernel, bias, labels, epsilon):
                 return d_hidden, d_kernel
             d_bias = (
                 tf.reduce_sum(spread, axis=0)
-                - tf.math.unsorted_segment_sum(gold, labels, vocab_size)
+                - tf.math.unsorted_segment_sum(gold, gold_ids, vocab_size)
                 - tf.reduce_sum(uniform)
             )
             return d_hidden, d_kernel, d_bias
 
         return loss, gradient
 
-    labels = tf.cast(labels, tf.int32) % tf.shape(kernel)[1]  # negative ids wrap, as in `smoothed_cross_entropy`
     weights = [tf.convert_to_tensor(kernel)] + ([] if bias is None else [tf.convert_to_tensor(bias)])
     loss = loss_of(tf.cast(hidden, tf.float32), *weights)
     return tf.stop_gradient(made[0]), loss

@@ -169,6 +169,14 @@ def test_logits_and_loss_give_the_smoothed_loss_and_its_gradients(with_bias):
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
 
 
+def test_logits_and_loss_refuse_a_label_outside_the_vocabulary():
+    import tensorflow as tf
+
+    hidden, kernel = tf.ones([2, 3]), tf.ones([3, 5])
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        packed_training.logits_and_loss(hidden, kernel, None, tf.constant([1, 5]), 0.1)
+
+
 def compiled_tiny(**compile_arguments):
     """A tiny model, one block a side, compiled by `compile_transformer` (then by `compile_arguments`)."""
     model_config = tiny_config(num_blocks=1)
