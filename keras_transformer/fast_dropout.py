@@ -33,8 +33,8 @@ def applies(rate):
 
 
 def threshold(rate):
-    """The 16-bit draws below which an element is dropped, for a drop `rate` in (0, 1): an int."""
-    return min(max(round(rate * LEVELS), 1), LEVELS - 1)
+    """The 16-bit draws below which an element is dropped, for a drop `rate` where `applies`: an int."""
+    return round(rate * LEVELS)
 
 
 def dropout(inputs, rate, seed):
@@ -42,7 +42,7 @@ def dropout(inputs, rate, seed):
 
     Args:
         inputs: float tensor of any shape.
-        rate: float drop probability in (0, 1).
+        rate: float drop probability, one for which `applies(rate)`.
         seed: int tensor `[2]`, the stateless seed (the same seed gives the same mask).
 
     Returns:

@@ -101,7 +101,8 @@ def logits_and_loss(hidden, kernel, bias, labels, epsilon):
     def loss_of(hidden, kernel, *bias):
         vocab_size = tf.shape(kernel)[1]
         logits = tf.matmul(hidden, kernel)  # (N, V)
-        mean_logit = tf.linalg.matvec(hidden, tf.reduce_mean(kernel, axis=1))  # (N,)
+        kernel_mean = tf.reduce_mean(kernel, axis=1)  # (D,): the mean logit's weights; times V, the row sums
+        mean_logit = tf.linalg.matvec(hidden, kernel_mean)  # (N,)
         if bias:
             logits = tf.nn.bias_add(logits, bias[0])
             mean_logit = mean_logit + tf.reduce_mean(bias[0])
@@ -116,7 +117,7 @@ def logits_and_loss(hidden, kernel, bias, labels, epsilon):
             d_hidden = (
                 tf.matmul(spread, kernel, transpose_b=True)
                 - gold[:, None] * gold_columns
-                - uniform[:, None] * tf.reduce_sum(kernel, axis=1)[None, :]
+                - (upstream * epsilon)[:, None] * kernel_mean[None, :]  # uniform * the kernel's row sums
             )
             at_gold = tf.math.unsorted_segment_sum(hidden * gold[:, None], gold_ids, vocab_size)  # (V, D)
             d_kernel = (
