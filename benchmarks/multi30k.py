@@ -118,12 +118,14 @@ RECIPES = {
         "ema_momentum": 0.9999,
         "ema_ramp": 3.0,
         "embedding_sharing": "none",
+        "lr_cooldown": 0.0,
     },
     "tutorial": {
         "attention_initialization": "glorot",
         "ema_momentum": 0.0,
         "ema_ramp": 9.0,
         "embedding_sharing": "none",
+        "lr_cooldown": 0.0,
     },
 }
 FINGERPRINT_BATCHES = 20  # batches hashed to check that both models train on the same ones
@@ -217,6 +219,14 @@ def add_model_and_decoding_flags(parser):
         help="How far back our weight average looks while it ramps up (TrainConfig.ema_ramp): momentum "
         "min(--ema-momentum, t / (t + RAMP)) at step t; 9 spans about the last tenth of the steps, 3 about the "
         "last third, 1 all of them (default: --recipe's).",
+    )
+    parser.add_argument(
+        "--lr-cooldown",
+        type=float,
+        default=None,
+        help="Our model's learning-rate cooldown (TrainConfig.lr_cooldown): over this share of the budget's end "
+        "the rate falls linearly to 0, the budget's steps estimated from the clock as training goes; 0 = off, the "
+        "Noam schedule to the end (default: --recipe's).",
     )
     parser.add_argument(
         "--embedding-sharing",
@@ -319,6 +329,8 @@ def check_args(parser, args):
         parser.error(f"--ema-momentum must be in [0, 1). Received: {args.ema_momentum}")
     if not args.ema_ramp >= 1:
         parser.error(f"--ema-ramp must be >= 1. Received: {args.ema_ramp}")
+    if not 0 <= args.lr_cooldown < 1:
+        parser.error(f"--lr-cooldown must be in [0, 1). Received: {args.lr_cooldown}")
     if args.dropout is not None and not 0 <= args.dropout < 1:
         parser.error(f"--dropout must be in [0, 1). Received: {args.dropout}")
     if not 0 <= args.late_dropout < 1:
@@ -485,6 +497,7 @@ def report_header(args, first):
         f"{args.warmup}, lr scale {args.lr_scale:g}, {args.policy}, jit {'on' if args.jit else 'off'}, "
         f"{os.cpu_count()} CPUs; ours: {args.attention_initialization} attention initialization, "
         f"{averaging or 'no weight averaging'}, "
+        f"{f'learning-rate cooldown over the last {args.lr_cooldown:.0%}' if args.lr_cooldown else 'no cooldown'}, "
         f"embedding sharing {args.embedding_sharing}, dropout {dropout}"
         f"{f' raised to {args.late_dropout:g} after {args.late_dropout_epochs:g} epochs' if args.late_dropout else ''}"
         f"; joint vocabulary {args.joint_vocab}"
@@ -745,6 +758,39 @@ class TrainingClock(keras.callbacks.Callback):
         self._elapsed, self._running_since = self.seconds(), None
 
 
+class CooldownToBudget(keras.callbacks.Callback):
+    """Ends the optimizer's learning-rate cooldown at the step where the clock will reach the budget.
+
+    A budget in minutes is a number of steps only once the machine's speed is known, and that
+    speed moves. So the end step (`AveragingAdam.cooldown_end_step`) is 0, not known, until the
+    first chunk ends, and after every chunk it is re-estimated as the steps taken plus the budget
+    left times the steps per clock second of the chunks so far (all but the first, which
+    includes graph tracing, once there are two). Run it after the `TrainingClock` in `fit`'s
+    callbacks, so that the clock has closed the chunk.
+
+    Args:
+        clock: the run's `TrainingClock`.
+    """
+
+    def __init__(self, clock):
+        super().__init__()
+        self.clock = clock
+        self.end_steps = []  # the estimate after each chunk
+
+    def on_train_begin(self, logs=None):
+        self.model.optimizer.cooldown_end_step.assign(0.0)
+
+    def on_epoch_end(self, epoch, logs=None):
+        seconds, steps = self.clock.chunk_seconds, self.clock.chunk_steps
+        if len(seconds) > 1:
+            seconds, steps = seconds[1:], steps[1:]
+        rate = sum(steps) / max(sum(seconds), 1e-9)
+        left = max(self.clock.budget_seconds - self.clock.seconds(), 0.0)
+        end = int(self.model.optimizer.iterations) + round(left * rate)
+        self.model.optimizer.cooldown_end_step.assign(float(end))
+        self.end_steps.append(end)
+
+
 class BleuCurve(keras.callbacks.Callback):
     """Greedy BLEU of a fixed set of sentences at given moments of the training clock.
 
@@ -857,6 +903,7 @@ def worker_train_config(args, name):
         precision=args.policy,
         ema_momentum=args.ema_momentum if name == "ours" else 0.0,
         ema_ramp=args.ema_ramp,
+        lr_cooldown=args.lr_cooldown if name == "ours" else 0.0,
         seed=args.seed,
         run_dir=str(worker_dir(args, name)),
         export_dir=args.export_dir or "saved_models",
@@ -986,9 +1033,10 @@ def train_in_budget(args, model, train_data, greedy, curve_text, extra_callbacks
     """`model.fit` until the training clock reaches `--minutes`, scoring the curve on the way.
 
     Returns:
-        `(history, clock, curve, fit_seconds)`: `fit`'s history, the `TrainingClock`, the
-        `BleuCurve` (its last point at the end of training) and `fit`'s wall seconds, the curve's
-        scoring pauses included.
+        `(history, clock, curve, fit_seconds, cooldown_end_steps)`: `fit`'s history, the
+        `TrainingClock`, the `BleuCurve` (its last point at the end of training), `fit`'s wall
+        seconds, the curve's scoring pauses included, and the learning-rate cooldown's end-step
+        estimates, one per chunk (empty without a cooldown).
     """
     budget = args.minutes * 60
     clock = TrainingClock(budget)
@@ -998,19 +1046,20 @@ def train_in_budget(args, model, train_data, greedy, curve_text, extra_callbacks
         curve_text,
         [budget * i / args.curve_points for i in range(1, args.curve_points)],
     )
+    cooldown = [CooldownToBudget(clock)] if getattr(model.optimizer, "cooldown", 0) else []
     fit_start = time.perf_counter()
     history = model.fit(
         train_data,
         epochs=MAX_CHUNKS,
         steps_per_epoch=args.chunk_steps,
         shuffle=False,  # the dataset shuffles itself
-        callbacks=[clock, curve, *extra_callbacks],
+        callbacks=[clock, *cooldown, curve, *extra_callbacks],
         verbose=2,
     )
     fit_seconds = time.perf_counter() - fit_start
     if not curve.scored_budget_end:  # fit ran out of chunks before the budget
         curve.score()
-    return history, clock, curve, fit_seconds
+    return history, clock, curve, fit_seconds, cooldown[0].end_steps if cooldown else []
 
 
 def training_summary(args, history, clock, pairs):
@@ -1127,7 +1176,7 @@ def run_worker(args):
             f"{name}: dropout {model_config.dropout_rate:g} rises to {late.rate:g} at step {late.start_step}",
             flush=True,
         )
-    history, clock, curve, fit_seconds = train_in_budget(
+    history, clock, curve, fit_seconds, cooldown_end_steps = train_in_budget(
         args, model, train_data, greedy, data.curve_text, [late] if late else []
     )
     peak_after_training = common.peak_rss_mib()
@@ -1155,6 +1204,7 @@ def run_worker(args):
             for s, r, h in list(zip(test.sources, test.targets, hypotheses))[:5]
         ],
         late_dropout=late and {"rate": late.rate, "start_step": late.start_step, "raised_at": late.raised_at},
+        lr_cooldown=train_config.lr_cooldown and {"share": train_config.lr_cooldown, "end_steps": cooldown_end_steps},
         peak_rss_mib=round(common.peak_rss_mib(), 1),
         peak_rss_mib_after_training=round(peak_after_training, 1),
         wall_seconds={

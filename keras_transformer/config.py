@@ -449,6 +449,12 @@ class TrainConfig(_JsonConfig):
     )
     warmup_steps: int = _field(400, "Noam schedule warm-up steps: the learning rate peaks there.")
     learning_rate_scale: float = _field(1.0, "Multiplier of the Noam learning rate.")
+    lr_cooldown: float = _field(
+        0.0,
+        "Cool the learning rate down at the end of the run: over this share of the last of the "
+        "epochs * steps_per_epoch steps it falls linearly from the Noam rate to 0 (e.g. 0.3); 0 = off, the paper's "
+        "schedule.",
+    )
     label_smoothing: float = _field(0.1, "Label smoothing epsilon of the loss.")
     ema_momentum: float = _field(
         0.0,
@@ -526,7 +532,7 @@ class TrainConfig(_JsonConfig):
             "beam_size",
         )
         _check_rate(self, "label_smoothing")
-        _check_rate(self, "ema_momentum")
+        _check_rate(self, "ema_momentum", "lr_cooldown")
         if not self.ema_ramp >= 1:
             raise ValueError(f"`ema_ramp` must be >= 1. Received: {self.ema_ramp}")
         if not self.length_penalty >= 0:

@@ -408,16 +408,57 @@ class AveragingAdam(keras.optimizers.Adam):
     steps, `average = m^4 * average + (1 - m^4) * weight`: each update reads and writes every
     weight, as much memory traffic as a fifth of Adam's own update, and over an average of
     hundreds of steps the three skipped weights between two updates change nothing that matters.
+
+    With `cooldown > 0` the learning rate also cools down at the end of the run: it follows the
+    schedule until the last `cooldown` share of the run's `cooldown_end_step` steps, then falls
+    linearly to 0 at that step (see `_get_current_learning_rate`). The end step is the variable
+    `cooldown_end_step`, so a run that knows its length only as it goes (a wall-clock budget) can
+    set it between epochs; 0 means not known yet, and the rate follows the schedule.
     """
 
-    def __init__(self, *args, ema_ramp=9.0, **kwargs):
+    def __init__(self, *args, ema_ramp=9.0, cooldown=0.0, cooldown_end_step=0, **kwargs):
         super().__init__(*args, **kwargs)
         if not ema_ramp >= 1:
             raise ValueError(f"`ema_ramp` must be >= 1. Received: {ema_ramp}")
+        if not 0 <= cooldown < 1:
+            raise ValueError(f"`cooldown` must be in [0, 1). Received: {cooldown}")
+        if not cooldown_end_step >= 0:
+            raise ValueError(f"`cooldown_end_step` must be >= 0. Received: {cooldown_end_step}")
         self.ema_ramp = float(ema_ramp)
+        self.cooldown = float(cooldown)
+        self._initial_cooldown_end_step = int(cooldown_end_step)
 
     def get_config(self):
-        return {**super().get_config(), "ema_ramp": self.ema_ramp}
+        return {
+            **super().get_config(),
+            "ema_ramp": self.ema_ramp,
+            "cooldown": self.cooldown,
+            "cooldown_end_step": self._initial_cooldown_end_step,
+        }
+
+    def build(self, variables):
+        if self.built:
+            return
+        super().build(variables)
+        if self.cooldown:
+            # A variable, not a constant: a run with a wall-clock budget learns its length as it goes.
+            self.cooldown_end_step = self.add_variable((), initializer="zeros", dtype="float32", name="cooldown_end")
+            self.cooldown_end_step.assign(float(self._initial_cooldown_end_step))
+
+    def _get_current_learning_rate(self):
+        """The schedule's rate, times the cooldown's factor `clip((E - t) / (cooldown * E), 0, 1)`.
+
+        `E` is `cooldown_end_step`, the step at which the run ends, and `t` the optimizer step (from
+        0): the rate follows the schedule until the last `cooldown` share of the run, then falls
+        linearly to 0 at `E`. With `E = 0` (not known) the factor is 1.
+        """
+        rate = super()._get_current_learning_rate()
+        if not self.cooldown or not self.built:
+            return rate
+        end = ops.cast(self.cooldown_end_step, "float32")
+        left = (end - ops.cast(self.iterations, "float32")) / ops.maximum(self.cooldown * end, 1.0)
+        factor = ops.where(end > 0, ops.clip(left, 0.0, 1.0), 1.0)
+        return rate * factor
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
         if keras.backend.backend() != "tensorflow":
@@ -464,11 +505,14 @@ def compile_transformer(model, model_config, train_config):
     `model.fit` ends by replacing the weights with their averages (Polyak averaging; the paper
     averages its last checkpoints to the same end).
 
+    With `train_config.lr_cooldown > 0` the learning rate falls linearly to 0 over that share of
+    the last of the run's `epochs * steps_per_epoch` steps (see `AveragingAdam`).
+
     Args:
         model: the Keras model to compile.
         model_config: `ModelConfig`; its `d_model` sets the schedule.
-        train_config: `TrainConfig`: warmup steps, learning-rate scale, label smoothing, EMA
-            momentum and ramp, `jit_compile`.
+        train_config: `TrainConfig`: warmup steps, learning-rate scale and cooldown, label
+            smoothing, EMA momentum and ramp, epochs and steps per epoch, `jit_compile`.
 
     Returns:
         `model`, compiled, with its optimizer's variables created.
@@ -483,6 +527,8 @@ def compile_transformer(model, model_config, train_config):
         use_ema=ema > 0,
         ema_momentum=ema or 0.99,
         ema_ramp=train_config.ema_ramp,
+        cooldown=train_config.lr_cooldown,
+        cooldown_end_step=train_config.epochs * train_config.steps_per_epoch,
     )
     model.compile(
         optimizer=optimizer,

@@ -310,6 +310,44 @@ def test_multi30k_ema_ramp_reaches_our_optimizer_and_refuses_a_ramp_below_1(tmp_
     assert "--ema-ramp must be >= 1. Received: 0.5" in capsys.readouterr().err
 
 
+def test_multi30k_lr_cooldown_flag_sets_ours_only_and_refuses_a_share_outside_0_1(tmp_path, capsys):
+    import multi30k
+
+    flags = ["--data", str(multi30k_folder(tmp_path)), "--minutes", "30"]
+    args = multi30k.parse_args([*flags, "--lr-cooldown", "0.25"])
+    assert multi30k.worker_train_config(args, "ours").lr_cooldown == 0.25
+    assert multi30k.worker_train_config(args, "keras-hub").lr_cooldown == 0.0
+    assert "learning-rate cooldown over the last 25%" in multi30k.report_header(
+        args, {"vocab_sizes": [8, 8], "train_pairs": 15, "dropped_pairs": 0}
+    )
+    for share in ("1", "-0.1"):
+        with pytest.raises(SystemExit):
+            multi30k.parse_args([*flags, "--lr-cooldown", share])
+        assert f"--lr-cooldown must be in [0, 1). Received: {float(share)}" in capsys.readouterr().err
+
+
+def test_multi30k_cooldown_ends_where_the_clock_will_reach_the_budget():
+    import multi30k
+
+    clock = multi30k.TrainingClock(budget_seconds=100.0)
+    optimizer = types.SimpleNamespace(cooldown_end_step=keras.Variable(123.0), iterations=keras.Variable(0))
+    cooldown = multi30k.CooldownToBudget(clock)
+    cooldown.set_model(types.SimpleNamespace(optimizer=optimizer))
+    cooldown.on_train_begin()
+    assert float(optimizer.cooldown_end_step) == 0.0  # not known before the first chunk
+    clock.seconds = lambda: 10.0
+    clock.chunk_seconds, clock.chunk_steps = [10.0], [100]  # the first chunk, tracing included
+    optimizer.iterations.assign(100)
+    cooldown.on_epoch_end(0)
+    assert float(optimizer.cooldown_end_step) == 100 + 90 * 10  # 10 steps/s for the 90 s left
+    clock.seconds = lambda: 30.0
+    clock.chunk_seconds, clock.chunk_steps = [10.0, 10.0, 10.0], [100, 200, 400]
+    optimizer.iterations.assign(700)
+    cooldown.on_epoch_end(2)
+    assert float(optimizer.cooldown_end_step) == 700 + 70 * 30  # the first chunk left out: 600 steps in 20 s
+    assert cooldown.end_steps == [1000, 2800]
+
+
 def test_multi30k_dropout_flag_sets_ours_only_and_refuses_a_rate_outside_0_1(tmp_path, capsys):
     import multi30k
 

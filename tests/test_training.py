@@ -445,6 +445,81 @@ def test_the_averaging_optimizer_keeps_its_ramp_through_its_config():
 
 
 # ---------------------------------------------------------------------------
+# Learning-rate cooldown (TrainConfig.lr_cooldown)
+# ---------------------------------------------------------------------------
+def cooled(step, end, share, d_model=D, warmup_steps=5):
+    """NumPy reference: the Noam rate at optimizer step `step` (from 0), cooled down linearly to 0 at `end`."""
+    factor = 1.0 if end == 0 else min(max((end - step) / (share * end), 0.0), 1.0)
+    return noam(step + 1, d_model, warmup_steps) * factor
+
+
+class _RecordRates(keras.callbacks.Callback):
+    """The learning rate of each step and whether the step changed the weights."""
+
+    def __init__(self):
+        super().__init__()
+        self.rates, self.moved = [], []
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.rates.append(float(self.model.optimizer.learning_rate))
+        self._before = [to_numpy(w) for w in self.model.trainable_weights]
+
+    def on_train_batch_end(self, batch, logs=None):
+        after = [to_numpy(w) for w in self.model.trainable_weights]
+        self.moved.append(any(not np.array_equal(a, b) for a, b in zip(after, self._before)))
+
+
+def fit_steps(model, steps, callbacks=()):
+    x, y = toy_batch()
+    model.fit(x, y, batch_size=4, epochs=steps, steps_per_epoch=1, shuffle=False, verbose=0, callbacks=list(callbacks))
+
+
+@pytest.mark.parametrize("share", [0.4, 0.9])
+def test_cooldown_follows_the_schedule_then_falls_linearly_to_zero_at_the_runs_last_step(share):
+    # The run is epochs * steps_per_epoch = 20 steps; fit goes on past it to show the rate stays 0.
+    model = compiled_tiny_model(warmup_steps=5, lr_cooldown=share, epochs=5, steps_per_epoch=4)
+    record = _RecordRates()
+    fit_steps(model, 23, [record])
+    want = [cooled(t, 20, share) for t in range(23)]
+    np.testing.assert_allclose(record.rates, want, rtol=1e-5, atol=1e-12)
+    start = 20 - share * 20
+    assert record.rates[: int(start) + 1] == pytest.approx([noam(t + 1, D, 5) for t in range(int(start) + 1)])
+    assert 0 < record.rates[19] < record.rates[18]
+    # The update uses that rate: the weights move until the run's end and stand still after it.
+    assert all(record.moved[:20]) and not any(record.moved[20:])
+
+
+def test_cooldown_end_step_set_during_training_takes_effect_and_0_means_not_known():
+    model = compiled_tiny_model(warmup_steps=5, lr_cooldown=0.5)
+    model.optimizer.cooldown_end_step.assign(0.0)  # a wall-clock budget: the length is not known yet
+    record = _RecordRates()
+    fit_steps(model, 3, [record])
+    np.testing.assert_allclose(record.rates, [noam(t + 1, D, 5) for t in range(3)], rtol=1e-5)
+    model.optimizer.cooldown_end_step.assign(8.0)  # learned between epochs: the run ends at step 8
+    fit_steps(model, 6, [record])
+    np.testing.assert_allclose(record.rates[3:], [cooled(t, 8, 0.5) for t in range(3, 9)], rtol=1e-5, atol=1e-12)
+    assert record.rates[-1] == 0.0
+
+
+@pytest.mark.parametrize("share", [-0.1, 1.0, 1.5, float("nan")])
+def test_a_cooldown_outside_0_to_1_raises_value_error(share):
+    with pytest.raises(ValueError, match=r"`lr_cooldown` must be in \[0, 1\)"):
+        TrainConfig(lr_cooldown=share).validate()
+    with pytest.raises(ValueError, match=r"`cooldown` must be in \[0, 1\)"):
+        AveragingAdam(cooldown=share)
+
+
+def test_the_optimizer_keeps_its_cooldown_through_its_config():
+    model = compiled_tiny_model(lr_cooldown=0.3, epochs=3, steps_per_epoch=10)
+    config = model.optimizer.get_config()
+    assert (config["cooldown"], config["cooldown_end_step"]) == (0.3, 30)
+    rebuilt = keras.optimizers.deserialize(keras.optimizers.serialize(model.optimizer))
+    assert rebuilt.get_config() == config
+    rebuilt.build(model.trainable_variables)
+    assert float(rebuilt.cooldown_end_step) == 30.0
+
+
+# ---------------------------------------------------------------------------
 # Precision and XLA
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
