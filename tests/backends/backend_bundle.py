@@ -165,8 +165,19 @@ def model_config():
 
 
 def train_config():
-    """The bundle's `TrainConfig`; XLA on JAX, where a step without it runs op by op (slower)."""
-    return TrainConfig(warmup_steps=4, label_smoothing=0.1, jit_compile=keras.backend.backend() == "jax").validate()
+    """The bundle's `TrainConfig`; XLA on JAX, where a step without it runs op by op (slower).
+
+    A run of `FIT_STEPS` steps whose learning rate cools down over nearly all of it
+    (`lr_cooldown`), so the fit checks the cooldown on every backend.
+    """
+    return TrainConfig(
+        warmup_steps=4,
+        label_smoothing=0.1,
+        epochs=1,
+        steps_per_epoch=FIT_STEPS,
+        lr_cooldown=0.9,
+        jit_compile=keras.backend.backend() == "jax",
+    ).validate()
 
 
 def model_inputs():
