@@ -1046,7 +1046,7 @@ def train_in_budget(args, model, train_data, greedy, curve_text, extra_callbacks
         curve_text,
         [budget * i / args.curve_points for i in range(1, args.curve_points)],
     )
-    cooldown = [CooldownToBudget(clock)] if getattr(model.optimizer, "cooldown", 0) else []
+    cooldown = [CooldownToBudget(clock)] if model.optimizer.cooldown else []
     fit_start = time.perf_counter()
     history = model.fit(
         train_data,

@@ -451,8 +451,8 @@ class TrainConfig(_JsonConfig):
     learning_rate_scale: float = _field(1.0, "Multiplier of the Noam learning rate.")
     lr_cooldown: float = _field(
         0.0,
-        "Cool the learning rate down at the end of the run: over this share of the last of the "
-        "epochs * steps_per_epoch steps it falls linearly from the Noam rate to 0 (e.g. 0.3); 0 = off, the paper's "
+        "Cool the learning rate down at the end of the run: over the last steps, this share of the run's "
+        "epochs * steps_per_epoch, it falls linearly from the Noam rate to 0 (e.g. 0.3); 0 = off, the paper's "
         "schedule.",
     )
     label_smoothing: float = _field(0.1, "Label smoothing epsilon of the loss.")

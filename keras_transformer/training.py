@@ -505,8 +505,8 @@ def compile_transformer(model, model_config, train_config):
     `model.fit` ends by replacing the weights with their averages (Polyak averaging; the paper
     averages its last checkpoints to the same end).
 
-    With `train_config.lr_cooldown > 0` the learning rate falls linearly to 0 over that share of
-    the last of the run's `epochs * steps_per_epoch` steps (see `AveragingAdam`).
+    With `train_config.lr_cooldown > 0` the learning rate falls linearly to 0 over the run's last
+    steps, that share of its `epochs * steps_per_epoch` (see `AveragingAdam`).
 
     Args:
         model: the Keras model to compile.

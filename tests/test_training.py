@@ -435,13 +435,16 @@ def test_an_ema_ramp_below_1_raises_value_error(ramp):
         AveragingAdam(ema_ramp=ramp)
 
 
-def test_the_averaging_optimizer_keeps_its_ramp_through_its_config():
-    model = compiled_tiny_model(ema_momentum=0.99, ema_ramp=3.0)
+def test_the_averaging_optimizer_keeps_its_ramp_and_cooldown_through_its_config():
+    model = compiled_tiny_model(ema_momentum=0.99, ema_ramp=3.0, lr_cooldown=0.3, epochs=3, steps_per_epoch=10)
     config = model.optimizer.get_config()
     assert (config["ema_ramp"], config["ema_momentum"], config["use_ema"]) == (3.0, 0.99, True)
+    assert (config["cooldown"], config["cooldown_end_step"]) == (0.3, 30)
     rebuilt = keras.optimizers.deserialize(keras.optimizers.serialize(model.optimizer))
     assert type(rebuilt) is AveragingAdam
     assert rebuilt.get_config() == config
+    rebuilt.build(model.trainable_variables)
+    assert float(rebuilt.cooldown_end_step) == 30.0
 
 
 # ---------------------------------------------------------------------------
@@ -507,16 +510,6 @@ def test_a_cooldown_outside_0_to_1_raises_value_error(share):
         TrainConfig(lr_cooldown=share).validate()
     with pytest.raises(ValueError, match=r"`cooldown` must be in \[0, 1\)"):
         AveragingAdam(cooldown=share)
-
-
-def test_the_optimizer_keeps_its_cooldown_through_its_config():
-    model = compiled_tiny_model(lr_cooldown=0.3, epochs=3, steps_per_epoch=10)
-    config = model.optimizer.get_config()
-    assert (config["cooldown"], config["cooldown_end_step"]) == (0.3, 30)
-    rebuilt = keras.optimizers.deserialize(keras.optimizers.serialize(model.optimizer))
-    assert rebuilt.get_config() == config
-    rebuilt.build(model.trainable_variables)
-    assert float(rebuilt.cooldown_end_step) == 30.0
 
 
 # ---------------------------------------------------------------------------
