@@ -47,7 +47,13 @@ from keras_transformer.export import IDS_SIGNATURE_KEY, SIGNATURE_KEY, Translato
 from keras_transformer.files import write_text_atomically
 from keras_transformer.models import build_transformer
 from keras_transformer.precision import AUTO, PrecisionChoice, choose_precision, cpu_info, visible_accelerators
-from keras_transformer.training import compile_transformer, dtype_policy, finalize_after_fit, training_weights_kept
+from keras_transformer.training import (
+    base_optimizer,
+    compile_transformer,
+    dtype_policy,
+    finalize_after_fit,
+    training_weights_kept,
+)
 
 TRAIN_CONFIG_FILE = "train_config.json"
 MODEL_CONFIG_FILE = "model_config.json"
@@ -317,6 +323,9 @@ def _train(train_config, strategy, model_overrides, resume, log, extra_callbacks
         model = compile_transformer(task.build_model(model_config), model_config, train_config)
         adapt_keras_fit(model)
         start_step = _restore(model, run_dir, resume, log)
+        # The checkpoint holds the cooldown's end step of the run that wrote it; a run resumed with
+        # more epochs cools down to its own last step.
+        base_optimizer(model.optimizer).set_cooldown_end_step(train_config.epochs * train_config.steps_per_epoch)
     log(f"Strategy: {describe(strategy)}")
     log(
         f"Model: {model.count_params():,} parameters ({train_config.preset} preset, {train_config.precision}"

@@ -334,8 +334,9 @@ def dtype_policy(name):
         keras.mixed_precision.set_global_policy(previous)
 
 
-def _base_optimizer(optimizer):
-    return getattr(optimizer, "inner_optimizer", optimizer)  # through a LossScaleOptimizer
+def base_optimizer(optimizer):
+    """`optimizer` itself, or the one a `LossScaleOptimizer` wraps (under `mixed_float16`)."""
+    return getattr(optimizer, "inner_optimizer", optimizer)
 
 
 @contextlib.contextmanager
@@ -353,7 +354,7 @@ def averaged_weights(model):
     Yields:
         True when averages were swapped in, False when the model has none (yet).
     """
-    optimizer = _base_optimizer(model.optimizer)
+    optimizer = base_optimizer(model.optimizer)
     if optimizer is None or not optimizer.use_ema or not optimizer.built:
         yield False
         return
@@ -444,6 +445,18 @@ class AveragingAdam(keras.optimizers.Adam):
             # A variable, not a constant: a run with a wall-clock budget learns its length as it goes.
             self.cooldown_end_step = self.add_variable((), initializer="zeros", dtype="float32", name="cooldown_end")
             self.cooldown_end_step.assign(float(self._initial_cooldown_end_step))
+
+    def set_cooldown_end_step(self, step):
+        """Make `step` the run's last step, where the cooldown reaches 0; 0 means not known yet.
+
+        Nothing to do without a cooldown. A run resumed with more epochs calls this after loading
+        its checkpoint, which holds the end step of the run that wrote it.
+        """
+        if not step >= 0:
+            raise ValueError(f"`step` must be >= 0. Received: {step}")
+        self._initial_cooldown_end_step = int(step)
+        if self.cooldown and self.built:
+            self.cooldown_end_step.assign(float(step))
 
     def _get_current_learning_rate(self):
         """The schedule's rate, times the cooldown's factor `clip((E - t) / (cooldown * E), 0, 1)`.

@@ -6,15 +6,17 @@ paper's Noam learning rate schedule, and `compile_transformer` + `model.fit` on 
 Tiny sizes: B=2..4, S=5, T=4, D=8, H=2, F=16, two blocks, dropout 0, fixed seeds.
 """
 
+import dataclasses
 import math
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import V_S, V_T, D, S, T, tiny_config
+from conftest import TINY_MODEL, V_S, V_T, D, S, T, tiny_config, tiny_train_config
 
-from keras_transformer.config import TrainConfig
+from keras_transformer import runs
+from keras_transformer.config import PRESETS, TrainConfig
 from keras_transformer.models import build_transformer
 from keras_transformer.training import (
     AveragingAdam,
@@ -502,6 +504,23 @@ def test_cooldown_end_step_set_during_training_takes_effect_and_0_means_not_know
     fit_steps(model, 6, [record])
     np.testing.assert_allclose(record.rates[3:], [cooled(t, 8, 0.5) for t in range(3, 9)], rtol=1e-5, atol=1e-12)
     assert record.rates[-1] == 0.0
+
+
+def test_a_run_resumed_with_more_epochs_cools_down_to_its_own_last_step(tmp_path):
+    # 1 epoch of 3 steps, checkpointed, then resumed with 2 epochs: the checkpoint holds the first
+    # run's end step (3), where the rate reaches 0; the resumed run must cool down to step 6.
+    config = tiny_train_config(tmp_path, epochs=1, steps_per_epoch=3, lr_cooldown=0.5, beam_size=1)
+    runs.train(config, dict(TINY_MODEL), log=lambda line: None, verbose=0, export=False)
+    record = _RecordRates()
+    longer = dataclasses.replace(config, epochs=2)
+    summary = runs.train(longer, resume=True, log=lambda line: None, verbose=0, export=False, extra_callbacks=[record])
+    assert summary["checkpoints"]["resumed_from_step"] == 3
+    d_model = PRESETS["tiny"]["d_model"]
+    want = [cooled(t, 6, 0.5, d_model, config.warmup_steps) for t in range(3, 6)]
+    np.testing.assert_allclose(record.rates, want, rtol=1e-5)
+    assert all(record.moved)  # with the first run's end step the rate would be 0 and the weights stand still
+    with pytest.raises(ValueError, match="`step` must be >= 0"):
+        AveragingAdam(cooldown=0.5).set_cooldown_end_step(-1)
 
 
 @pytest.mark.parametrize("share", [-0.1, 1.0, 1.5, float("nan")])
