@@ -25,10 +25,11 @@ One run, three steps:
    and weight averaging over about the last third of the run (`TrainConfig.ema_momentum` 0.9999
    and `ema_ramp` 3: momentum `min(0.9999, t / (t + 3))` at step t, so the average spans a share
    of the steps taken, whatever the machine's speed; `--ema-ramp 9` is the last tenth, the
-   previous default, with `--ema-momentum 0.998`); `--recipe tutorial` is the tutorial code's
-   glorot initialization without averaging. `--embedding-sharing` shares our model's embedding
-   tables (`ModelConfig.embedding_sharing`; `all`, one table for source, target and logits,
-   turns `--joint-vocab` on unless told otherwise); keras-hub's model keeps its three tables.
+   previous default, with `--ema-momentum 0.998`), and one embedding table for source, target
+   and logits (`--embedding-sharing all`, `ModelConfig.embedding_sharing`), so one joint
+   vocabulary, which keras-hub's model uses too, keeping its three tables; `--recipe tutorial` is
+   the tutorial code's glorot initialization without averaging, with three tables and one
+   vocabulary per side. `--joint-vocab` defaults to on exactly when our table is one.
    With averaging, our model is scored, along the curve and at the end, with the moving average
    of its weights, and the curve also records the weights as trained (`bleu_trained_weights`, a
    dashed line in the PNG). keras-hub's model trains as its layers come, without averaging.
@@ -117,7 +118,7 @@ RECIPES = {
         "attention_initialization": "per_head",
         "ema_momentum": 0.9999,
         "ema_ramp": 3.0,
-        "embedding_sharing": "none",
+        "embedding_sharing": "all",
         "lr_cooldown": 0.0,
     },
     "tutorial": {
@@ -195,8 +196,8 @@ def add_model_and_decoding_flags(parser):
         default="best",
         choices=sorted(RECIPES),
         help="Defaults of our model's flags below: best (per_head initialization, weight averaging over about the "
-        "last third of the run: momentum 0.9999, ramp 3; what won on Multi30k at the medium preset) or tutorial "
-        "(glorot, no averaging: the tutorial code).",
+        "last third of the run: momentum 0.9999, ramp 3, one embedding table over a joint vocabulary; what won on "
+        "Multi30k at the medium preset) or tutorial (glorot, no averaging, three tables: the tutorial code).",
     )
     parser.add_argument(
         "--attention-initialization",

@@ -280,20 +280,23 @@ def test_multi30k_finds_when_a_curve_first_reaches_a_score():
 
 
 @pytest.mark.parametrize(
-    "flags, initialization, momentum, ramp",
+    "flags, expected",
     [
-        ([], "per_head", 0.9999, 3.0),
-        (["--recipe", "tutorial"], "glorot", 0.0, 9.0),
-        (["--ema-momentum", "0.99"], "per_head", 0.99, 3.0),
-        (["--recipe", "tutorial", "--attention-initialization", "per_head"], "per_head", 0.0, 9.0),
-        (["--ema-momentum", "0.998", "--ema-ramp", "9"], "per_head", 0.998, 9.0),
+        ([], ("per_head", 0.9999, 3.0, "all", "on")),
+        (["--recipe", "tutorial"], ("glorot", 0.0, 9.0, "none", "off")),
+        (["--ema-momentum", "0.99"], ("per_head", 0.99, 3.0, "all", "on")),
+        (["--recipe", "tutorial", "--attention-initialization", "per_head"], ("per_head", 0.0, 9.0, "none", "off")),
+        (["--ema-momentum", "0.998", "--ema-ramp", "9"], ("per_head", 0.998, 9.0, "all", "on")),
+        (["--embedding-sharing", "none"], ("per_head", 0.9999, 3.0, "none", "off")),
+        (["--recipe", "tutorial", "--joint-vocab", "on"], ("glorot", 0.0, 9.0, "none", "on")),
     ],
 )
-def test_multi30k_trains_ours_by_the_best_recipe_unless_told_otherwise(tmp_path, flags, initialization, momentum, ramp):
+def test_multi30k_trains_ours_by_the_best_recipe_unless_told_otherwise(tmp_path, flags, expected):
     import multi30k
 
     args = multi30k.parse_args(["--data", str(multi30k_folder(tmp_path)), "--minutes", "30", *flags])
-    assert (args.attention_initialization, args.ema_momentum, args.ema_ramp) == (initialization, momentum, ramp)
+    settings = ("attention_initialization", "ema_momentum", "ema_ramp", "embedding_sharing", "joint_vocab")
+    assert tuple(getattr(args, name) for name in settings) == expected
 
 
 def test_multi30k_ema_ramp_reaches_our_optimizer_and_refuses_a_ramp_below_1(tmp_path, capsys):
@@ -353,9 +356,8 @@ def test_multi30k_dropout_flag_sets_ours_only_and_refuses_a_rate_outside_0_1(tmp
 
     data = multi30k_folder(tmp_path)
     args = multi30k.parse_args(["--data", str(data), "--minutes", "30", "--dropout", "0.3"])
-    vocabularies = types.SimpleNamespace(
-        source_tokenizer=types.SimpleNamespace(vocab_size=100), target_tokenizer=types.SimpleNamespace(vocab_size=90)
-    )
+    joint = types.SimpleNamespace(vocab_size=100)  # the recipe's one vocabulary on both sides
+    vocabularies = types.SimpleNamespace(source_tokenizer=joint, target_tokenizer=joint)
     rates = {}
     for name in ("ours", "keras-hub"):
         run_dir = tmp_path / name
@@ -473,8 +475,8 @@ def test_multi30k_joint_vocabulary_is_one_vocabulary_learned_from_both_sides(tmp
                 file.write(f"{sentence}\n" * 20)
     flags = ["--data", str(data), "--minutes", "1", "--vocab", "200", "--work-dir", str(tmp_path / "work")]
     paths = {}
-    for joint in ("on", "off"):
-        args = multi30k.parse_args([*flags, "--joint-vocab", joint])
+    for joint, sharing in (("on", "all"), ("off", "none")):
+        args = multi30k.parse_args([*flags, "--joint-vocab", joint, "--embedding-sharing", sharing])
         sizes = multi30k.prepare_vocabularies(args)
         paths[joint] = multi30k.vocabulary_paths(args)
         source, target = (set(paths[joint][side].read_text().split()) for side in ("source", "target"))
