@@ -6,10 +6,11 @@ r"""Multi30k German->English in a fixed training-time budget: our Transformer ag
 
 One run, three steps:
 
-1. The parent process reads `train.{de,en}.gz` of `--data` and learns one WordPiece vocabulary
-   per side (`--vocab` pieces) from the training split only, or with `--joint-vocab on` one
-   vocabulary of both sides' text, used on both sides by both models. They are cached in
-   `--work-dir`, keyed by size, jointness and `--train-size`, and learned outside every budget.
+1. The parent process reads `train.{de,en}.gz` of `--data` and learns, from the training split
+   only, one WordPiece vocabulary (at most `--vocab` pieces) of both sides' text, used on both
+   sides by both models (`--joint-vocab on`, the default with our one embedding table), or with
+   `--joint-vocab off` one per side. They are cached in `--work-dir`, keyed by size, jointness
+   and `--train-size`, and learned outside every budget.
 2. Each model of `--models` is trained and scored in its own subprocess (`--worker NAME`, the
    same flags), one after the other, so each gets every core and its own peak memory:
      ours        `build_transformer(preset(--preset, ...))`
@@ -153,7 +154,9 @@ def add_corpus_and_schedule_flags(parser):
     )
     parser.add_argument("--minutes", type=float, required=True, help="Training wall-clock budget of each model.")
     parser.add_argument("--preset", default="medium", choices=sorted(PRESETS), help="Model size of both models.")
-    parser.add_argument("--vocab", type=int, default=8000, help="WordPiece vocabulary size per side (at most).")
+    parser.add_argument(
+        "--vocab", type=int, default=8000, help="Most WordPiece pieces of the joint vocabulary, or of each side's."
+    )
     parser.add_argument(
         "--joint-vocab",
         choices=("on", "off"),
