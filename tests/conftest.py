@@ -22,6 +22,47 @@ V_S, V_T = 13, 11  # source / target vocabulary sizes
 TINY_MODEL = {"max_source_len": 24, "max_target_len": 14}
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--learning-seed",
+        type=int,
+        default=None,
+        help="run the tests marked `learning` with this seed instead of their own (tests/learning_margins.py "
+        "sweeps it to measure the margins their docstrings state)",
+    )
+
+
+class LearningCheck:
+    """What a test marked `learning` measures against its bars, recorded for tests/learning_margins.py.
+
+    Attributes:
+        seed: int, the seed to train with: the marker's `seed`, or `--learning-seed` when given.
+    """
+
+    def __init__(self, seed, record_property):
+        self.seed = seed
+        self._record_property = record_property
+
+    def check(self, name, value, below=None, above=None):
+        """Record `value` and fail unless it is `< below` and `> above` (those given)."""
+        value = float(value)
+        self._record_property(f"learning:{name}", repr({"value": value, "below": below, "above": above}))
+        cleared = (below is None or value < below) and (above is None or value > above)
+        bar = " and ".join(f"{sign} {bar}" for sign, bar in (("<", below), (">", above)) if bar is not None)
+        assert cleared, f"{name} = {value:.4g}, the bar is {bar} (seed {self.seed})"
+        return value
+
+
+@pytest.fixture
+def learning(request, record_property):
+    """A `LearningCheck` for a test marked `@pytest.mark.learning(seed=...)`."""
+    marker = request.node.get_closest_marker("learning")
+    if marker is None:
+        raise pytest.UsageError(f"{request.node.nodeid} uses `learning` without @pytest.mark.learning(seed=...)")
+    override = request.config.getoption("--learning-seed")
+    return LearningCheck(marker.kwargs["seed"] if override is None else override, record_property)
+
+
 def tiny_config(**overrides):
     """A `ModelConfig` of the tiny test sizes above, without dropout."""
     values = dict(

@@ -28,7 +28,7 @@ from keras_transformer.data.tokenizers import END_ID, START_ID
 from keras_transformer.layers import Attention, AttentionScore, DecoderBlock, EncoderBlock, MultiheadAttention
 from keras_transformer.masks import MASKED_SCORE
 from keras_transformer.models import build_transformer
-from keras_transformer.training import MaskedAccuracy, MaskedLabelSmoothedLoss
+from keras_transformer.training import MaskedAccuracy, MaskedLabelSmoothedLoss, NoamSchedule
 
 B, T, S, H, K, D, F = 2, 4, 5, 2, 4, 8, 16
 ATOL = 1e-5
@@ -509,6 +509,7 @@ def test_cli_offers_attention_score_and_rejects_unknown_ones(capsys):
 # Training: a tiny Transformer with each score learns to copy
 # ---------------------------------------------------------------------------
 COPY_VOCAB, COPY_LENGTH, COPY_BATCH, COPY_STEPS = 12, 6, 64, 300
+COPY_WARMUP, COPY_PEAK_RATE = 50, 2e-2  # the Noam schedule's warm-up steps and its peak learning rate
 
 
 def copy_pairs(source):
@@ -524,17 +525,25 @@ def random_sources(count, seed):
     return tf.random.stateless_uniform((count, COPY_LENGTH), seed=seed, minval=4, maxval=COPY_VOCAB, dtype="int32")
 
 
+@pytest.mark.learning(seed=0)
 @pytest.mark.parametrize("score", SCORES)
-def test_tiny_transformer_with_each_score_learns_to_copy(score):
+def test_tiny_transformer_with_each_score_learns_to_copy(score, learning):
     """300 Adam steps, each on 64 new random sentences: it then copies unseen sentences almost perfectly.
 
     New sentences at every step leave nothing to memorize: the decoder must find source token
     `t` for target position `t` through cross-attention. The same model with constant scores
     (uniform attention, as if the score function were broken) gets about 0.6 of the held-out
-    tokens right; with each working score 0.97 to 1.0 (seeds 0 to 3 measured), and 1.0 with
-    the test's seed. (A bare training loop, because tracing `model.fit` would take most of
-    the time; `tests/test_training.py` covers `fit` with the default score.)
+    tokens right. The optimizer is the paper's: Adam(0.9, 0.98, 1e-9) on the Noam schedule, here
+    warming up over 50 steps to a peak of 2e-2. Without the warm-up (a constant 2e-2 from the
+    first step) the unscaled scores ("additive", "dot", "bilinear") trained with loss spikes and
+    each missed the bars in one seed of five under every oneDNN setting (held-out accuracy 0.38
+    to 0.88); for "additive" the seed changed with the kernels (4 with oneDNN on, 2 with it off),
+    which is how it failed on one CPU alone. Measured over seeds 0 to 4 with oneDNN on, off and limited to AVX2 on a
+    Zen 4 EPYC, every score: final / first loss at most 0.010 (bar 0.1), held-out accuracy at
+    least 0.993 (bar 0.9). (A bare training loop, because tracing `model.fit` would
+    take most of the time; `tests/test_training.py` covers `fit` with the default score.)
     """
+    keras.utils.set_random_seed(learning.seed)
     config = tiny_config(
         attention_score=score,
         d_model=16,
@@ -544,7 +553,8 @@ def test_tiny_transformer_with_each_score_learns_to_copy(score):
         target_vocab_size=COPY_VOCAB,
     )
     model = build_transformer(config)
-    loss_fn, optimizer = MaskedLabelSmoothedLoss(0.0), keras.optimizers.Adam(2e-2)
+    schedule = NoamSchedule(config.d_model, COPY_WARMUP, scale=COPY_PEAK_RATE * (config.d_model * COPY_WARMUP) ** 0.5)
+    loss_fn, optimizer = MaskedLabelSmoothedLoss(0.0), keras.optimizers.Adam(schedule, beta_2=0.98, epsilon=1e-9)
     optimizer.build(model.trainable_variables)
 
     @tf.function
@@ -558,9 +568,10 @@ def test_tiny_transformer_with_each_score_learns_to_copy(score):
     first_loss = float(train_step(tf.constant(0)))
     for step in range(1, COPY_STEPS):
         loss = float(train_step(tf.constant(step)))
-    assert np.isfinite(loss) and loss < 0.1 * first_loss
+    assert np.isfinite(loss)
+    learning.check("final / first loss", loss / first_loss, below=0.1)
 
     (source, target_in), target_out = copy_pairs(random_sources(256, tf.constant([COPY_STEPS, 1])))  # unseen
     accuracy = MaskedAccuracy()
     accuracy.update_state(target_out, model([source, target_in], training=False))
-    assert float(accuracy.result()) >= 0.9
+    learning.check("held-out accuracy", accuracy.result(), above=0.9)

@@ -317,19 +317,22 @@ def test_soft_gradient_has_no_sampling_noise_and_reinforce_has_the_most():
     assert 0 < variances["gumbel"] < variances["reinforce"]
 
 
-def test_study_soft_and_gumbel_learn_the_lookup_reinforce_improves_argmax_cannot():
+@pytest.mark.learning(seed=0)
+def test_study_soft_and_gumbel_learn_the_lookup_reinforce_improves_argmax_cannot(learning):
     """300 steps from the same initial weights; chance is 1/16.
 
-    Measured at this seed: soft and Gumbel 1.0, REINFORCE 0.28, the argmax control 0.12 (it
-    trains only the read-out).
+    Measured over seeds 0 to 4 with oneDNN on, off and limited to AVX2 (Zen 4 EPYC): soft and Gumbel
+    1.0 (bar 0.95), REINFORCE 0.26 to 0.32 (bars 0.15 and 0.95), the argmax control 0.11 to 0.18
+    (bar 0.3; it trains only the read-out).
     """
-    study = compare_variants(steps=300, every=150, gradient_batches=2, held_out=500)
+    study = compare_variants(steps=300, every=150, gradient_batches=2, held_out=500, seed=learning.seed)
     accuracy = {variant: result["accuracy"] for variant, result in study["variants"].items()}
     assert set(accuracy) == set(VARIANTS)
     assert all(len(curve) == 3 for curve in accuracy.values())  # steps 0, 150 and 300
-    assert accuracy["soft"][-1] >= 0.95 and accuracy["gumbel"][-1] >= 0.95
-    assert 0.15 <= accuracy["reinforce"][-1] < 0.95
-    assert accuracy["argmax"][-1] < 0.2
+    learning.check("soft accuracy", accuracy["soft"][-1], above=0.95)
+    learning.check("gumbel accuracy", accuracy["gumbel"][-1], above=0.95)
+    learning.check("reinforce accuracy", accuracy["reinforce"][-1], above=0.15, below=0.95)
+    learning.check("argmax accuracy", accuracy["argmax"][-1], below=0.3)
 
 
 def test_lookup_accuracy_counts_right_answers():

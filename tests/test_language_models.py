@@ -200,9 +200,15 @@ def test_builders_and_presets_reject_the_wrong_kind_or_name():
         LanguageModelConfig.from_dict({"source_vocab_size": 5})
 
 
-def test_tiny_decoder_only_model_learns_a_few_sequences_with_fit():
+@pytest.mark.learning(seed=4)
+def test_tiny_decoder_only_model_learns_a_few_sequences_with_fit(learning):
+    """30 steps on four sequences whose next tokens are determined: the loss falls below a tenth of its start.
+
+    Measured over seeds 0 to 4 with oneDNN on, off and limited to AVX2 (Zen 4 EPYC): after / before
+    loss 0.010 to 0.055 (bar 0.1).
+    """
     config = lm_config("decoder", d_model=16, d_ff=32, num_blocks=1)
-    keras.utils.set_random_seed(4)
+    keras.utils.set_random_seed(learning.seed)
     model = build_decoder_only(config)
     # The translation model's training pieces: masked loss (label 0 ignored), Adam on the Noam schedule.
     compile_transformer(model, config, TrainConfig(warmup_steps=10, learning_rate_scale=0.5, label_smoothing=0.0))
@@ -214,4 +220,4 @@ def test_tiny_decoder_only_model_learns_a_few_sequences_with_fit():
     steps = 30
     model.fit(np.tile(inputs, (steps, 1)), np.tile(labels, (steps, 1)), batch_size=4, shuffle=False, verbose=0)
     after = float(loss(labels, model(inputs)))
-    assert after < 0.1 * before, (before, after)
+    learning.check("after / before loss", after / before, below=0.1)

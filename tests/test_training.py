@@ -60,14 +60,14 @@ def toy_batch(lengths=(2, 4, 3, 4), seed=0):
     return (source, target_in), target_out
 
 
-def compiled_tiny_model(num_blocks=1, dropout_rate=0.0, **train_settings):
+def compiled_tiny_model(num_blocks=1, dropout_rate=0.0, seed=0, **train_settings):
     """A seeded tiny model built and compiled (`compile_transformer`) under `TrainConfig(**train_settings)`.
 
     One block a side unless `num_blocks` is given: the first `fit` traces the model, and the
     smaller it is the quicker. No dropout unless `dropout_rate` is given. In float32 unless
     `precision` is given (not "auto": the same model on every machine).
     """
-    keras.utils.set_random_seed(0)
+    keras.utils.set_random_seed(seed)
     model_config = tiny_config(num_blocks=num_blocks, dropout_rate=dropout_rate)
     train_config = TrainConfig(**{"precision": "float32", **train_settings})
     with dtype_policy(train_config.precision):
@@ -323,8 +323,14 @@ def test_noam_schedule_bad_arguments_raise_value_error(kwargs):
 # ---------------------------------------------------------------------------
 # compile_transformer + fit
 # ---------------------------------------------------------------------------
-def test_fit_overfits_a_fixed_tiny_batch_without_nan():
-    model = compiled_tiny_model(warmup_steps=30, label_smoothing=0.1)
+@pytest.mark.learning(seed=0)
+def test_fit_overfits_a_fixed_tiny_batch_without_nan(learning):
+    """30 epochs of one batch of four sentences: the loss falls below 0.7 of its start.
+
+    Measured over seeds 0 to 4 with oneDNN on, off and limited to AVX2 (Zen 4 EPYC): after / before
+    loss 0.25 to 0.35 (bar 0.7), accuracy gained 0.69 to 0.92 (bar > 0).
+    """
+    model = compiled_tiny_model(warmup_steps=30, label_smoothing=0.1, seed=learning.seed)
     x, y = toy_batch()
 
     before = model.evaluate(x, y, batch_size=len(y), verbose=0, return_dict=True)
@@ -336,8 +342,8 @@ def test_fit_overfits_a_fixed_tiny_batch_without_nan():
     assert np.all(np.isfinite(losses))
     assert all(np.all(np.isfinite(to_numpy(w))) for w in model.weights)
     assert math.isfinite(after["loss"])
-    assert after["loss"] < 0.7 * before["loss"]
-    assert after["accuracy"] > before["accuracy"]
+    learning.check("after / before loss", after["loss"] / before["loss"], below=0.7)
+    learning.check("accuracy gained", after["accuracy"] - before["accuracy"], above=0)
     # The first epoch's loss is the loss before any update.
     assert losses[0] == pytest.approx(before["loss"], rel=1e-5)
     with averaged_weights(model) as swapped:  # no weight averaging by default: nothing to swap in
@@ -534,9 +540,15 @@ def test_a_cooldown_outside_0_to_1_raises_value_error(share):
 # ---------------------------------------------------------------------------
 # Precision and XLA
 # ---------------------------------------------------------------------------
+@pytest.mark.learning(seed=0)
 @pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
-def test_mixed_precision_fit_keeps_float32_weights_logits_and_loss(precision):
-    model = compiled_tiny_model(warmup_steps=30, precision=precision)
+def test_mixed_precision_fit_keeps_float32_weights_logits_and_loss(precision, learning):
+    """Half-precision compute, float32 weights, logits and loss; the loss still falls below 0.7 of its start.
+
+    Measured over seeds 0 to 4 with oneDNN on and off (Zen 4 EPYC): last / first epoch's loss 0.24 to
+    0.37 in bfloat16, 0.22 to 0.33 in float16 (bar 0.7).
+    """
+    model = compiled_tiny_model(warmup_steps=30, precision=precision, seed=learning.seed)
     assert keras.mixed_precision.global_policy().name == "float32"  # restored on exit
     x, y = toy_batch()
     history = model.fit(x, y, batch_size=len(y), epochs=30, shuffle=False, verbose=0)
@@ -548,7 +560,8 @@ def test_mixed_precision_fit_keeps_float32_weights_logits_and_loss(precision):
     if precision == "mixed_float16":  # Keras adds loss scaling for float16 (its range is small)
         assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
     losses = history.history["loss"]
-    assert np.all(np.isfinite(losses)) and losses[-1] < 0.7 * losses[0]
+    assert np.all(np.isfinite(losses))
+    learning.check("last / first epoch's loss", losses[-1] / losses[0], below=0.7)
 
 
 @pytest.mark.slow

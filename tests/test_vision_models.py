@@ -1,7 +1,7 @@
 """The vision classifiers: each attention learns the task, reports its map, saves, and exports.
 
 A tiny model with each attention of `keras_transformer.vision.models.ATTENTIONS` learns a tiny
-cluttered-glyph task above chance in 60 steps (in residual blocks, the default, and for two
+cluttered-glyph task well above chance in 200 steps (in residual blocks, the default, and for two
 of them in plain blocks); a residual block adds its shortcut to the attended branch; its
 spatial map covers the input image; the model with its map survives a `.keras` round trip; and
 its SavedModel (image in, class and attention map out) loads and answers in a fresh process
@@ -48,9 +48,16 @@ def to_numpy(x):
 
 
 @pytest.mark.slow
+@pytest.mark.learning(seed=0)
 @pytest.mark.parametrize(("attention", "block"), LEARNERS)
-def test_a_tiny_model_with_each_attention_learns_above_chance(attention, block, task):
-    keras.utils.set_random_seed(0)
+def test_a_tiny_model_with_each_attention_learns_above_chance(attention, block, task, learning):
+    """200 steps on 320 canvases: every model's test loss falls and its accuracy is well above chance (1/4).
+
+    Measured over seeds 0 to 4 with oneDNN on and off (Zen 4 EPYC): after / before test loss 0.02
+    to 0.47 (bar 0.7), test accuracy 0.72 to 1.0 (bar 0.5, twice chance). At the earlier 60 steps
+    the accuracy ranged from 0.20 to 0.65, and two models missed 0.33 in one seed each.
+    """
+    keras.utils.set_random_seed(learning.seed)
     classifier = build_classifier(attention, block=block, **TINY)
     classifier.model.compile(
         keras.optimizers.Adam(5e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"]
@@ -58,17 +65,17 @@ def test_a_tiny_model_with_each_attention_learns_above_chance(attention, block, 
     classifier.model.optimizer.build(classifier.model.trainable_variables)  # outside the step's trace: faster
     train, test = task["train"], task["test"]
     before = classifier.model.evaluate(test.images, test.labels, verbose=0, return_dict=True)
-    classifier.model.fit(train.images, train.labels, batch_size=16, epochs=3, verbose=0, shuffle=False)
+    classifier.model.fit(train.images, train.labels, batch_size=16, epochs=10, verbose=0, shuffle=False)
     after = classifier.model.evaluate(test.images, test.labels, verbose=0, return_dict=True)
-    assert after["loss"] < before["loss"]
-    assert after["accuracy"] >= 0.33, after  # chance is 1/4; 200 test canvases
+    learning.check("after / before test loss", after["loss"] / before["loss"], below=0.7)
+    learning.check("test accuracy", after["accuracy"], above=0.5)  # chance is 1/4; 200 test canvases
 
     outputs = classifier.attention_model(test.images[:3])
     attention_map = to_numpy(outputs["attention_map"])
     assert attention_map.shape == (3, 20, 20) and np.all(attention_map >= 0) and np.all(attention_map.sum((1, 2)) > 0)
     np.testing.assert_allclose(to_numpy(outputs["logits"]), to_numpy(classifier.model(test.images[:3])), atol=1e-5)
     if attention in ("cbam", "residual"):
-        assert np.all(attention_map < 1)  # a sigmoid's values
+        assert np.all(attention_map <= 1)  # a sigmoid's values (a float32 sigmoid of 17 or more rounds to 1)
 
 
 @pytest.mark.parametrize("block", ["residual", "plain"])
