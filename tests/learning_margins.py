@@ -37,19 +37,25 @@ SETTINGS = {
 
 
 def cpu():
-    """`{"model": ..., "flags": [...]}` of this machine's CPU (the vector and matrix extensions only)."""
-    model, flags = platform.processor(), []
+    """This machine's CPU: `{"model", "family", "model_number", "stepping", "flags"}` (vector and matrix flags only).
+
+    The model name alone can hide the generation ("AMD EPYC"); family, model number and stepping
+    do not (AMD family 25 is Zen 3 and 4, family 26 Zen 5).
+    """
+    found, flags = {"model": platform.processor()}, []
+    names = {"model name": "model", "cpu family": "family", "model": "model_number", "stepping": "stepping"}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model name":
-                model = value.strip()
-            elif key.strip() == "flags":
+            if not line.strip():
+                break  # the end of the first processor's block
+            key, _, value = (part.strip() for part in line.partition(":"))
+            if key in names:
+                found[names[key]] = value
+            elif key == "flags":
                 flags = sorted(f for f in value.split() if f.startswith(("avx", "amx", "fma")))
-                break
     except OSError:
         pass
-    return {"model": model, "flags": flags}
+    return {**found, "flags": flags}
 
 
 def measurements(junit_xml):
@@ -102,7 +108,7 @@ def main(argv=None):
             for test, name, measured in run(seed, setting, selection, args.workers):
                 rows.append({"test": test, "check": name, "seed": seed, "setting": setting, **measured})
                 print(f"{setting:>5} seed {seed}  {test}  {name}: {measured['value']:.4g}", flush=True)
-    print(f"\nCPU: {cpu()['model']}")
+    print("\nCPU: " + ", ".join(f"{key} {value}" for key, value in cpu().items() if key != "flags"))
     print("\n".join(summarize(rows)))
     if args.json:
         args.json.write_text(json.dumps({"cpu": cpu(), "measurements": rows}, indent=1))

@@ -539,7 +539,7 @@ def test_tiny_transformer_with_each_score_learns_to_copy(score, learning):
     each missed the bars in one seed of five under every oneDNN setting (held-out accuracy 0.38
     to 0.88); for "additive" the seed changed with the kernels (4 with oneDNN on, 2 with it off),
     which is how it failed on one CPU alone. Measured over seeds 0 to 4 with oneDNN on, off and limited to AVX2 on a
-    Zen 4 EPYC, every score: final / first loss at most 0.010 (bar 0.1), held-out accuracy at
+    Zen 5 EPYC, every score: final / first loss at most 0.010 (bar 0.1), held-out accuracy at
     least 0.993 (bar 0.9). (A bare training loop, because tracing `model.fit` would
     take most of the time; `tests/test_training.py` covers `fit` with the default score.)
     """

@@ -321,7 +321,7 @@ def test_soft_gradient_has_no_sampling_noise_and_reinforce_has_the_most():
 def test_study_soft_and_gumbel_learn_the_lookup_reinforce_improves_argmax_cannot(learning):
     """300 steps from the same initial weights; chance is 1/16.
 
-    Measured over seeds 0 to 4 with oneDNN on, off and limited to AVX2 (Zen 4 EPYC): soft and Gumbel
+    Measured over seeds 0 to 4 with oneDNN on, off and limited to AVX2 (Zen 5 EPYC): soft and Gumbel
     1.0 (bar 0.95), REINFORCE 0.26 to 0.32 (bars 0.15 and 0.95), the argmax control 0.11 to 0.18
     (bar 0.3; it trains only the read-out).
     """

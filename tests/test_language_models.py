@@ -204,7 +204,7 @@ def test_builders_and_presets_reject_the_wrong_kind_or_name():
 def test_tiny_decoder_only_model_learns_a_few_sequences_with_fit(learning):
     """30 steps on four sequences whose next tokens are determined: the loss falls below a tenth of its start.
 
-    Measured over seeds 0 to 4 with oneDNN on, off and limited to AVX2 (Zen 4 EPYC): after / before
+    Measured over seeds 0 to 4 with oneDNN on, off and limited to AVX2 (Zen 5 EPYC): after / before
     loss 0.010 to 0.055 (bar 0.1).
     """
     config = lm_config("decoder", d_model=16, d_ff=32, num_blocks=1)

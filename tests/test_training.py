@@ -327,7 +327,7 @@ def test_noam_schedule_bad_arguments_raise_value_error(kwargs):
 def test_fit_overfits_a_fixed_tiny_batch_without_nan(learning):
     """30 epochs of one batch of four sentences: the loss falls below 0.7 of its start.
 
-    Measured over seeds 0 to 4 with oneDNN on, off and limited to AVX2 (Zen 4 EPYC): after / before
+    Measured over seeds 0 to 4 with oneDNN on, off and limited to AVX2 (Zen 5 EPYC): after / before
     loss 0.25 to 0.35 (bar 0.7), accuracy gained 0.69 to 0.92 (bar > 0).
     """
     model = compiled_tiny_model(warmup_steps=30, label_smoothing=0.1, seed=learning.seed)
@@ -545,7 +545,7 @@ def test_a_cooldown_outside_0_to_1_raises_value_error(share):
 def test_mixed_precision_fit_keeps_float32_weights_logits_and_loss(precision, learning):
     """Half-precision compute, float32 weights, logits and loss; the loss still falls below 0.7 of its start.
 
-    Measured over seeds 0 to 4 with oneDNN on and off (Zen 4 EPYC): last / first epoch's loss 0.24 to
+    Measured over seeds 0 to 4 with oneDNN on and off (Zen 5 EPYC): last / first epoch's loss 0.24 to
     0.37 in bfloat16, 0.22 to 0.33 in float16 (bar 0.7).
     """
     model = compiled_tiny_model(warmup_steps=30, precision=precision, seed=learning.seed)
