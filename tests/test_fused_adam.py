@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer import fused_adam
-from keras_transformer.training import AveragingAdam
+from keras_transformer.training import AveragingAdam, fused_adam
 
 SHAPES = [(5, 3), (3,)]
 STEPS = 4

@@ -1,4 +1,4 @@
-"""Tests of `keras_transformer.packed_training`: the training step at real target positions only.
+"""Tests of `keras_transformer.training.packed`: the training step at real target positions only.
 
 It must train exactly as Keras's own step does (the same losses, metrics and weights, step
 after step, to float rounding), in every precision, with dropout, weight averaging and
@@ -15,15 +15,15 @@ import numpy as np
 import pytest
 from conftest import V_S, V_T, ids, pad, tiny_config, to_numpy
 
-from keras_transformer import packed_training
 from keras_transformer.config import TrainConfig
-from keras_transformer.models import build_transformer
+from keras_transformer.models import Transformer, build_transformer
 from keras_transformer.training import (
     MaskedAccuracy,
     MaskedLabelSmoothedLoss,
     TargetTokens,
     compile_transformer,
     dtype_policy,
+    packed,
 )
 
 # Batches of 4, 4 and 3 sentences (Keras's loss tracker averages over sentences); one target is empty.
@@ -80,15 +80,15 @@ def fitted(pack, precision="float32", data=None, dropout_rate=0.1, ema_momentum=
 
 @pytest.fixture
 def packed_steps(monkeypatch):
-    """The number of times `packed_training.train_step` is traced or run."""
+    """The number of times `packed.train_step` is traced or run."""
     calls = []
-    step = packed_training.train_step
+    step = packed.train_step
 
     def counted(model, data):
         calls.append(1)
         return step(model, data)
 
-    monkeypatch.setattr(packed_training, "train_step", counted)
+    monkeypatch.setattr(packed, "train_step", counted)
     return calls
 
 
@@ -131,9 +131,9 @@ def test_packed_step_projects_only_the_real_target_positions(packed_steps, monke
     metrics = [MaskedAccuracy(), TargetTokens()]
     model.compile("sgd", MaskedLabelSmoothedLoss(), metrics=metrics, run_eagerly=True)  # the step runs as Python
     projected = []
-    project = packed_training.logits_and_loss
+    project = packed.logits_and_loss
     monkeypatch.setattr(
-        packed_training,
+        packed,
         "logits_and_loss",
         lambda states, *args: projected.append(tuple(states.shape)) or project(states, *args),
     )
@@ -157,7 +157,7 @@ def test_logits_and_loss_give_the_smoothed_loss_and_its_gradients(with_bias):
     weights = [hidden, kernel] + ([bias] if with_bias else [])
     with tf.GradientTape(persistent=True) as tape:
         tape.watch(hidden)
-        logits, loss = packed_training.logits_and_loss(hidden, kernel, bias, labels, epsilon)
+        logits, loss = packed.logits_and_loss(hidden, kernel, bias, labels, epsilon)
         plain = tf.matmul(hidden, kernel) + (bias if with_bias else 0.0)
         log_p = tf.nn.log_softmax(plain)
         targets = (1 - epsilon) * tf.one_hot(labels % v, v) + epsilon / v
@@ -174,7 +174,7 @@ def test_logits_and_loss_refuse_a_label_outside_the_vocabulary():
 
     hidden, kernel = tf.ones([2, 3]), tf.ones([3, 5])
     with pytest.raises(tf.errors.InvalidArgumentError):
-        packed_training.logits_and_loss(hidden, kernel, None, tf.constant([1, 5]), 0.1)
+        packed.logits_and_loss(hidden, kernel, None, tf.constant([1, 5]), 0.1)
 
 
 def compiled_tiny(**compile_arguments):
@@ -188,8 +188,8 @@ def compiled_tiny(**compile_arguments):
 
 def test_packing_applies_to_the_model_as_compile_transformer_compiles_it():
     (x, y) = batches()[0]
-    assert packed_training.applies(compiled_tiny(), (x, y))
-    assert packed_training.applies(compiled_tiny(metrics=[]), (x, y))
+    assert packed.applies(compiled_tiny(), (x, y))
+    assert packed.applies(compiled_tiny(metrics=[]), (x, y))
 
 
 @pytest.mark.parametrize(
@@ -205,7 +205,7 @@ def test_packing_applies_to_the_model_as_compile_transformer_compiles_it():
 def test_packing_does_not_apply_where_it_would_change_the_step(compile_arguments, sample_weight):
     model = compiled_tiny(**compile_arguments)
     (x, y) = batches()[0]
-    assert not packed_training.applies(model, (x, y, np.ones(y.shape, "float32")) if sample_weight else (x, y))
+    assert not packed.applies(model, (x, y, np.ones(y.shape, "float32")) if sample_weight else (x, y))
 
 
 def test_keras_step_trains_where_packing_does_not_apply(packed_steps):
@@ -215,6 +215,30 @@ def test_keras_step_trains_where_packing_does_not_apply(packed_steps):
     assert not packed_steps
 
 
+def test_importing_training_installs_the_packed_step_on_the_model():
+    assert Transformer.packed_training is packed
+    assert build_transformer(tiny_config(num_blocks=1)).packed_training is packed
+
+
+# What importing the models imports, in a fresh process: no training code until training is imported.
+IMPORTS_SCRIPT = """
+import sys
+from keras_transformer.models import Transformer
+assert not any(name.startswith("keras_transformer.training") for name in sys.modules), "models imported training"
+assert Transformer.packed_training is None
+from keras_transformer.training import packed
+assert Transformer.packed_training is packed
+"""
+
+
+def test_models_import_no_training_and_training_installs_its_step():
+    root = Path(__file__).resolve().parents[1]
+    process = subprocess.run(
+        [sys.executable, "-c", IMPORTS_SCRIPT], cwd=root, capture_output=True, text=True, timeout=300
+    )
+    assert process.returncode == 0, process.stderr[-4000:]
+
+
 # Two replicas on two logical CPUs of one process: each packs its own half of the batch. Run in a
 # process of its own, as the devices must be set before TensorFlow starts.
 TWO_REPLICAS_SCRIPT = """
@@ -222,14 +246,14 @@ import json, sys
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-sys.path.insert(0, sys.argv[1])
+sys.path[:0] = [sys.argv[1], sys.argv[2]]  # the tests, then the repository's own package
 import numpy as np
 import test_packed_training as t
-from keras_transformer import packed_training
+from keras_transformer.training import packed
 
 calls = []
-step = packed_training.train_step
-packed_training.train_step = lambda model, data: calls.append(1) or step(model, data)
+step = packed.train_step
+packed.train_step = lambda model, data: calls.append(1) or step(model, data)
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 results = {}
 for pack in (True, False):
@@ -247,7 +271,8 @@ def test_packed_step_trains_as_keras_step_on_two_replicas(tmp_path):
     tests = str(Path(__file__).resolve().parent)
     script = tmp_path / "two_replicas.py"
     script.write_text(TWO_REPLICAS_SCRIPT)
-    process = subprocess.run([sys.executable, str(script), tests], capture_output=True, text=True, timeout=600)
+    root = str(Path(__file__).resolve().parents[1])
+    process = subprocess.run([sys.executable, str(script), tests, root], capture_output=True, text=True, timeout=600)
     assert process.returncode == 0, process.stderr[-4000:]
     results = json.loads(process.stdout.strip().splitlines()[-1])
     assert results["replicas"] == 2 and results["calls"] > 0

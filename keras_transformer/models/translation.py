@@ -203,20 +203,26 @@ class Transformer(keras.Model):
 
     Under TensorFlow, `model.fit` computes the logits, the loss and the metrics only at the real
     target positions when the model is compiled as `training.compile_transformer` compiles it
-    and runs without XLA (`keras_transformer.packed_training` says when and how): the same loss,
+    and runs without XLA (`keras_transformer.training.packed` says when and how): the same loss,
     gradients and metrics as Keras's own step, without the output projection, loss and their
     gradients over padding. Elsewhere, and with `pack_targets = False`, it trains with Keras's
     step. Calling, evaluating and predicting are those of any functional model.
+
+    The model does not import training code: the packed step is the class attribute
+    `packed_training`, a hook that `keras_transformer.training.packed` sets to itself when it is
+    imported (importing `keras_transformer.training` does so under TensorFlow). The hook is
+    None until then, or an object with `applies(model, data)`, whether its step is the same as
+    Keras's on this batch, and `train_step(model, data)`, which takes that step; both are looked
+    up on it at every trace of the step.
     """
 
     pack_targets = True  # set False on a model to train it with Keras's own step
+    packed_training = None  # the packed step's hook, set by `keras_transformer.training.packed`
 
     def train_step(self, *args, **kwargs):
-        if self.pack_targets and keras.backend.backend() == "tensorflow":
-            from keras_transformer import packed_training  # TensorFlow only
-
-            if packed_training.applies(self, *args):
-                return packed_training.train_step(self, *args)
+        hook = self.packed_training
+        if self.pack_targets and hook is not None and hook.applies(self, *args):
+            return hook.train_step(self, *args)
         return super().train_step(*args, **kwargs)
 
 

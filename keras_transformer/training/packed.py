@@ -9,29 +9,30 @@ gathers the decoder's states at the real target positions (`[N, D]`, N = the bat
 target tokens), projects only those to logits `[N, V]` and computes the loss and the metrics
 from them; the projection and the loss are differentiated as one (`logits_and_loss`), which
 saves passes over `[N, V]` in the backward pass. Everything else is Keras's TensorFlow step:
-the loss tracker, loss scaling
-(`mixed_float16`), `tf.distribute` (each replica packs its own batch), the optimizer (with
-weight averaging). The loss, the gradients and the metrics are those of Keras's step on the full
-logits, to float rounding (tests/test_packed_training.py).
+the loss tracker, loss scaling (`mixed_float16`), `tf.distribute` (each replica packs its own
+batch), the optimizer (with weight averaging). The loss, the gradients and the metrics are those
+of Keras's step on the full logits, to float rounding (tests/test_packed_training.py).
 
-`Transformer.train_step` calls it when `applies`: TensorFlow without XLA (a packed batch has a
-shape known only at run time), batches `((source_ids, target_in_ids), target_out_ids)` without
-sample weights, and a model compiled as `training.compile_transformer` compiles it (the masked
-label-smoothed loss, whose value ignores padding, and only metrics that ignore padding).
+The model does not import this module: importing it makes this module the `Transformer`'s
+`packed_training` hook, and `keras_transformer.training` imports it under the TensorFlow backend,
+so any model compiled with `MaskedLabelSmoothedLoss` has it. `Transformer.train_step` then calls
+`train_step` (looked up on this module at every step) when `applies`: TensorFlow without XLA (a
+packed batch has a shape known only at run time), batches `((source_ids, target_in_ids),
+target_out_ids)` without sample weights, and a model compiled as `compile_transformer` compiles
+it (the masked label-smoothed loss, whose value ignores padding, and only metrics that ignore
+padding), by `compile_transformer` or by a plain `model.compile`.
 """
+
+import sys
 
 import keras
 import tensorflow as tf
 from keras import ops
 
-from keras_transformer.models.translation import TransformerLayers, decoder_states, encode
+from keras_transformer.models.translation import Transformer, TransformerLayers, decoder_states, encode
 from keras_transformer.special_tokens import PAD_ID
-from keras_transformer.training import (
-    MaskedAccuracy,
-    MaskedLabelSmoothedLoss,
-    TargetTokens,
-    smoothed_cross_entropy_forward,
-)
+from keras_transformer.training.losses import MaskedLabelSmoothedLoss, smoothed_cross_entropy_forward
+from keras_transformer.training.metrics import MaskedAccuracy, TargetTokens
 
 # Metrics whose value at a padding position is nothing, so they may be given the real positions only.
 PADDING_BLIND_METRICS = (MaskedAccuracy, TargetTokens)
@@ -45,6 +46,9 @@ def _compiled(model):
 def applies(model, data):
     """Whether `train_step` gives `model` the same step as Keras's, on `data`.
 
+    Only under the TensorFlow backend (this module is TensorFlow code), without XLA, for the loss
+    and metrics and batches the module's docstring names.
+
     Args:
         model: a compiled `Transformer`.
         data: one batch as `model.fit` passes it to `train_step`.
@@ -52,6 +56,8 @@ def applies(model, data):
     Returns:
         bool.
     """
+    if keras.backend.backend() != "tensorflow":
+        return False
     compiled = _compiled(model)
     if model.jit_compile or not isinstance(compiled.get("loss"), MaskedLabelSmoothedLoss):
         return False
@@ -71,7 +77,7 @@ def _replicas():
 def logits_and_loss(hidden, kernel, bias, labels, epsilon):
     """The logits of packed decoder states and their label-smoothed loss, differentiated together.
 
-    The loss is `training.smoothed_cross_entropy` of `logits = hidden @ kernel + bias`, but its
+    The loss is `training.losses.smoothed_cross_entropy` of `logits = hidden @ kernel + bias`, but its
     gradient reaches `hidden`, `kernel` and `bias` without the `[N, V]` gradient of the logits.
     That gradient is `a - c * one_hot(y) - d` with `a = softmax * upstream` (one pass over the
     exponentials the forward pass made), `c = (1 - eps) * upstream` and `d = eps / V *
@@ -175,3 +181,8 @@ def train_step(model, data):
     weights = model.trainable_weights
     model.optimizer.apply_gradients(zip(tape.gradient(loss, weights), weights))
     return model.compute_metrics(x, packed_labels, logits, sample_weight=None)
+
+
+# The hook `Transformer.train_step` calls through: this module itself, so its `applies` and
+# `train_step` are looked up when a step is traced (a test may replace them).
+Transformer.packed_training = sys.modules[__name__]

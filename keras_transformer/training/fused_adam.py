@@ -13,13 +13,12 @@ once:
 
 at step `t` (the optimizer's iterations + 1): Keras's formula, term for term. The step's scalars
 (the learning rate, `beta_1^t`, `beta_2^t`) are made once per update, not once per weight
-(`shared_step_scalars`). A training step then has about 34 fewer graph ops per weight to trace:
-the tiny test model's step fell from 5,809 ops to 2,827. What shrinks is the tracing (the first
-step of a run); the update's run time is a small share of a step. tests/test_fused_adam.py checks
-the weights against a NumPy Adam and against Keras's.
+(`shared_step_scalars`). A training step then has about 34 fewer graph ops per weight to trace;
+what shrinks is the tracing (the first step of a run), the update's run time being a small share
+of a step. tests/test_fused_adam.py checks the weights against a NumPy Adam and against Keras's.
 
-`training.AveragingAdam.update_step` calls it under TensorFlow for float32 weights without
-AMSGrad; elsewhere it runs Keras's update.
+`keras_transformer.training.optimizers.AveragingAdam.update_step` calls it under TensorFlow for
+float32 weights without AMSGrad; elsewhere it runs Keras's update.
 """
 
 import contextlib

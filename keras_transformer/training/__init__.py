@@ -1,0 +1,56 @@
+"""Training pieces for `model.compile` / `model.fit`.
+
+The tutorial's label-smoothed loss that ignores padding (`losses`), masked token accuracy and
+the target token count (`metrics`), the paper's learning-rate schedule (section 5.3,
+`schedules`), Adam with weight averaging and cooldown (`optimizers`; its fused TensorFlow update
+in `fused_adam`), the averaged weights swapped in and out (`averaging`), callbacks for `fit`
+(`callbacks`), and `compile_transformer` with the dtype policy a model is built in (`compile`).
+Every public name is importable from here.
+
+Under the TensorFlow backend, importing this package also imports `packed`, the Transformer's
+training step at the real target positions only, which installs itself as
+`Transformer.packed_training`: the model never imports training code, and a model compiled
+with `MaskedLabelSmoothedLoss` has imported this package.
+"""
+
+import keras
+
+from keras_transformer.training.averaging import (
+    averaged_weights,
+    base_optimizer,
+    finalize_after_fit,
+    training_weights_kept,
+)
+from keras_transformer.training.callbacks import AccuracyCurve, LateDropout
+from keras_transformer.training.compile import compile_transformer, dtype_policy
+from keras_transformer.training.losses import (
+    MaskedLabelSmoothedLoss,
+    smoothed_cross_entropy,
+    smoothed_cross_entropy_forward,
+)
+from keras_transformer.training.metrics import MaskedAccuracy, TargetTokens, predicted_ids
+from keras_transformer.training.optimizers import EMA_EVERY, AveragingAdam
+from keras_transformer.training.schedules import NoamSchedule
+
+if keras.backend.backend() == "tensorflow":
+    from keras_transformer.training import packed  # noqa: F401  (sets `Transformer.packed_training`)
+
+__all__ = [
+    "EMA_EVERY",
+    "AccuracyCurve",
+    "AveragingAdam",
+    "LateDropout",
+    "MaskedAccuracy",
+    "MaskedLabelSmoothedLoss",
+    "NoamSchedule",
+    "TargetTokens",
+    "averaged_weights",
+    "base_optimizer",
+    "compile_transformer",
+    "dtype_policy",
+    "finalize_after_fit",
+    "predicted_ids",
+    "smoothed_cross_entropy",
+    "smoothed_cross_entropy_forward",
+    "training_weights_kept",
+]
