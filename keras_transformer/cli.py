@@ -65,13 +65,18 @@ def _add_config_flags(parser, config_class, title, only=None, exclude=()):
         only: names of the only fields to offer, whose flags then default to the run's settings
             (`evaluate`, `export`); None for all fields with `cli=True`.
         exclude: names of fields not to offer (flags another group has already).
+
+    Returns:
+        The set of names of the fields offered.
     """
     group = parser.add_argument_group(title)
+    offered = set()
     for field in dataclasses.fields(config_class):
         if not field.metadata.get("cli", True) or (only is not None and field.name not in only):
             continue
         if field.name in exclude:
             continue
+        offered.add(field.name)
         flag = "--" + field.name.replace("_", "-")
         aliases = [flag] if "_" not in field.name else [flag, "--" + field.name]
         # File paths: SOURCE TARGET for translation, one or more text files for a language model
@@ -90,6 +95,7 @@ def _add_config_flags(parser, config_class, title, only=None, exclude=()):
             if paths
             else f"{field.metadata['help']} {_default_text(config_class, field, only)}",
         )
+    return offered
 
 
 def _build_parser():
@@ -113,12 +119,12 @@ def _build_parser():
     )
     train.add_argument("--resume", action="store_true", help="continue the interrupted run in --run-dir")
     _add_config_flags(train, TrainConfig, "training")
-    _add_config_flags(train, ModelConfig, "model (override the preset)")
+    model_flags = _add_config_flags(train, ModelConfig, "model (override the preset)")
     _add_config_flags(
         train,
         LanguageModelConfig,
         "language model (--task lm/mlm; the model flags above but --max-source-len and --max-target-len apply too)",
-        exclude=_TRANSLATION_MODEL_FIELDS,
+        exclude=model_flags,
     )
 
     evaluate = commands.add_parser(
@@ -195,7 +201,6 @@ def _build_parser():
 
 
 _TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}
-_TRANSLATION_MODEL_FIELDS = {f.name for f in dataclasses.fields(ModelConfig)}
 # Vocabulary sizes are requests (TrainConfig); the model config records the learned sizes.
 _MODEL_FIELDS = {
     f.name

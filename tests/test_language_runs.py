@@ -1,4 +1,4 @@
-"""`train --task lm|mlm`: language models trained, resumed, evaluated and exported by the translation job.
+"""`train --task lm|mlm`: language models trained, resumed, evaluated and exported by the run job.
 
 One tiny causal LM run from the command line is shared by the tests (`lm_run`); the masked LM
 trains once, on text files. The export of the causal LM is reloaded in a process that imports
@@ -27,7 +27,7 @@ from keras_transformer.data import dates
 from keras_transformer.data.tokenizers import write_vocabulary
 from keras_transformer.export import GENERATE_IDS_SIGNATURE_KEY, SIGNATURE_KEY, WARMUP_FILE, saved_model_op_types
 from keras_transformer.generation import generate
-from keras_transformer.language_runs import VOCAB_FILE, LanguageModelTask
+from keras_transformer.runs.language import VOCAB_FILE, LanguageModelTask
 from keras_transformer.special_tokens import MASK_ID, PAD_ID, RESERVED_TOKENS, START_ID
 
 pytestmark = pytest.mark.slow

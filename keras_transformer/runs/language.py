@@ -1,8 +1,8 @@
 """The language-model tasks of a run (`train --task lm|mlm`): text, one vocabulary, the model, its scores, its export.
 
-`runs.train` runs every task the same way (run directory, precision, strategy, `model.fit` with
-checkpoints and exact resume, summary); `LanguageModelTask` gives it what is particular to a
-language model:
+The job (`runs.job.train`) runs every task the same way (run directory, precision, strategy,
+`model.fit` with checkpoints and exact resume, summary); `LanguageModelTask`, registered for `lm`
+and `mlm`, gives it what is particular to a language model:
 
 - text: one text per line of the built-in corpus (its typed dates), of the `--train-files` /
   `--validation-files` / `--test-files` (one or more text files each, read in order) or of a
@@ -44,13 +44,14 @@ from keras_transformer.export import (
     export_module,
 )
 from keras_transformer.models import build_language_model
-from keras_transformer.runs import (
-    _LANGUAGE_MODEL_FIELDS,
-    _TRANSLATION_MODEL_FIELDS,
+from keras_transformer.runs.directory import (
+    LANGUAGE_MODEL_FIELDS,
     MODEL_CONFIG_FILE,
+    TRANSLATION_MODEL_FIELDS,
     WARMUP_SENTENCES,
     RunError,
 )
+from keras_transformer.runs.tasks import register_task
 from keras_transformer.special_tokens import MASK_TOKEN, PAD_ID, START_ID
 
 VOCAB_FILE = "vocab.txt"
@@ -116,8 +117,9 @@ def _check_vocabulary(path, task):
             )
 
 
+@register_task("lm", "mlm")
 class LanguageModelTask:
-    """The parts of a run that are a language model's own; the methods of `runs.TranslationTask`.
+    """The parts of a run that are a language model's own; the methods of `runs.tasks.Task`.
 
     Args:
         name: "lm" (decoder-only, causal LM) or "mlm" (encoder-only, masked LM).
@@ -133,7 +135,7 @@ class LanguageModelTask:
 
     def model_config(self, preset_name, model_overrides):
         """The model of a new run: `language_model_preset` with the overrides (raises `RunError`)."""
-        translation_only = sorted(set(model_overrides) & (_TRANSLATION_MODEL_FIELDS - _LANGUAGE_MODEL_FIELDS))
+        translation_only = sorted(set(model_overrides) & (TRANSLATION_MODEL_FIELDS - LANGUAGE_MODEL_FIELDS))
         if translation_only:
             raise RunError(
                 f"--{translation_only[0].replace('_', '-')} is a translation-model setting; a language model's "

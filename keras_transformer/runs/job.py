@@ -1,18 +1,11 @@
-"""A training run, end to end: corpus -> vocabularies -> tf.data -> `model.fit` -> evaluation -> export.
+"""The job of a run, the same for every task: run directory, precision, strategy, `model.fit`, checkpoints, summary.
 
-One job for every task (`TrainConfig.task`): a run directory, the precision, the strategy,
-`model.fit` with periodic checkpoints and exact resume, the summary. What differs by task (the
-data, the model, its evaluation and its export) is a task object: `TranslationTask` here,
-`keras_transformer.language_runs.LanguageModelTask` for `lm` and `mlm` (see `task_of`).
-
-Everything is kept in one run directory so a run can be resumed or re-exported:
-
-    RUN_DIR/train_config.json, model_config.json   the configs (rebuild the model from these)
-    RUN_DIR/source_vocab.txt, target_vocab.txt     WordPiece vocabularies (cached; lm/mlm: vocab.txt)
-    RUN_DIR/checkpoints/step-N/                    the training state after N steps, for `--resume`
-    RUN_DIR/model.keras                            the trained model
-    RUN_DIR/logs/                                  TensorBoard
-    RUN_DIR/summary.json                           metrics, throughput, precision, machine, paths
+`train` is the whole job: settle the run directory and the configs (`prepare_run`), the dtype
+policy (`settle_precision`) and the `tf.distribute` strategy, build and compile the model, train
+it with `model.fit` under periodic checkpoints and exact resume, evaluate it on the test split,
+export it, and write `summary.json`. What differs by task (the data, the model, its evaluation
+and its export) it asks of the run's task object (`runs.tasks.task_of`, the `runs.tasks.Task`
+protocol); the job names no task.
 
 Under `--strategy multi_worker` every worker runs `train`; only the chief writes RUN_DIR and the
 export, the others write the same files into throwaway directories (see `distribute`).
@@ -30,10 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.checkpoints import CheckpointError, PeriodicCheckpoint, checkpoint_path, restore_checkpoint
-from keras_transformer.config import DECODING_FIELDS, LanguageModelConfig, ModelConfig, TrainConfig, preset
-from keras_transformer.data.parallel_text import load_corpus
-from keras_transformer.data.tokenizers import SubwordTokenizer, learn_translation_vocabularies, write_vocabulary
-from keras_transformer.data.translation_batches import EncodedPairs, encode_pairs, make_dataset
+from keras_transformer.config import TrainConfig
 from keras_transformer.distribute import (
     adapt_keras_fit,
     describe,
@@ -42,11 +32,19 @@ from keras_transformer.distribute import (
     split_batches,
     worker_directory,
 )
-from keras_transformer.evaluation import ValidationBleu, evaluate_translator
-from keras_transformer.export import IDS_SIGNATURE_KEY, SIGNATURE_KEY, Translator, export_translator
 from keras_transformer.files import write_text_atomically
-from keras_transformer.models import build_transformer
 from keras_transformer.precision import AUTO, PrecisionChoice, choose_precision, cpu_info, visible_accelerators
+from keras_transformer.runs.directory import (
+    CHECKPOINT_DIR,
+    MODEL_CONFIG_FILE,
+    MODEL_FILE,
+    RESUMABLE_CHANGES,
+    RUN_STATE,
+    SUMMARY_FILE,
+    TRAIN_CONFIG_FILE,
+    RunError,
+)
+from keras_transformer.runs.tasks import task_of
 from keras_transformer.training import (
     base_optimizer,
     compile_transformer,
@@ -54,86 +52,6 @@ from keras_transformer.training import (
     finalize_after_fit,
     training_weights_kept,
 )
-
-TRAIN_CONFIG_FILE = "train_config.json"
-MODEL_CONFIG_FILE = "model_config.json"
-MODEL_FILE = "model.keras"
-SUMMARY_FILE = "summary.json"
-CHECKPOINT_DIR = "checkpoints"
-# What a resumed run reads back from RUN_DIR: copied for workers other than the chief, so that
-# every worker restores the chief's state.
-RUN_STATE = (
-    TRAIN_CONFIG_FILE,
-    MODEL_CONFIG_FILE,
-    "source_vocab.txt",
-    "target_vocab.txt",
-    "vocab.txt",
-    CHECKPOINT_DIR,
-)
-WARMUP_SENTENCES = 3  # validation sentences replayed by TF Serving before it serves a version
-# Settings that may change when a run is resumed; any other change would make the resumed
-# run a different experiment.
-# (The strategy may change: batches are global, so a run started on one machine can go on on several.)
-RESUMABLE_CHANGES = frozenset(
-    {
-        "epochs",
-        "run_dir",
-        "export_dir",
-        "model_name",
-        *DECODING_FIELDS,
-        "test_size",
-        "strategy",
-        "checkpoint_every_steps",
-        "checkpoint_every_seconds",
-    }
-)
-
-
-class RunError(Exception):
-    """A user-facing problem with a run directory (printed as one line by the CLI)."""
-
-
-def task_of(train_config):
-    """The task object of `train_config.task`: `TranslationTask` or a `language_runs.LanguageModelTask`."""
-    if train_config.is_language_model:
-        from keras_transformer.language_runs import LanguageModelTask
-
-        return LanguageModelTask(train_config.task)
-    return TranslationTask()
-
-
-def _tokenizers(run_dir, train_config, train_text):
-    """The run's source and target `SubwordTokenizer`s, learned from the training split once.
-
-    Later they are read from `RUN_DIR/{source,target}_vocab.txt`; with `joint_vocab`, one
-    vocabulary learned from both sides is written to both files.
-    """
-    paths = {side: Path(run_dir) / f"{side}_vocab.txt" for side in ("source", "target")}
-    normalize = train_config.normalizes_source
-    if not all(path.is_file() for path in paths.values()):
-        vocabularies = learn_translation_vocabularies(
-            train_text.sources,
-            train_text.targets,
-            train_config.source_vocab_size,
-            train_config.target_vocab_size,
-            joint=train_config.joint_vocab,
-            normalize_source=normalize,
-        )
-        for side, path in paths.items():
-            write_vocabulary(vocabularies[side], path)
-    return _make_tokenizers(run_dir, train_config)
-
-
-def _make_tokenizers(run_dir, train_config):
-    """`(source, target)` `SubwordTokenizer`s over RUN_DIR's vocabularies; the source one may normalize typing."""
-    return tuple(
-        SubwordTokenizer(
-            str(Path(run_dir) / f"{side}_vocab.txt"),
-            name=f"{side}_tokenizer",
-            normalize_typing=side == "source" and train_config.normalizes_source,
-        )
-        for side in ("source", "target")
-    )
 
 
 def settle_precision(train_config, resume=False, cpu=None, accelerators=None):
@@ -179,9 +97,9 @@ def prepare_run(train_config, model_overrides=None, resume=False, log=print, rep
     Args:
         train_config: `TrainConfig` (on resume, only `RESUMABLE_CHANGES` may differ from the
             saved one, and the saved one is used otherwise).
-        model_overrides: dict of model config fields that override the preset (`ModelConfig`'s,
-            or `LanguageModelConfig`'s for `lm` / `mlm`; on resume, only the values the run
-            already has are accepted).
+        model_overrides: dict of fields of the task's model config that override the preset
+            (`ModelConfig`'s for translation, `LanguageModelConfig`'s for `lm` / `mlm`; on resume,
+            only the values the run already has are accepted).
         resume: continue the run saved in `train_config.run_dir`.
         log: callable taking one line of progress text (default `print`).
         replicas: replicas in sync; the global batch must give each at least one pair (checked
@@ -267,7 +185,7 @@ def train(train_config, model_overrides=None, resume=False, log=print, extra_cal
 
     Args:
         train_config: `TrainConfig`.
-        model_overrides: dict of `ModelConfig` fields overriding the preset.
+        model_overrides: dict of fields of the task's model config overriding the preset.
         resume: continue the interrupted run in `train_config.run_dir`.
         log: function receiving progress lines.
         extra_callbacks: more Keras callbacks for `model.fit`.
@@ -297,17 +215,6 @@ def train(train_config, model_overrides=None, resume=False, log=print, extra_cal
     ):
         train_config = dataclasses.replace(train_config, run_dir=str(run_dir), export_dir=str(export_dir))
         return _train(train_config, strategy, model_overrides, resume, log, extra_callbacks, verbose, started, export)
-
-
-@dataclasses.dataclass
-class _RunData:
-    """The text and tokens of a run: splits read, vocabularies settled, pairs encoded."""
-
-    texts: dict  # split -> ParallelText, for "train" and "validation"
-    source_tokenizer: SubwordTokenizer
-    target_tokenizer: SubwordTokenizer
-    train_pairs: EncodedPairs
-    validation_pairs: EncodedPairs
 
 
 def _train(train_config, strategy, model_overrides, resume, log, extra_callbacks, verbose, started, export):
@@ -371,38 +278,6 @@ def _train(train_config, strategy, model_overrides, resume, log, extra_callbacks
     write_text_atomically(run_dir / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
     log(f"Summary written to {run_dir / SUMMARY_FILE}")
     return summary
-
-
-def _read_and_encode(train_config, model_config, log):
-    """Read the training and validation splits, settle the vocabularies and encode the pairs.
-
-    The learned vocabulary sizes go into `model_config`, which is then saved in the run directory.
-    """
-    run_dir = Path(train_config.run_dir)
-    texts = {split: load_corpus(train_config, split) for split in ("train", "validation")}
-    source_tokenizer, target_tokenizer = _tokenizers(run_dir, train_config, texts["train"])
-    model_config.source_vocab_size = source_tokenizer.vocab_size
-    model_config.target_vocab_size = target_tokenizer.vocab_size
-    model_config.validate().save(run_dir / MODEL_CONFIG_FILE)
-    train_pairs, validation_pairs = (
-        encode_pairs(
-            texts[split].sources,
-            texts[split].targets,
-            source_tokenizer,
-            target_tokenizer,
-            model_config.max_source_len,
-            model_config.max_target_len,
-        )
-        for split in ("train", "validation")
-    )
-    skipped = texts["train"].skipped
-    log(
-        f"Corpus {train_config.corpus}: {len(train_pairs)} training pairs ({train_pairs.num_dropped} dropped as "
-        f"too long or empty{', skipped while reading: ' + str(skipped) if skipped else ''}), "
-        f"{len(validation_pairs)} validation pairs; vocabularies {source_tokenizer.vocab_size} / "
-        f"{target_tokenizer.vocab_size} pieces"
-    )
-    return _RunData(texts, source_tokenizer, target_tokenizer, train_pairs, validation_pairs)
 
 
 def _train_batches(task, data, train_config, replicas, skip=0):
@@ -500,7 +375,7 @@ def _save_model(model, path):
 
 
 def _callbacks(task, model, model_config, train_config, data, timer, extra_callbacks):
-    """The task's callbacks (the optional validation BLEU), TensorBoard, the epoch timer, extras."""
+    """The task's callbacks (translation's optional validation BLEU), TensorBoard, the epoch timer, extras."""
     run_dir = Path(train_config.run_dir)
     # The task's first, before TensorBoard, which then logs their scores with the epoch's other metrics.
     callbacks = task.callbacks(model, model_config, train_config, data)
@@ -529,131 +404,6 @@ def _training_summary(task, model, model_config, train_config, data, history, ti
         summary["target_tokens_per_second"] = round(float(tokens.sum()) / train_seconds)
         summary["target_tokens_per_second_median_epoch"] = round(float(np.median(tokens / np.array(timer.seconds))))
     return summary
-
-
-def _model_config(preset_name, model_overrides):
-    """The model of a new run: the preset with the overrides on top, validated once.
-
-    Raises:
-        RunError: an unknown field or an invalid combination; the message names the values and
-            where they came from.
-    """
-    try:
-        return preset(preset_name, **model_overrides)
-    except (TypeError, ValueError) as error:  # TypeError: a field ModelConfig does not have
-        given = ", ".join(f"{name}={value!r}" for name, value in sorted(model_overrides.items()))
-        source = f"the {preset_name!r} preset" + (f" with {given}" if given else "")
-        raise RunError(f"{error} (model: {source})") from None
-
-
-def _check_global_batch(train_config, model_config, replicas):
-    """A global batch must give every replica at least one pair (see `distribute.split_batches`)."""
-    if train_config.batch_tokens:
-        longest = max(model_config.max_source_len, model_config.max_target_len)
-        if train_config.batch_tokens // longest < replicas:
-            raise RunError(
-                f"--batch-tokens {train_config.batch_tokens} is too small for {replicas} replicas: batches of "
-                f"{longest}-token pairs must hold a pair per replica; use at least {longest * replicas}"
-            )
-    elif train_config.batch_size < replicas:
-        raise RunError(
-            f"--batch-size {train_config.batch_size} is too small for {replicas} replicas: it is the global "
-            "batch, split across the replicas; use at least one pair per replica"
-        )
-
-
-class TranslationTask:
-    """The parts of a run that are translation's own: sentence pairs, the encoder-decoder, BLEU, `Translator`.
-
-    Every task has these methods; `language_runs.LanguageModelTask` is the other one.
-    """
-
-    name = "translate"
-    config_class = ModelConfig
-
-    def model_config(self, preset_name, model_overrides):
-        """The model of a new run: `preset` with the overrides (raises `RunError`)."""
-        lm_only = sorted(set(model_overrides) & (_LANGUAGE_MODEL_FIELDS - _TRANSLATION_MODEL_FIELDS))
-        if lm_only:
-            raise RunError(
-                f"--{lm_only[0].replace('_', '-')} is a language-model setting (--task lm/mlm); a translation model's "
-                "lengths are --max-source-len and --max-target-len"
-            )
-        return _model_config(preset_name, model_overrides)
-
-    def check_global_batch(self, train_config, model_config, replicas):
-        _check_global_batch(train_config, model_config, replicas)
-
-    def check_new_run(self, train_config, model_config):
-        """One embedding table for both sides needs one vocabulary for both sides."""
-        if model_config.embedding_sharing == "all" and not train_config.joint_vocab:
-            raise RunError(
-                "--embedding-sharing all embeds source and target with one table, so both sides need one "
-                "vocabulary: add --joint-vocab true (or share the decoder's tables only: --embedding-sharing decoder)"
-            )
-
-    def read_and_encode(self, train_config, model_config, log):
-        return _read_and_encode(train_config, model_config, log)
-
-    def tokenizers(self, data):
-        return data.source_tokenizer, data.target_tokenizer
-
-    def load_tokenizers(self, run_dir, train_config):
-        return _make_tokenizers(run_dir, train_config)
-
-    def build_model(self, model_config):
-        return build_transformer(model_config)
-
-    def train_dataset(self, data, train_config):
-        """The repeated, shuffled global batches of the training pairs."""
-        batching = dict(batch_size=train_config.batch_size, batch_tokens=train_config.batch_tokens)
-        return make_dataset(data.train_pairs, shuffle=True, repeat=True, seed=train_config.seed, **batching)
-
-    def validation_dataset(self, data, train_config):
-        """One pass over the validation pairs."""
-        batching = dict(batch_size=train_config.batch_size, batch_tokens=train_config.batch_tokens)
-        return make_dataset(data.validation_pairs, **batching)
-
-    def callbacks(self, model, model_config, train_config, data):
-        """The validation BLEU, when asked for."""
-        if not train_config.validation_bleu_sentences:
-            return []
-        run_dir = Path(train_config.run_dir)
-        return [
-            ValidationBleu(
-                lambda: make_translator(
-                    model,
-                    model_config,
-                    data.source_tokenizer,
-                    data.target_tokenizer,
-                    run_dir,
-                    train_config,
-                    beam_size=1,
-                ),
-                data.texts["validation"].head(train_config.validation_bleu_sentences),
-            )
-        ]
-
-    def data_summary(self, data):
-        return {
-            "train_pairs": len(data.train_pairs),
-            "dropped_pairs": data.train_pairs.num_dropped,
-            "skipped_while_reading": data.texts["train"].skipped,
-        }
-
-    def serving_module(self, model, model_config, tokenizers, run_dir, train_config):
-        source_tokenizer, target_tokenizer = tokenizers
-        return make_translator(model, model_config, source_tokenizer, target_tokenizer, run_dir, train_config)
-
-    def evaluate(self, module, train_config, log):
-        return evaluate_translator(module, train_config, log)
-
-    def export(self, module, train_config, export_dir=None, ids_only=False):
-        return _export_translator(module, train_config, export_dir, ids_only)
-
-
-_TRANSLATION_MODEL_FIELDS = {field.name for field in dataclasses.fields(ModelConfig)}
-_LANGUAGE_MODEL_FIELDS = {field.name for field in dataclasses.fields(LanguageModelConfig)}
 
 
 def load_run(run_dir):
@@ -692,21 +442,6 @@ def make_serving_module(model, model_config, tokenizers, run_dir, train_config):
     return task_of(train_config).serving_module(model, model_config, tokenizers, run_dir, train_config)
 
 
-def make_translator(
-    model, model_config, source_tokenizer, target_tokenizer, run_dir, train_config, beam_size=None, length_penalty=None
-):
-    """The run's `Translator`, decoding with the run's `beam_size` and `length_penalty` unless given."""
-    return Translator(
-        model,
-        model_config,
-        source_tokenizer,
-        target_tokenizer,
-        Path(run_dir) / MODEL_CONFIG_FILE,
-        beam_size=beam_size or train_config.beam_size,
-        length_penalty=train_config.length_penalty if length_penalty is None else length_penalty,
-    )
-
-
 def export_run(translator, train_config, export_dir=None, ids_only=False):
     """Export a run's serving module (text, or `ids_only`) with warm-up requests made of a few validation texts.
 
@@ -722,16 +457,3 @@ def export_run(translator, train_config, export_dir=None, ids_only=False):
         `Path` of the new version folder.
     """
     return task_of(train_config).export(translator, train_config, export_dir, ids_only)
-
-
-def _export_translator(translator, train_config, export_dir=None, ids_only=False):
-    sources = load_corpus(train_config, "validation").sources
-    texts = tf.constant(sources[:WARMUP_SENTENCES] + [""])
-    warmup = {IDS_SIGNATURE_KEY: {"source_ids": translator.source_tokenizer.tokenize(texts).to_tensor().numpy()}}
-    model_name = train_config.model_name
-    if ids_only:
-        translator, model_name = translator.ids_only(), f"{model_name}_ids"
-        warmup = {SIGNATURE_KEY: warmup[IDS_SIGNATURE_KEY]}
-    else:
-        warmup[SIGNATURE_KEY] = {"text": texts.numpy()}
-    return export_translator(translator, export_dir or train_config.export_dir, model_name, warmup)
