@@ -26,7 +26,8 @@ from pathlib import Path
 import common
 
 from keras_transformer.data.dates import builtin_corpus
-from keras_transformer.data.typed_dates import CATEGORIES, DEFAULT_SIZE_PER_CATEGORY, score_typed_dates, typed_date_set
+from keras_transformer.data.typed_dates import CATEGORIES, DEFAULT_SIZE_PER_CATEGORY, typed_date_set
+from keras_transformer.evaluation import score_typed_dates
 
 TEST_SPLIT = "generated test split"
 

@@ -1,5 +1,7 @@
 """Scoring translations: a test set translated by a `Translator`, exact match, sacreBLEU and chrF.
 
+Also the exact match per category of the typed-dates set (`keras_transformer.data.typed_dates`).
+
 One rule for exact match everywhere (the logged examples, the scores, the per-epoch validation
 BLEU): a hypothesis matches its reference when both are equal after collapsing runs of whitespace
 and stripping the ends (`same_translation`), as the detokenizer writes words one space apart.
@@ -35,6 +37,38 @@ def translate_texts(translator, texts, batch_size=256):
 def same_translation(hypothesis, reference):
     """Whether `hypothesis` equals `reference` up to whitespace (runs collapsed, ends stripped)."""
     return hypothesis.split() == reference.split()
+
+
+def score_typed_dates(translate, examples):
+    """Exact match per category of a model's translations of `typed_date_set` examples.
+
+    Args:
+        translate: function from a list of `str` to their translations (a list of `str`), e.g.
+            `lambda texts: evaluation.translate_texts(translator, texts)`.
+        examples: `{category: (sources, targets)}`, as `typed_date_set` returns.
+
+    Returns:
+        `{category: {"sentences": n, "exact_match": fraction, "wrong": [(source, hypothesis,
+        reference), ...]}}` in the order of `examples`, exact match as `same_translation`
+        decides it, plus `"all"`: every category together.
+    """
+    scores, total, matched = {}, 0, 0
+    for category, (sources, targets) in examples.items():
+        hypotheses = translate(list(sources)) if sources else []
+        wrong = [
+            (source, hypothesis, target)
+            for source, hypothesis, target in zip(sources, hypotheses, targets, strict=True)
+            if not same_translation(hypothesis, target)
+        ]
+        right = len(sources) - len(wrong)
+        scores[category] = {
+            "sentences": len(sources),
+            "exact_match": right / len(sources) if sources else 0.0,
+            "wrong": wrong,
+        }
+        total, matched = total + len(sources), matched + right
+    scores["all"] = {"sentences": total, "exact_match": matched / total if total else 0.0, "wrong": []}
+    return scores
 
 
 def score_translations(hypotheses, references):

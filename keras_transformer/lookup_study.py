@@ -19,7 +19,8 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.data.lookup import lookup_examples
-from keras_transformer.models.lookup import VARIANTS, KeyValueLookup, LookupAccuracyCurve
+from keras_transformer.models.lookup import VARIANTS, KeyValueLookup, lookup_accuracy
+from keras_transformer.training import AccuracyCurve
 
 
 def score_weights(model):
@@ -82,6 +83,23 @@ def gradient_noise(model, examples, batch_size):
         "mean_norm_squared": signal,
         "noise_to_signal": variance / signal if signal > 0 else float("inf"),
     }
+
+
+class LookupAccuracyCurve(AccuracyCurve):
+    """Record held-out lookup accuracy every `every` training steps (and before the first).
+
+    Args:
+        inputs: dict of int arrays, the held-out examples (see `lookup_examples`).
+        answers: int array `[B]`.
+        every: int, steps between two measurements.
+    """
+
+    def __init__(self, inputs, answers, every=25):
+        super().__init__(every)
+        self.inputs, self.answers = inputs, answers
+
+    def measure(self):
+        return lookup_accuracy(self.model, self.inputs, self.answers)
 
 
 class LookupStudyCurve(LookupAccuracyCurve):

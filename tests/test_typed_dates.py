@@ -16,7 +16,8 @@ from test_dates import parse_source
 
 from keras_transformer.data import dates, typed_dates
 from keras_transformer.data.dates import builtin_corpus
-from keras_transformer.data.typed_dates import CATEGORIES, score_typed_dates, typed_date_set
+from keras_transformer.data.typed_dates import CATEGORIES, typed_date_set
+from keras_transformer.evaluation import score_typed_dates
 
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
 SIZE = 150

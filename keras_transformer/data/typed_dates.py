@@ -1,4 +1,4 @@
-"""Dates typed the way people type them: a held-out set by category, and its exact match.
+"""Dates typed the way people type them: a held-out set by category.
 
 The built-in corpus (`keras_transformer.data.dates`) renders each surface form and then varies
 it as a person typing it would (case, zero padding, commas, spacing). This module measures
@@ -31,8 +31,8 @@ Held out: the dates are those of the corpus's test split for the same seed, so n
 set (and hence no source of it) occurs in the training split of a run with that seed. Within a
 category no source repeats. The set depends only on its arguments, in any process.
 
-Generation is pure Python (standard library only); scoring translates with a `Translator` and
-imports TensorFlow then.
+Generation is pure Python (standard library only). Scoring a model on the set is
+`keras_transformer.evaluation.score_typed_dates`.
 """
 
 import random
@@ -40,7 +40,7 @@ import re
 
 from keras_transformer.data import dates
 
-__all__ = ["CATEGORIES", "DEFAULT_SIZE_PER_CATEGORY", "typed_date_set", "score_typed_dates"]
+__all__ = ["CATEGORIES", "DEFAULT_SIZE_PER_CATEGORY", "typed_date_set"]
 
 CATEGORIES = (
     "generated",
@@ -193,37 +193,3 @@ def typed_date_set(size_per_category=DEFAULT_SIZE_PER_CATEGORY, seed=0, categori
     if not isinstance(size_per_category, int) or isinstance(size_per_category, bool) or size_per_category < 0:
         raise ValueError(f"size_per_category must be an int >= 0. Received: {size_per_category!r}")
     return {category: _category_examples(category, size_per_category, seed) for category in categories}
-
-
-def score_typed_dates(translate, examples):
-    """Exact match per category of a model's translations of `typed_date_set` examples.
-
-    Args:
-        translate: function from a list of `str` to their translations (a list of `str`), e.g.
-            `lambda texts: evaluation.translate_texts(translator, texts)`.
-        examples: `{category: (sources, targets)}`, as `typed_date_set` returns.
-
-    Returns:
-        `{category: {"sentences": n, "exact_match": fraction, "wrong": [(source, hypothesis,
-        reference), ...]}}` in the order of `examples`, exact match as `evaluation.same_translation`
-        decides it, plus `"all"`: every category together.
-    """
-    from keras_transformer.evaluation import same_translation  # imports TensorFlow
-
-    scores, total, matched = {}, 0, 0
-    for category, (sources, targets) in examples.items():
-        hypotheses = translate(list(sources)) if sources else []
-        wrong = [
-            (source, hypothesis, target)
-            for source, hypothesis, target in zip(sources, hypotheses, targets, strict=True)
-            if not same_translation(hypothesis, target)
-        ]
-        right = len(sources) - len(wrong)
-        scores[category] = {
-            "sentences": len(sources),
-            "exact_match": right / len(sources) if sources else 0.0,
-            "wrong": wrong,
-        }
-        total, matched = total + len(sources), matched + right
-    scores["all"] = {"sentences": total, "exact_match": matched / total if total else 0.0, "wrong": []}
-    return scores

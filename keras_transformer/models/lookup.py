@@ -20,7 +20,6 @@ from keras import ops
 
 from keras_transformer.layers.hard_attention import reinforce_loss
 from keras_transformer.layers.single_head import Attention
-from keras_transformer.training import AccuracyCurve
 
 VARIANTS = ("soft", "reinforce", "gumbel", "argmax")
 
@@ -140,20 +139,3 @@ def lookup_accuracy(model, inputs, answers):
     logits = model(inputs, training=False)["logits"]  # (B, num_values)
     right = ops.equal(ops.argmax(logits, axis=-1), ops.convert_to_tensor(answers, "int32"))
     return float(ops.mean(ops.cast(right, "float32")))
-
-
-class LookupAccuracyCurve(AccuracyCurve):
-    """Record held-out lookup accuracy every `every` training steps (and before the first).
-
-    Args:
-        inputs: dict of int arrays, the held-out examples (see `lookup_examples`).
-        answers: int array `[B]`.
-        every: int, steps between two measurements.
-    """
-
-    def __init__(self, inputs, answers, every=25):
-        super().__init__(every)
-        self.inputs, self.answers = inputs, answers
-
-    def measure(self):
-        return lookup_accuracy(self.model, self.inputs, self.answers)

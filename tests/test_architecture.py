@@ -1,0 +1,74 @@
+"""The package's import graph keeps its architecture: layered contracts and no import circle.
+
+The contracts live in setup.cfg (`[importlinter]`): cli above runs above training above models
+above layers; data knows no model and no job; vision stands beside the job; only the benchmarks
+use the studies. Import Linter checks them on the whole graph, imports inside functions included.
+A circle between two modules (each importing the other, directly or through others) is a second
+check, on every module of the package: grimp's graph, Tarjan's strongly connected components.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import grimp
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "keras_transformer"
+
+
+def test_import_linter_contracts_hold():
+    code = (
+        "import sys; from importlinter.cli import lint_imports; "
+        "sys.exit(lint_imports(config_filename='setup.cfg', no_cache=True, no_logo=True))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+
+
+def circles(imports):
+    """The import circles of a graph `{module: set of modules it imports}`: sorted lists of modules, one per circle.
+
+    A circle is a strongly connected component of more than one module (Tarjan's algorithm), or a
+    module that imports itself.
+    """
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(module):
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for imported in imports.get(module, ()):
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in on_stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == module:
+                    break
+            if len(component) > 1 or module in imports.get(module, ()):
+                found.append(sorted(component))
+
+    for module in sorted(imports):
+        if module not in index:
+            visit(module)
+    return sorted(found)
+
+
+def test_no_module_of_the_package_imports_itself_back():
+    graph = grimp.build_graph(PACKAGE, cache_dir=None)
+    imports = {module: graph.find_modules_directly_imported_by(module) for module in graph.modules}
+    assert len(imports) > 40  # the whole package was read
+    assert circles(imports) == []
+
+
+def test_circles_finds_every_circle_and_nothing_else():
+    imports = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}, "f": {"g"}, "g": set()}
+    assert circles(imports) == [["a", "b", "c"], ["e"]]
+    assert circles({"a": {"b"}, "b": {"c"}}) == []
