@@ -152,6 +152,25 @@ _ATTENTION_OPTIONS = {
 }
 
 
+def check_choice(name, value, choices):
+    """Check that an argument is one of its choices: the one check of the attention score, wherever it is given.
+
+    Args:
+        name: str, the argument's name (`attention_score` in a config or block, `score` in a layer).
+        value: the value given.
+        choices: tuple of the allowed values.
+
+    Returns:
+        `value`.
+
+    Raises:
+        ValueError: `value` is not one of `choices`; the message names the argument and the value.
+    """
+    if value not in choices:
+        raise ValueError(f"`{name}` must be one of {choices}. Received: {name}={value!r}")
+    return value
+
+
 def _attention_field(name):
     """The dataclass field of the attention option `name`, the same in every model config."""
     default, help, choices = _ATTENTION_OPTIONS[name]
@@ -176,10 +195,7 @@ def _check_model_sizes(config):
             f"`attention_initialization` must be one of {ATTENTION_INITIALIZATIONS}. "
             f"Received: {config.attention_initialization!r}"
         )
-    if config.attention_score not in ATTENTION_SCORES:
-        raise ValueError(
-            f"`attention_score` must be one of {ATTENTION_SCORES}. Received: attention_score={config.attention_score!r}"
-        )
+    check_choice("attention_score", config.attention_score, ATTENTION_SCORES)
     if config.projection_activation not in PROJECTION_ACTIVATIONS:
         raise ValueError(
             f"`projection_activation` must be 'linear' or 'relu'. Received: {config.projection_activation!r}"

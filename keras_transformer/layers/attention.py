@@ -4,9 +4,10 @@ import keras
 from keras import ops
 
 from keras_transformer.config import ATTENTION_INITIALIZATIONS as INITIALIZATIONS
+from keras_transformer.config import ATTENTION_SCORES, check_choice
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.normalization import LayerNorm
-from keras_transformer.layers.scoring import AttentionScore, check_score, softmax_over_keys, weighted_sum
+from keras_transformer.layers.scoring import AttentionScore, softmax_over_keys, weighted_sum
 from keras_transformer.masks import attention_masks, zero_padding_rows
 
 
@@ -120,7 +121,7 @@ class MultiheadAttention(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        check_score(score)
+        check_choice("score", score, ATTENTION_SCORES)
         if initialization not in INITIALIZATIONS:
             raise ValueError(
                 f"`initialization` must be one of {INITIALIZATIONS}. Received: initialization={initialization!r}"

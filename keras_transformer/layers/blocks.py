@@ -7,7 +7,7 @@ whose self-attention is causal.
 import keras
 from keras import ops
 
-from keras_transformer.config import ATTENTION_SCORES
+from keras_transformer.config import ATTENTION_SCORES, check_choice
 from keras_transformer.layers.attention import MultiheadAttention
 from keras_transformer.layers.feedforward import FeedForward
 from keras_transformer.masks import attention_masks
@@ -35,10 +35,7 @@ class _Block(keras.layers.Layer):
         super().__init__(**kwargs)
         if not isinstance(d_ff, int) or d_ff < 1:
             raise ValueError(f"`d_ff` must be a positive int. Received: d_ff={d_ff}")
-        if attention_score not in ATTENTION_SCORES:
-            raise ValueError(
-                f"`attention_score` must be one of {ATTENTION_SCORES}. Received: attention_score={attention_score!r}"
-            )
+        check_choice("attention_score", attention_score, ATTENTION_SCORES)
         self.num_heads = num_heads
         self.d_ff = d_ff
         self.dropout_rate = dropout_rate

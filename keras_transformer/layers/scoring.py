@@ -22,29 +22,13 @@ import keras
 from keras import ops
 
 from keras_transformer.config import ATTENTION_SCORES as SCORES
+from keras_transformer.config import check_choice
 from keras_transformer.masks import MASKED_SCORE
 
 # Scores that compare the query and the key coordinate by coordinate: their widths must agree.
 EQUAL_WIDTH_SCORES = ("dot", "scaled_dot", "cosine")
 # A vector shorter than this (e.g. an all-zero padding key) is not divided by its norm.
 _NORM_EPSILON = 1e-12
-
-
-def check_score(score):
-    """Check a score function's name.
-
-    Args:
-        score: the name given as `score`.
-
-    Returns:
-        `score`, one of `ATTENTION_SCORES`.
-
-    Raises:
-        ValueError: `score` is not one of `ATTENTION_SCORES`; the message names the value.
-    """
-    if score not in SCORES:
-        raise ValueError(f"`score` must be one of {SCORES}. Received: score={score!r}")
-    return score
 
 
 def _uniform(variance):
@@ -166,7 +150,7 @@ class AttentionScore(keras.layers.Layer):
 
     def __init__(self, score="scaled_dot", attention_width=None, cosine_scale=10.0, learn_cosine_scale=True, **kwargs):
         super().__init__(**kwargs)
-        check_score(score)
+        check_choice("score", score, SCORES)
         if attention_width is not None and (
             not isinstance(attention_width, int) or isinstance(attention_width, bool) or attention_width < 1
         ):
