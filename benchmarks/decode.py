@@ -53,10 +53,10 @@ import tensorflow as tf
 from peers import KerasHubTransformer
 
 from keras_transformer.config import PRESETS, preset
+from keras_transformer.data.special_tokens import END_ID
 from keras_transformer.decoding import beam_search, greedy_decode
 from keras_transformer.export import IdsTranslator, export_translator
 from keras_transformer.models import build_transformer
-from keras_transformer.special_tokens import END_ID
 
 FIRST_REGULAR_ID = 4  # ids 0-3 are <pad>, <unk>, <s>, </s>
 BEAM_SIZE = 4

@@ -16,7 +16,7 @@ symbols. The variants differ only in how the score function is trained:
     argmax     hard: the argmax read in training too, so the score function gets no gradient
                (a control)
 
-What runs (`keras_transformer.lookup_study.compare_variants`, TensorFlow backend, float32): for
+What runs (`lookup_study.compare_variants`, TensorFlow backend, float32): for
 each seed, every variant starts from the same initial weights and trains with Adam on the same
 stream of `--steps` x `--batch-size` new examples. Every `--every` steps (and before the first)
 it records the accuracy on `--held-out` unseen examples, read with `training=False` (hard
@@ -38,8 +38,8 @@ from pathlib import Path
 
 import common
 import numpy as np
+from lookup_study import compare_variants
 
-from keras_transformer.lookup_study import compare_variants
 from keras_transformer.models.lookup import VARIANTS
 
 TARGET_ACCURACY = 0.9

@@ -8,7 +8,7 @@ What runs:
 
 - Two worker processes (this script with `--worker NAME`), one per library, each building its
   models once under the `--precision` dtype policy (`auto` is resolved by each worker with
-  `keras_transformer.precision.choose_precision`, and both must agree), and waiting for orders
+  `keras_transformer.training.precision.choose_precision`, and both must agree), and waiting for orders
   on stdin:
     ours        decoder: `build_decoder_only`; encoder: `build_encoder_only` (no classification
                 head), both from `language_model_preset(--preset, kind, vocab_size=--vocab,
@@ -48,7 +48,7 @@ What runs:
   `--new-tokens` new tokens each, greedy (`keras_hub.samplers.GreedySampler` for both), no stop
   token (every row gets every new token), each wrapped once in `tf.function` (XLA with `--jit`),
   warmed up once, then timed `--rounds` times, alternating ABBA:
-    ours               `keras_transformer.generation.generate(model, prompts, P + N, sampler,
+    ours               `keras_transformer.decoding.generation.generate(model, prompts, P + N, sampler,
                        end_id=None)`: prefill over the P prompt columns, then one cached step a token
     keras-hub          `GPT2CausalLM(backbone, preprocessor=None).call_with_cache` driven by the
                        same sampler the way `GPT2CausalLM.generate_step` drives it, but with the
@@ -473,7 +473,7 @@ class Worker:
         length = self.args.prompt_length + self.args.new_tokens
         sampler = keras_hub.samplers.GreedySampler()
         if self.name == "ours":
-            from keras_transformer.generation import generate
+            from keras_transformer.decoding.generation import generate
 
             model = self.models["decoder"]
             traced = tf.function(
@@ -544,7 +544,7 @@ class Worker:
 
 def run_worker(args):
     """Build everything, answer the ready line, then carry out one order per JSON line on stdin."""
-    from keras_transformer.precision import choose_precision
+    from keras_transformer.training.precision import choose_precision
 
     choice = choose_precision(args.precision, common.cpu_info())
     worker = Worker(args, choice.policy)

@@ -14,7 +14,7 @@ import keras_hub
 import numpy as np
 from keras import ops
 
-from keras_transformer.special_tokens import PAD_ID, START_ID
+from keras_transformer.data.special_tokens import PAD_ID, START_ID
 
 
 class KerasHubTransformer:

@@ -4,7 +4,7 @@
     python benchmarks/pretraining.py --pretrain-steps 100 --finetune-steps 50 --seeds 0   # a quick check
     python benchmarks/pretraining.py --help                        # every flag
 
-What runs (`keras_transformer.pretraining_study.compare_pretraining`, TensorFlow backend): per
+What runs (`pretraining_study.compare_pretraining`, TensorFlow backend): per
 seed, one WordPiece vocabulary with `<mask>` learned from `--corpus-size` typed dates of the
 built-in corpus's train split; an encoder-only model (`--preset`) pre-trained as a masked
 language model on that text for `--pretrain-steps` steps; then two classifiers of the same
@@ -33,11 +33,11 @@ from pathlib import Path
 
 import common
 import numpy as np
+from pretraining_study import ARMS, compare_pretraining
 
 from keras_transformer.config import PRECISIONS
 from keras_transformer.data.language_batches import DATE_LABELS
-from keras_transformer.precision import choose_precision
-from keras_transformer.pretraining_study import ARMS, compare_pretraining
+from keras_transformer.training.precision import choose_precision
 
 STUDY_FLAGS = (
     "label", "preset", "vocab_size", "corpus_size", "labeled", "held_out", "pretrain_steps", "finetune_steps",

@@ -1,4 +1,4 @@
-"""TEST STAND-IN for the TF Serving model server, used to exercise `keras_transformer.serving`.
+"""TEST STAND-IN for the TF Serving model server, used to exercise `keras_transformer.export.clients`.
 
 The real `tensorflow_model_server` binary cannot be installed here (it is not on the package
 registries), so this module imitates the parts of it the clients use, in Python, on loopback:

@@ -1,12 +1,15 @@
 """The package's import graph keeps its architecture: layered contracts and no import circle.
 
-The contracts live in setup.cfg (`[importlinter]`): cli above runs above training above models
-above layers; data knows no model and no job; vision stands beside the job; only the benchmarks
-use the studies. Import Linter checks them on the whole graph, imports inside functions included.
-A circle between two modules (each importing the other, directly or through others) is a second
-check, on every module of the package: grimp's graph, Tarjan's strongly connected components.
+The contracts live in setup.cfg (`[importlinter]`): cli above runs above evaluation and export,
+above training and decoding, above models above layers above config and masks; data knows no
+model and no job; vision stands beside the job. Import Linter checks them on the whole graph,
+imports inside functions included. A circle between two modules (each importing the other,
+directly or through others) is a second check, on every module of the package: grimp's graph,
+Tarjan's strongly connected components. The studies and scripts in `benchmarks/` sit outside the
+package, which never imports them: a third check.
 """
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -72,3 +75,20 @@ def test_circles_finds_every_circle_and_nothing_else():
     imports = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}, "f": {"g"}, "g": set()}
     assert circles(imports) == [["a", "b", "c"], ["e"]]
     assert circles({"a": {"b"}, "b": {"c"}}) == []
+
+
+def test_the_package_imports_no_benchmark_or_study():
+    benchmark_modules = {path.stem for path in (ROOT / "benchmarks").glob("*.py")}
+    assert {"lookup_study", "pretraining_study", "common"} <= benchmark_modules
+    found = []
+    for path in sorted((ROOT / PACKAGE).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module]
+            found += [
+                f"{path.relative_to(ROOT)}: {name}"
+                for name in names
+                if name.split(".")[0] in benchmark_modules | {"benchmarks"}
+            ]
+    assert found == []

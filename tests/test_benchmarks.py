@@ -1,7 +1,6 @@
 """Tests of the benchmark scripts' own arithmetic and plumbing.
 
-Not of speed: the benchmarks measure that. `benchmarks/` holds scripts, so its folder goes on
-`sys.path`.
+Not of speed: the benchmarks measure that. conftest.py puts `benchmarks/` on `sys.path`.
 """
 
 import argparse
@@ -13,23 +12,18 @@ import platform
 import sys
 import tempfile
 import types
-from pathlib import Path
 
+import attention_scores  # noqa: E402
+import common  # noqa: E402
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+import train_throughput  # noqa: E402
 from conftest import run_main
 
 from keras_transformer.config import preset
 from keras_transformer.models import build_transformer
-
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))
-
-import attention_scores  # noqa: E402
-import common  # noqa: E402
-import train_throughput  # noqa: E402
 
 
 @pytest.mark.parametrize("name", ["tiny", "small"])

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 from conftest import tiny_config
 
-from keras_transformer.checkpoints import (
+from keras_transformer.config import TrainConfig
+from keras_transformer.models import build_transformer
+from keras_transformer.runs.checkpoints import (
     MANIFEST_FILE,
     STATE_FILE,
     CheckpointError,
@@ -17,8 +19,6 @@ from keras_transformer.checkpoints import (
     restore_checkpoint,
     save_checkpoint,
 )
-from keras_transformer.config import TrainConfig
-from keras_transformer.models import build_transformer
 from keras_transformer.training import compile_transformer
 
 

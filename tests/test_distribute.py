@@ -1,4 +1,4 @@
-"""Tests of `keras_transformer.distribute` and of `runs.train` under tf.distribute strategies.
+"""Tests of `keras_transformer.training.distribute` and of `runs.train` under tf.distribute strategies.
 
 Strategy names and `TF_CONFIG` errors, who is the chief, throwaway directories for the other
 workers, a `MirroredStrategy` run on this machine, and a real two-worker
@@ -21,15 +21,15 @@ import pytest
 import tensorflow as tf
 from conftest import TINY_MODEL, tiny_train_config
 
-from keras_transformer import distribute, runs
-from keras_transformer.checkpoints import checkpoint_steps, restore_checkpoint
+from keras_transformer import runs
 from keras_transformer.cli import main
 from keras_transformer.config import ModelConfig, TrainConfig
 from keras_transformer.data.parallel_text import load_corpus
 from keras_transformer.data.tokenizers import SubwordTokenizer
 from keras_transformer.data.translation_batches import encode_pairs, make_dataset
 from keras_transformer.models import build_transformer
-from keras_transformer.training import compile_transformer
+from keras_transformer.runs.checkpoints import checkpoint_steps, restore_checkpoint
+from keras_transformer.training import compile_transformer, distribute
 
 REPO = Path(__file__).resolve().parents[1]
 WORKER_TIMEOUT_S = 300  # a hang (e.g. a collective waiting for a dead peer) fails the test instead

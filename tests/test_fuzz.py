@@ -13,7 +13,6 @@ stops growing at `MAX_TEXT_BYTES`.
 import io
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -471,7 +470,6 @@ def test_translate_command_reports_a_bad_line_and_translates_the_rest(export, tm
 
 @pytest.mark.slow
 def test_wild_input_benchmark_times_every_costly_input_against_a_plain_sentence(trained_run, tmp_path, capsys):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     import wild_input as script
 
     model = str(Path(trained_run[1]["export_path"]).parent)

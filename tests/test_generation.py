@@ -13,9 +13,9 @@ import pytest
 from conftest import to_numpy
 
 from keras_transformer.config import LanguageModelConfig
-from keras_transformer.generation import CachedDecoderOnly, generate, get_sampler, pad_after_end
+from keras_transformer.data.special_tokens import PAD_ID, START_ID
+from keras_transformer.decoding.generation import CachedDecoderOnly, generate, get_sampler, pad_after_end
 from keras_transformer.models import build_decoder_only, build_encoder_only
-from keras_transformer.special_tokens import PAD_ID, START_ID
 
 # At the first step a position self-attends over one key; Keras warns about a softmax over size 1.
 pytestmark = pytest.mark.filterwarnings("ignore:You are using a softmax over axis -1")

@@ -13,18 +13,16 @@ Tiny sizes: B=2, T_q=3, T_k=5, D=4.
 import importlib
 import json
 import re
-import sys
-from pathlib import Path
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from lookup_study import compare_variants, gradient_noise, score_gradient
 
 from keras_transformer.data.lookup import lookup_examples
 from keras_transformer.layers import Attention
 from keras_transformer.layers.hard_attention import reinforce_loss
-from keras_transformer.lookup_study import compare_variants, gradient_noise, score_gradient
 from keras_transformer.models.lookup import VARIANTS, KeyValueLookup, lookup_accuracy
 
 B, TQ, TK, D = 2, 3, 5, 4
@@ -347,9 +345,6 @@ def test_lookup_accuracy_counts_right_answers():
 # benchmarks/hard_attention.py
 # ---------------------------------------------------------------------------
 def load_benchmark():
-    benchmarks = str(Path(__file__).resolve().parents[1] / "benchmarks")
-    if benchmarks not in sys.path:
-        sys.path.insert(0, benchmarks)
     return importlib.import_module("hard_attention"), importlib.import_module("common")
 
 

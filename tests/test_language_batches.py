@@ -17,6 +17,7 @@ import tensorflow_datasets as tfds
 
 from keras_transformer.data import language_batches as lb
 from keras_transformer.data.dates import MONTH_NAMES, WEEKDAY_NAMES, builtin_corpus
+from keras_transformer.data.special_tokens import END_ID, PAD_ID, START_ID
 from keras_transformer.data.tokenizers import (
     LM_RESERVED_TOKENS,
     MASK_ID,
@@ -26,7 +27,6 @@ from keras_transformer.data.tokenizers import (
     learn_vocabulary,
     write_vocabulary,
 )
-from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID
 from keras_transformer.training import MaskedAccuracy, MaskedLabelSmoothedLoss
 
 V = 60  # vocabulary size of the random ids

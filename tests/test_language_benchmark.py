@@ -1,12 +1,10 @@
 """Tests of benchmarks/language_models.py: its FLOP and token counts, its batches and flags, and a smoke run.
 
-Not of speed: the benchmark measures that. `benchmarks/` holds scripts, so its folder goes on
-`sys.path`.
+Not of speed: the benchmark measures that. conftest.py puts `benchmarks/` on `sys.path`.
 """
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +12,6 @@ import pytest
 from conftest import run_main
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCHMARKS = ROOT / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))
 
 import common  # noqa: E402
 import language_models  # noqa: E402

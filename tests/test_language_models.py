@@ -13,6 +13,7 @@ import pytest
 from conftest import to_numpy
 
 from keras_transformer.config import PRESETS, LanguageModelConfig, TrainConfig, language_model_preset
+from keras_transformer.data.special_tokens import START_ID
 from keras_transformer.layers import DecoderOnlyBlock, EncoderBlock
 from keras_transformer.models import (
     LanguageModelLayers,
@@ -20,7 +21,6 @@ from keras_transformer.models import (
     build_encoder_only,
     build_language_model,
 )
-from keras_transformer.special_tokens import START_ID
 from keras_transformer.training import MaskedLabelSmoothedLoss, compile_transformer
 
 B, T, D, H, F, V, N, C = 2, 5, 8, 2, 16, 11, 2, 3  # batch, length, width, heads, d_ff, vocabulary, blocks, classes

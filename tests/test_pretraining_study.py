@@ -2,8 +2,7 @@
 
 import numpy as np
 import pytest
-
-from keras_transformer.pretraining_study import ARMS, compare_pretraining
+from pretraining_study import ARMS, compare_pretraining
 
 TINY = dict(
     preset="tiny", vocab_size=160, corpus_size=200, labeled=32, held_out=40, pretrain_steps=8, finetune_steps=4,

@@ -19,9 +19,9 @@ import keras
 import numpy as np
 import pytest
 
-from keras_transformer.checkpoints import STATE_FILE, checkpoint_path, checkpoint_steps
 from keras_transformer.cli import main
 from keras_transformer.data import dates
+from keras_transformer.runs.checkpoints import STATE_FILE, checkpoint_path, checkpoint_steps
 
 KILL_POINTS = Path(__file__).with_name("kill_points.py")
 EPOCHS, STEPS_PER_EPOCH = 3, 4

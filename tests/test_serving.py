@@ -1,4 +1,4 @@
-"""`keras_transformer.serving` clients against a stand-in TF Serving, on small SavedModels made here.
+"""`keras_transformer.export.clients` clients against a stand-in TF Serving, on small SavedModels made here.
 
 The stand-in is `stand_in_server.py`: the real model server cannot be installed here.
 """
@@ -18,7 +18,7 @@ import tensorflow as tf
 from stand_in_server import StandInServer
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
-from keras_transformer.serving import (
+from keras_transformer.export.clients import (
     UNNAMED_OUTPUT_KEY,
     GrpcClient,
     RestClient,

@@ -13,7 +13,7 @@ import tensorflow as tf
 from stand_in_server import StandInServer
 
 from keras_transformer.export import MAX_TEXT_BYTES
-from keras_transformer.serving import GrpcClient, RestClient
+from keras_transformer.export.clients import GrpcClient, RestClient
 
 pytestmark = pytest.mark.slow
 

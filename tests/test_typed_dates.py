@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import BENCHMARKS
 from test_dates import parse_source
 
 from keras_transformer.data import dates, typed_dates
@@ -19,7 +20,6 @@ from keras_transformer.data.dates import builtin_corpus
 from keras_transformer.data.typed_dates import CATEGORIES, typed_date_set
 from keras_transformer.evaluation import score_typed_dates
 
-BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
 SIZE = 150
 
 
@@ -172,7 +172,6 @@ def test_scores_count_exact_matches_per_category():
 @pytest.mark.slow
 def test_benchmark_scores_an_export_as_its_run(trained_run, tmp_path, capsys):
     """The script gives the same scores from the run dir and from its export, and says so in its JSON."""
-    sys.path.insert(0, str(BENCHMARKS))
     import typed_dates as script
 
     train_config, summary = trained_run

@@ -1,12 +1,11 @@
 """A smoke run of benchmarks/vision_attention.py at tiny settings, and its flags.
 
-Not of accuracy or speed: the benchmark measures those. `benchmarks/` holds scripts, so its
-folder goes on `sys.path`.
+Not of accuracy or speed: the benchmark measures those. conftest.py puts `benchmarks/` on
+`sys.path`.
 """
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +13,6 @@ import pytest
 from conftest import run_main
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCHMARKS = ROOT / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))
 
 import common  # noqa: E402
 import vision_attention  # noqa: E402

@@ -62,8 +62,8 @@ import tensorflow as tf
 
 from keras_transformer.data import dates
 from keras_transformer.data.parallel_text import MAX_LINE_BYTES, CorpusError, _read_lines
+from keras_transformer.data.special_tokens import END_ID, LM_RESERVED_TOKENS, MASK_ID, PAD_ID, RESERVED_TOKENS, START_ID
 from keras_transformer.data.translation_batches import _tokenize_all
-from keras_transformer.special_tokens import END_ID, LM_RESERVED_TOKENS, MASK_ID, PAD_ID, RESERVED_TOKENS, START_ID
 
 __all__ = [
     "SIDES",

@@ -72,7 +72,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as _learner
 
-from keras_transformer.special_tokens import (
+from keras_transformer.data.special_tokens import (
     END_ID,
     LM_RESERVED_TOKENS,
     MASK_ID,

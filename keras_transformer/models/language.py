@@ -10,7 +10,7 @@ Both are the Transformer's own layers without the other half:
 The logits are a `Dense(V)` layer, or, with `tie_embeddings`, the token embedding table itself
 (`TokenEmbedding(reverse=True)`, one `[V, D]` variable). The wiring is written once, in `embed` and
 `run`, which run on Keras symbolic tensors to build the models and on real tensors in
-`keras_transformer.generation`. Padding masks come from the token ids (id 0).
+`keras_transformer.decoding.generation`. Padding masks come from the token ids (id 0).
 """
 
 import dataclasses
@@ -138,7 +138,7 @@ def build_decoder_only(config: LanguageModelConfig) -> keras.Model:
     Position `t` attends to positions `0 .. t` only, so its logits predict token `t + 1` from the
     tokens before it. Trained with `model.fit` on `(token_ids[:, :-1], token_ids[:, 1:])`-style
     pairs and the masked loss of `keras_transformer.training` (label 0 is ignored); generates with
-    `keras_transformer.generation.generate`.
+    `keras_transformer.decoding.generation.generate`.
 
     Args:
         config: `LanguageModelConfig` with `kind="decoder"`.

@@ -22,18 +22,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.checkpoints import CheckpointError, PeriodicCheckpoint, checkpoint_path, restore_checkpoint
 from keras_transformer.config import TrainConfig
-from keras_transformer.distribute import (
-    adapt_keras_fit,
-    describe,
-    is_chief,
-    make_strategy,
-    split_batches,
-    worker_directory,
-)
 from keras_transformer.files import write_text_atomically
-from keras_transformer.precision import AUTO, PrecisionChoice, choose_precision, cpu_info, visible_accelerators
+from keras_transformer.runs.checkpoints import CheckpointError, PeriodicCheckpoint, checkpoint_path, restore_checkpoint
 from keras_transformer.runs.directory import (
     CHECKPOINT_DIR,
     MODEL_CONFIG_FILE,
@@ -52,6 +43,15 @@ from keras_transformer.training import (
     finalize_after_fit,
     training_weights_kept,
 )
+from keras_transformer.training.distribute import (
+    adapt_keras_fit,
+    describe,
+    is_chief,
+    make_strategy,
+    split_batches,
+    worker_directory,
+)
+from keras_transformer.training.precision import AUTO, PrecisionChoice, choose_precision, cpu_info, visible_accelerators
 
 
 def settle_precision(train_config, resume=False, cpu=None, accelerators=None):

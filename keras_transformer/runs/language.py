@@ -35,6 +35,7 @@ from keras_transformer.data.language_batches import (
     load_texts,
     masked_lm_dataset,
 )
+from keras_transformer.data.special_tokens import MASK_TOKEN, PAD_ID, START_ID
 from keras_transformer.data.tokenizers import SubwordTokenizer, learn_vocabulary, write_vocabulary
 from keras_transformer.export import (
     GENERATE_IDS_SIGNATURE_KEY,
@@ -52,7 +53,6 @@ from keras_transformer.runs.directory import (
     RunError,
 )
 from keras_transformer.runs.tasks import register_task
-from keras_transformer.special_tokens import MASK_TOKEN, PAD_ID, START_ID
 
 VOCAB_FILE = "vocab.txt"
 KINDS = {"lm": "decoder", "mlm": "encoder"}  # task -> LanguageModelConfig.kind

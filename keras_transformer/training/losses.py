@@ -10,7 +10,7 @@ pass, which `keras_transformer.training.packed` shares.
 import keras
 from keras import ops
 
-from keras_transformer.special_tokens import PAD_ID
+from keras_transformer.data.special_tokens import PAD_ID
 
 
 def smoothed_cross_entropy_forward(labels, logits, epsilon, mean_logit):

@@ -7,7 +7,7 @@ the real positions alone. `predicted_ids` is the argmax both the accuracy and it
 import keras
 from keras import ops
 
-from keras_transformer.special_tokens import PAD_ID
+from keras_transformer.data.special_tokens import PAD_ID
 
 
 def predicted_ids(logits):

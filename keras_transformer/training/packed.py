@@ -29,8 +29,8 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_transformer.data.special_tokens import PAD_ID
 from keras_transformer.models.translation import Transformer, TransformerLayers, decoder_states, encode
-from keras_transformer.special_tokens import PAD_ID
 from keras_transformer.training.losses import MaskedLabelSmoothedLoss, smoothed_cross_entropy_forward
 from keras_transformer.training.metrics import MaskedAccuracy, TargetTokens
 

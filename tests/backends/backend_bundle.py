@@ -21,6 +21,7 @@ import keras
 import numpy as np
 
 from keras_transformer.config import ModelConfig, TrainConfig
+from keras_transformer.data.special_tokens import START_ID
 from keras_transformer.decoding import beam_search, greedy_decode
 from keras_transformer.layers import (
     Attention,
@@ -31,7 +32,6 @@ from keras_transformer.layers import (
     TokenEmbedding,
 )
 from keras_transformer.models import KeyValueLookup, build_transformer
-from keras_transformer.special_tokens import START_ID
 from keras_transformer.training import compile_transformer
 
 # The folder of a bundle written on another backend, for `test_any_backend.py` to reproduce, and

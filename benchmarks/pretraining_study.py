@@ -55,9 +55,9 @@ from keras_transformer.data.language_batches import (
     encode_texts,
     masked_lm_dataset,
 )
+from keras_transformer.data.special_tokens import MASK_TOKEN
 from keras_transformer.data.tokenizers import SubwordTokenizer, learn_vocabulary, write_vocabulary
 from keras_transformer.models.language import build_encoder_only
-from keras_transformer.special_tokens import MASK_TOKEN
 from keras_transformer.training import (
     AccuracyCurve,
     MaskedAccuracy,

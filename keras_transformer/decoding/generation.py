@@ -21,10 +21,10 @@ graph (e.g. a `tf.function` for a SavedModel export). A generated token is never
 import keras_hub
 from keras import ops
 
-from keras_transformer.decoding import forbid_never_emitted
+from keras_transformer.data.special_tokens import END_ID, PAD_ID, START_ID
+from keras_transformer.decoding.translation import forbid_never_emitted
 from keras_transformer.masks import padding_mask
 from keras_transformer.models.language import LanguageModelLayers, embed
-from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID
 
 # The samplers `generate` accepts by name, each keras-hub's.
 SAMPLERS = {

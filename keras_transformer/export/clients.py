@@ -1,6 +1,6 @@
 r"""Clients for a TF Serving model server: REST (standard library only) and gRPC (`tensorflow-serving-api`).
 
-Start a server on an export (see `export.py` for the layout), for example with Docker:
+Start a server on an export (see `savedmodel.py` beside this module for the layout), for example with Docker:
 
     docker run -p 8500:8500 -p 8501:8501 -e MODEL_NAME=transformer \
         -v "$PWD/saved_models/transformer:/models/transformer" tensorflow/serving
@@ -9,7 +9,7 @@ then, for a model named "transformer" exported by `keras-transformer train` or `
 `serving_default` signature takes `text: string[B]` and returns `translation: string[B]`,
 `score: float32[B]` and `truncated: bool[B]`:
 
-    from keras_transformer.serving import GrpcClient, RestClient
+    from keras_transformer.export.clients import GrpcClient, RestClient
 
     rest = RestClient("http://localhost:8501", model_name="transformer", timeout=5.0)
     outputs = rest.predict({"text": ["how are you?", "good morning"]})  # POST /v1/models/transformer:predict

@@ -240,7 +240,7 @@ class IdsGenerator(_ExportModule):
         super().__init__(model, model_config, config_path, vocab_paths, name="generator")
         if model_config.max_length < 2:
             raise ValueError(f"Generation needs max_length >= 2. Received: max_length={model_config.max_length}")
-        from keras_transformer.generation import get_sampler  # imports keras-hub: only for a language model
+        from keras_transformer.decoding.generation import get_sampler  # imports keras-hub: only for a language model
 
         # Built once, outside the traced function (a sampler made inside would make a new variable per trace).
         sampler_object = get_sampler(sampler, seed, **options)
@@ -272,7 +272,7 @@ class IdsGenerator(_ExportModule):
 
     def _generate(self, prompt_ids):
         """int32 `[B, P < L]` -> int32 `[B, L]`, the prompts and their continuations."""
-        from keras_transformer.generation import generate
+        from keras_transformer.decoding.generation import generate
 
         return generate(self.model, prompt_ids, self.model_config.max_length, sampler=self.sampler)
 
@@ -424,7 +424,7 @@ def write_warmup_requests(path, model_name, warmup_inputs):
     """Write `PredictionLog` warm-up records (TF Serving's format) for each signature's inputs."""
     from tensorflow_serving.apis import prediction_log_pb2
 
-    from keras_transformer.serving import predict_request
+    from keras_transformer.export.clients import predict_request
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

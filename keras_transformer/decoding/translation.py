@@ -17,9 +17,9 @@ Scores are log-probabilities of the whole output under the model (the sum over i
 
 from keras import ops
 
+from keras_transformer.data.special_tokens import END_ID, PAD_ID, START_ID
 from keras_transformer.masks import padding_mask
 from keras_transformer.models import TransformerLayers, decode, encode
-from keras_transformer.special_tokens import END_ID, PAD_ID, START_ID
 
 # The log-probability given to tokens a decoder may not choose (finite, so sums stay finite).
 IMPOSSIBLE = -1e9

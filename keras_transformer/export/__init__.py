@@ -1,0 +1,67 @@
+"""Serving a trained model: SavedModel exports in TF Serving's layout, and clients for the server.
+
+`savedmodel`: the export modules (`Translator`, `IdsTranslator`, `TextGenerator`, `IdsGenerator`,
+`MaskFiller`), their signatures, versions, warm-up requests and `models.config`.
+`clients`: REST and gRPC clients of a TF Serving model server, and the request bodies they send.
+Every public name of both is importable from here.
+"""
+
+from keras_transformer.export.clients import (
+    DEFAULT_SIGNATURE,
+    REST_FORMATS,
+    UNNAMED_OUTPUT_KEY,
+    GrpcClient,
+    RestClient,
+    ServingError,
+    predict_request,
+    rest_request_body,
+)
+from keras_transformer.export.savedmodel import (
+    GENERATE_IDS_SIGNATURE_KEY,
+    IDS_SIGNATURE_KEY,
+    MAX_TEXT_BYTES,
+    MODELS_CONFIG_FILE,
+    SIGNATURE_KEY,
+    WARMUP_FILE,
+    IdsGenerator,
+    IdsTranslator,
+    MaskFiller,
+    TextGenerator,
+    Translator,
+    export_module,
+    export_translator,
+    latest_version_dir,
+    next_version,
+    saved_model_op_types,
+    write_models_config,
+    write_warmup_requests,
+)
+
+__all__ = [
+    "DEFAULT_SIGNATURE",
+    "GENERATE_IDS_SIGNATURE_KEY",
+    "IDS_SIGNATURE_KEY",
+    "MAX_TEXT_BYTES",
+    "MODELS_CONFIG_FILE",
+    "REST_FORMATS",
+    "SIGNATURE_KEY",
+    "UNNAMED_OUTPUT_KEY",
+    "WARMUP_FILE",
+    "GrpcClient",
+    "IdsGenerator",
+    "IdsTranslator",
+    "MaskFiller",
+    "RestClient",
+    "ServingError",
+    "TextGenerator",
+    "Translator",
+    "export_module",
+    "export_translator",
+    "latest_version_dir",
+    "next_version",
+    "predict_request",
+    "rest_request_body",
+    "saved_model_op_types",
+    "write_models_config",
+    "write_warmup_requests",
+]
