@@ -15,8 +15,8 @@ named `step-*` is always complete. Reading checks the manifest, size and checksu
 anything, so a checkpoint damaged later (a truncated copy, a bad disk) is reported and passed
 over for the one before it. The newest `keep` checkpoints are kept.
 
-One NumPy archive rather than `Model.save_weights`: the same variables (and the seed generators,
-which a weights file leaves out), written about 15 times faster (small preset: 0.25 s against 3.9 s).
+One NumPy archive rather than `Model.save_weights`: the same variables, and the seed generators,
+which a weights file leaves out, in one write (docs/training.md gives its speed).
 
 Backend-neutral: Keras and NumPy only.
 """

@@ -3,7 +3,7 @@
 Half-precision compute is faster only where the hardware has instructions for it. bfloat16:
 x86 CPUs with AVX512-BF16 or AMX-BF16 (`avx512_bf16`, `amx_bf16` in /proc/cpuinfo's flags),
 NVIDIA GPUs of compute capability 8.0 (Ampere) and later, and TPUs. Elsewhere bfloat16 matmuls
-are emulated: on a CPU with AVX2 only, `mixed_bfloat16` trained the small preset 7x slower than float32.
+are emulated, and slower than float32 (docs/training.md gives a measurement).
 So `auto` means `mixed_bfloat16` where bfloat16 is native and float32 everywhere else; it never
 picks `mixed_float16`, whose narrow range needs loss scaling.
 
