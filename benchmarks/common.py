@@ -4,7 +4,7 @@ The benchmarks run as scripts, so their folder is on `sys.path`: import this mod
 `import common`. It holds what every benchmark records and does the same way:
 
 - the machine: `machine()` (CPU count, CPU model and flags from /proc/cpuinfo, read by
-  `keras_transformer.training.precision.cpu_info`) for the JSON, `cpu_line()` for the report header;
+  `keras_transformer.precision.cpu_info`) for the JSON, `cpu_line()` for the report header;
 - `package_versions` of the libraries a benchmark depends on, read from the installed
   distributions (nothing is imported for it);
 - `peak_rss_mib`, the process's maximum resident set size;
@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 # The package reads /proc/cpuinfo for `--precision auto`; the benchmarks record the same reading.
-from keras_transformer.training.precision import CPUINFO, cpu_info, parse_cpuinfo  # noqa: F401
+from keras_transformer.precision import CPUINFO, cpu_info, parse_cpuinfo  # noqa: F401
 
 # The flags that decide how fast a CPU runs float32 and bfloat16 matmuls, in the order the
 # report header lists them (x86 names, as /proc/cpuinfo spells them).

@@ -8,7 +8,7 @@ What runs:
 
 - Two worker processes (this script with `--worker NAME`), one per library, each building its
   models once under the `--precision` dtype policy (`auto` is resolved by each worker with
-  `keras_transformer.training.precision.choose_precision`, and both must agree), and waiting for orders
+  `keras_transformer.precision.choose_precision`, and both must agree), and waiting for orders
   on stdin:
     ours        decoder: `build_decoder_only`; encoder: `build_encoder_only` (no classification
                 head), both from `language_model_preset(--preset, kind, vocab_size=--vocab,
@@ -544,7 +544,7 @@ class Worker:
 
 def run_worker(args):
     """Build everything, answer the ready line, then carry out one order per JSON line on stdin."""
-    from keras_transformer.training.precision import choose_precision
+    from keras_transformer.precision import choose_precision
 
     choice = choose_precision(args.precision, common.cpu_info())
     worker = Worker(args, choice.policy)

@@ -59,7 +59,7 @@ included. Minutes on a shared machine are noisy: the two models run one after th
 load from other processes can fall on one more than the other; the JSON keeps per-chunk times.
 
 Precision: both models train under `--precision auto` by default, resolved once by the parent
-(`keras_transformer.training.precision.choose_precision`) and given to both workers: `mixed_bfloat16`
+(`keras_transformer.precision.choose_precision`) and given to both workers: `mixed_bfloat16`
 where the hardware computes bfloat16 natively (a CPU with AVX512-BF16 or AMX, a GPU of compute
 capability 8.0+, a TPU), `float32` elsewhere. On a CPU with AVX512-BF16 and AMX the keras-hub
 model trained at 1.34x its float32 tokens/s in mixed_bfloat16; on a CPU with AVX2 only,
@@ -104,9 +104,9 @@ from keras_transformer.data.tokenizers import (
 from keras_transformer.data.translation_batches import EncodedPairs, encode_pairs, make_dataset
 from keras_transformer.evaluation import score_translations, translate_texts
 from keras_transformer.models import build_transformer
+from keras_transformer.precision import choose_precision
 from keras_transformer.runs import MODEL_CONFIG_FILE, export_run, make_translator
 from keras_transformer.training import LateDropout, averaged_weights, compile_transformer
-from keras_transformer.training.precision import choose_precision
 
 MODELS = ("ours", "keras-hub")
 SOURCE_LANGUAGE, TARGET_LANGUAGE = "de", "en"

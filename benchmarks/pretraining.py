@@ -37,7 +37,7 @@ from pretraining_study import ARMS, compare_pretraining
 
 from keras_transformer.config import PRECISIONS
 from keras_transformer.data.language_batches import DATE_LABELS
-from keras_transformer.training.precision import choose_precision
+from keras_transformer.precision import choose_precision
 
 STUDY_FLAGS = (
     "label", "preset", "vocab_size", "corpus_size", "labeled", "held_out", "pretrain_steps", "finetune_steps",

@@ -43,7 +43,7 @@ What runs:
   over those), and the report splits each step: the shared part's milliseconds, each model's
   blocks (its step minus the shared part), and the block time ours would need for 1.2x.
 - Precision: `--precision float32 auto` by default. `auto` is resolved once, by the parent, with
-  `keras_transformer.training.precision.choose_precision`: mixed_bfloat16 where the hardware computes
+  `keras_transformer.precision.choose_precision`: mixed_bfloat16 where the hardware computes
   bfloat16 natively (a CPU with AVX512-BF16 or AMX, a GPU of compute capability 8.0+, a TPU),
   else float32, which then runs once. So the defaults always measure float32 and add
   mixed_bfloat16 only where it can be the faster: on a CPU with AVX2 only, bfloat16 matmuls are
@@ -75,8 +75,8 @@ from keras import ops
 
 from keras_transformer.config import PRECISIONS, PRESETS, TrainConfig, preset
 from keras_transformer.data.special_tokens import END_ID, START_ID
+from keras_transformer.precision import choose_precision
 from keras_transformer.training import compile_transformer, dtype_policy
-from keras_transformer.training.precision import choose_precision
 
 MODELS = ("ours", "keras-hub")
 SHARED = "shared"  # not a model: the part of a step that both models compute alike
@@ -424,7 +424,7 @@ def choose_policies(args, cpu, accelerators=None):
     Args:
         args: the parsed flags.
         cpu: a `common.cpu_info()` result.
-        accelerators: `keras_transformer.training.precision.visible_accelerators()`; asked when `None`.
+        accelerators: `keras_transformer.precision.visible_accelerators()`; asked when `None`.
 
     Returns:
         `(policies, choices)`: the distinct policies in the order of the flags, and the

@@ -461,7 +461,8 @@ _COMMANDS = {"train": _train, "evaluate": _evaluate, "export": _export, "transla
 _INTERRUPTED = {
     "train": "the run keeps its last checkpoint; continue it with the same command and --resume",
     "evaluate": "nothing was written (evaluate only reads the run); run the command again for the scores",
-    # export/savedmodel.py writes a version to a staging folder, removes it on any exception and renames it when complete.
+    # export/savedmodel.py writes a version to a staging folder, removes it on any exception and renames
+    # it when complete.
     "export": "the export did not finish; no partial version is left (a version folder appears only once complete)",
     "translate": "nothing was written (translate only reads the model); run the command again",
     "generate": "nothing was written (generate only reads the model); run the command again",

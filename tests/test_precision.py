@@ -15,7 +15,7 @@ from conftest import TINY_MODEL, tiny_train_config
 from keras_transformer import runs
 from keras_transformer.cli import main
 from keras_transformer.config import PRECISIONS, TrainConfig
-from keras_transformer.training.precision import (
+from keras_transformer.precision import (
     PrecisionChoice,
     choose_precision,
     cpu_info,
@@ -128,7 +128,7 @@ def test_this_machines_choice_is_made_from_its_cpuinfo_and_visible_accelerators(
 def test_the_precision_module_imports_no_backend():
     code = (
         "import sys; sys.modules['tensorflow'] = None\n"
-        "from keras_transformer.training.precision import choose_precision\n"
+        "from keras_transformer.precision import choose_precision\n"
         "assert 'keras' not in sys.modules and 'jax' not in sys.modules and 'torch' not in sys.modules\n"
         "print(choose_precision('auto', {'model': 'x', 'flags': ['amx_bf16']}, []).policy)"
     )

@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from keras_transformer.config import TrainConfig
 from keras_transformer.files import write_text_atomically
+from keras_transformer.precision import AUTO, PrecisionChoice, choose_precision, cpu_info, visible_accelerators
 from keras_transformer.runs.checkpoints import CheckpointError, PeriodicCheckpoint, checkpoint_path, restore_checkpoint
 from keras_transformer.runs.directory import (
     CHECKPOINT_DIR,
@@ -51,7 +52,6 @@ from keras_transformer.training.distribute import (
     split_batches,
     worker_directory,
 )
-from keras_transformer.training.precision import AUTO, PrecisionChoice, choose_precision, cpu_info, visible_accelerators
 
 
 def settle_precision(train_config, resume=False, cpu=None, accelerators=None):

@@ -10,6 +10,10 @@ picks `mixed_float16`, whose narrow range needs loss scaling.
 Where a GPU or TPU is visible, it decides (it runs the model); otherwise the CPU does. The
 accelerators are those the Keras backend sees, looked up only when asked for (`visible_accelerators`);
 importing this module imports no backend.
+
+It sits at the package's top level, outside `training/` and `runs/`, because their packages import
+Keras: a caller (a benchmark's parent process, say) can choose the precision before any backend
+loads.
 """
 
 import dataclasses
