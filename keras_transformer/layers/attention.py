@@ -78,7 +78,7 @@ class MultiheadAttention(keras.layers.Layer):
             Keras computes fans for such kernels, the first axis being the receptive field):
             `(H + K) / 2` and `(1 + H) / 2` times less variance. Attention starts nearer uniform,
             and the model learns faster early on (measured on Multi30k; see
-            benchmarks/README.md).
+            docs/benchmarks/multi30k.md).
         score: the score function of each head: `"scaled_dot"` (default, the paper), `"dot"`,
             `"additive"`, `"bilinear"` or `"cosine"`; see `AttentionScore`.
 
