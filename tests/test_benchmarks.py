@@ -14,6 +14,8 @@ import tempfile
 import types
 
 import attention_scores  # noqa: E402
+import attention_scores_scaling as scaling  # noqa: E402
+import attention_scores_scores  # noqa: E402
 import common  # noqa: E402
 import keras
 import numpy as np
@@ -499,7 +501,7 @@ def test_decode_json_records_the_cpu_beside_the_versions():
 
 def test_scaling_flop_formulas_count_every_matmul_weight_and_attentions_n_squared():
     args = attention_scores.parse_args(["scaling", "--width", "8", "--heads", "2", "--kernel-size", "3"])
-    layers = attention_scores.build_layers(args)
+    layers = scaling.build_layers(args)
     kernels = {
         name: sum(int(np.prod(w.shape)) for w in layer.trainable_weights if w.path.endswith("kernel"))
         for name, (layer, _) in layers.items()
@@ -507,35 +509,32 @@ def test_scaling_flop_formulas_count_every_matmul_weight_and_attentions_n_square
     d, k = 8, 3
     assert kernels == {"self_attention": 4 * d * d, "gru": 6 * d * d, "conv": k * d * d}
     # One token: 2 FLOPs per matmul weight, plus attention's scores and weighted sum (4 n^2 d).
-    for name in attention_scores.MODELS:
+    for name in scaling.MODELS:
         extra = 4 * d if name == "self_attention" else 0
-        assert attention_scores.forward_flops(name, 1, d, k) == 2 * kernels[name] + extra
-        assert attention_scores.train_step_flops(name, 5, d, 3, k) == 9 * attention_scores.forward_flops(name, 5, d, k)
+        assert scaling.forward_flops(name, 1, d, k) == 2 * kernels[name] + extra
+        assert scaling.train_step_flops(name, 5, d, 3, k) == 9 * scaling.forward_flops(name, 5, d, k)
     # Doubling n: 4x for attention once n >> d, 2x for the GRU and the convolution.
     n = 2**16
-    ratio = {
-        name: attention_scores.forward_flops(name, 2 * n, d) / attention_scores.forward_flops(name, n, d)
-        for name in kernels
-    }
+    ratio = {name: scaling.forward_flops(name, 2 * n, d) / scaling.forward_flops(name, n, d) for name in kernels}
     assert ratio["self_attention"] == pytest.approx(4, rel=1e-3) and ratio["gru"] == ratio["conv"] == 2
-    assert attention_scores.forward_flops("self_attention", 2 * d, d) == 2 * 8 * (2 * d) * d * d  # n = 2d: halves equal
+    assert scaling.forward_flops("self_attention", 2 * d, d) == 2 * 8 * (2 * d) * d * d  # n = 2d: halves equal
     with pytest.raises(ValueError, match="must be one of"):
-        attention_scores.forward_flops("lstm", 4, d)
+        scaling.forward_flops("lstm", 4, d)
 
 
 def test_scaling_slope_fit_recovers_power_laws_over_the_lengths_above_the_width():
     lengths = [16, 32, 64, 128, 256, 512, 1024]
-    assert attention_scores.fit_slope(lengths, [3.0 * n**2 for n in lengths]) == pytest.approx(2)
-    assert attention_scores.fit_slope(lengths, [0.5 * n for n in lengths]) == pytest.approx(1)
-    assert attention_scores.fit_slope([10, 20, 40], [1.0, 1.0, 1.0]) == pytest.approx(0, abs=1e-12)
+    assert scaling.fit_slope(lengths, [3.0 * n**2 for n in lengths]) == pytest.approx(2)
+    assert scaling.fit_slope(lengths, [0.5 * n for n in lengths]) == pytest.approx(1)
+    assert scaling.fit_slope([10, 20, 40], [1.0, 1.0, 1.0]) == pytest.approx(0, abs=1e-12)
     with pytest.raises(ValueError, match="two or more distinct lengths"):
-        attention_scores.fit_slope([16, 16], [1.0, 2.0])
-    assert attention_scores.fit_lengths(lengths, 128) == [256, 512, 1024]  # n > d
-    assert attention_scores.fit_lengths(lengths, 128, fit_from=128) == [128, 256, 512, 1024]
-    assert attention_scores.fit_lengths([16, 32], 128) == [16, 32]  # too few above d: the two largest
-    # The FLOP formula's own slope over 256..1024 at d = 128 (the module docstring's "about 1.7").
-    flops = [attention_scores.forward_flops("self_attention", n, 128) for n in (256, 512, 1024)]
-    assert 1.6 < attention_scores.fit_slope([256, 512, 1024], flops) < 1.75
+        scaling.fit_slope([16, 16], [1.0, 2.0])
+    assert scaling.fit_lengths(lengths, 128) == [256, 512, 1024]  # n > d
+    assert scaling.fit_lengths(lengths, 128, fit_from=128) == [128, 256, 512, 1024]
+    assert scaling.fit_lengths([16, 32], 128) == [16, 32]  # too few above d: the two largest
+    # The FLOP formula's own slope over 256..1024 at d = 128 (attention_scores_scaling.py's docstring: "about 1.7").
+    flops = [scaling.forward_flops("self_attention", n, 128) for n in (256, 512, 1024)]
+    assert 1.6 < scaling.fit_slope([256, 512, 1024], flops) < 1.75
 
 
 def test_scaling_flags_are_checked_and_every_flag_has_help(capsys):
@@ -601,7 +600,7 @@ def test_scores_flags_are_checked_and_the_runs_rotate_the_scores_from_seed_to_se
         with pytest.raises(SystemExit):
             attention_scores.parse_args(argv)
         assert message in capsys.readouterr().err
-    assert attention_scores.run_orders(["a", "b", "c"], [0, 1, 2, 3]) == [
+    assert attention_scores_scores.run_orders(["a", "b", "c"], [0, 1, 2, 3]) == [
         (0, "a"), (0, "b"), (0, "c"), (1, "b"), (1, "c"), (1, "a"),
         (2, "c"), (2, "a"), (2, "b"), (3, "a"), (3, "b"), (3, "c"),
     ]  # fmt: skip
