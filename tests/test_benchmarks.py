@@ -22,6 +22,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import train_throughput  # noqa: E402
+import train_throughput_models as throughput_models  # noqa: E402
+import train_throughput_rounds as throughput_rounds  # noqa: E402
 from conftest import run_main
 
 from keras_transformer.config import preset
@@ -42,12 +44,14 @@ def test_flop_formula_counts_every_matmul_weight_of_the_model(name):
         int(np.prod(w.shape)) for w in model.weights if w.path.endswith("kernel") and len(w.shape) >= 2
     )
     attention = 3 * config.num_blocks * (4 * config.d_model + 8 * config.d_model)  # 4SD enc, 4TD + 4TSD dec
-    assert train_throughput.train_step_flops(config, 1, 1, 1) == 6 * matmul_weights + attention
+    assert throughput_models.train_step_flops(config, 1, 1, 1) == 6 * matmul_weights + attention
     # Batch-linear, and quadratic in length only through attention.
-    assert train_throughput.train_step_flops(config, 3, 1, 1) == 3 * train_throughput.train_step_flops(config, 1, 1, 1)
+    assert throughput_models.train_step_flops(config, 3, 1, 1) == 3 * throughput_models.train_step_flops(
+        config, 1, 1, 1
+    )
     # The logits are counted at the real target positions only: none, none of their weights' FLOPs.
     logits_weights = config.d_model * config.target_vocab_size
-    no_targets = train_throughput.train_step_flops(config, 1, 1, 1, target_tokens=0)
+    no_targets = throughput_models.train_step_flops(config, 1, 1, 1, target_tokens=0)
     assert no_targets == 6 * (matmul_weights - logits_weights) + attention
 
 
@@ -59,15 +63,15 @@ def test_shared_part_holds_every_weight_of_our_model_outside_its_blocks():
     """
     config = preset("tiny", source_vocab_size=50, target_vocab_size=40, max_source_len=8, max_target_len=8)
     outside_blocks = {(w.path, tuple(w.shape)) for w in build_transformer(config).weights if "_block_" not in w.path}
-    shared = train_throughput.build_shared_part(config)
+    shared = throughput_models.build_shared_part(config)
     assert {(w.path, tuple(w.shape)) for w in shared.weights} == outside_blocks
     logits_weights = config.d_model * config.target_vocab_size
-    assert train_throughput.train_step_flops(config, 1, 1, 1, blocks=False) == 6 * logits_weights
+    assert throughput_models.train_step_flops(config, 1, 1, 1, blocks=False) == 6 * logits_weights
 
 
 def test_step_split_finds_the_block_time_a_target_ratio_needs():
     results = {name: {"step_ms_median": ms} for name, ms in (("shared", 100.0), ("ours", 190.0), ("keras-hub", 200.0))}
-    split = train_throughput.step_split(results, target=1.25)
+    split = throughput_rounds.step_split(results, target=1.25)
     assert split["ours_blocks_ms"] == 90.0 and split["keras_hub_blocks_ms"] == 100.0
     assert split["shared_fraction_of_keras_hub_step"] == 0.5
     assert split["ours_blocks_ms_needed_for_target"] == 60.0  # 100 + 60 = 200 / 1.25
@@ -75,7 +79,7 @@ def test_step_split_finds_the_block_time_a_target_ratio_needs():
 
 def test_synthetic_batches_look_like_the_pipelines_and_are_the_same_for_every_worker():
     args = train_throughput.parse_args(["--batches", "3", "--batch-size", "5", "--length", "8", "--vocab", "30"])
-    first, second = train_throughput.synthetic_batches(args), train_throughput.synthetic_batches(args)
+    first, second = throughput_models.synthetic_batches(args), throughput_models.synthetic_batches(args)
     for ((source, target_in), target_out), ((source2, target_in2), target_out2) in zip(first, second):
         np.testing.assert_array_equal(source, source2)
         np.testing.assert_array_equal(target_out, target_out2)
