@@ -24,26 +24,14 @@ What runs:
   report gives the median over the rounds and the ratio of the medians, ours / keras-hub. Peak
   memory is each worker's maximum resident set size.
 - Model-FLOPs utilisation (MFU) = model FLOPs per second / the machine's measured fp32 matmul
-  peak (the median rate of `--peak-size`^3 matmuls, measured first, by the parent, alone). Model
-  FLOPs per training step, on the padded batch [B, S] -> [B, T] with R real target tokens, are
-  3x the forward FLOPs (the backward pass is twice the forward):
-      forward = B * ( N * [ S * (8 D^2 + 4 D F) + 4 S^2 D ]                          encoder
-                    + N * [ T * (12 D^2 + 4 D F) + 4 S D^2 + 4 T^2 D + 4 T S D ]     decoder
-                    ) + R * 2 D V                                                      logits
-  counting 2 FLOPs per multiply-add of the matmuls only (projections, attention scores and
-  weighted sums, feed-forward, logits); embeddings, softmax, LayerNorm and the loss are not
-  counted. The blocks are counted over the padded batch (attention mixes the positions of a
-  row, so a batched model computes them all), the logits only at the real target positions
-  (each position's are its own; those at padding are thrown away by the loss, and our model
-  does not compute them). R is the mean over a round's batches. Both models are given the same
-  model FLOPs, so their MFU ratio equals their speed ratio.
-  The bf16 matmul peak is printed too, as the ceiling of a mixed_bfloat16 run.
+  peak (measured first, by the parent, alone; the bf16 peak is printed too).
+  train_throughput_models.py gives the model FLOPs of a step and how they are counted.
 - `--models ours,keras-hub,shared` adds a third worker that trains only what both models' steps
   share besides their blocks (both embedding tables, the logits projection, the loss and Adam
   over those), and the report splits each step: the shared part's milliseconds, each model's
   blocks (its step minus the shared part), and the block time ours would need for 1.2x.
 - Precision: `--precision float32 auto` by default. `auto` is resolved once, by the parent, with
-  `keras_transformer.precision.choose_precision`: mixed_bfloat16 where the hardware computes
+  `keras_transformer.training.precision.choose_precision`: mixed_bfloat16 where the hardware computes
   bfloat16 natively (a CPU with AVX512-BF16 or AMX, a GPU of compute capability 8.0+, a TPU),
   else float32, which then runs once. So the defaults always measure float32 and add
   mixed_bfloat16 only where it can be the faster: on a CPU with AVX2 only, bfloat16 matmuls are
@@ -57,30 +45,26 @@ What runs:
 The script runs under any Keras backend: `benchmarks/gpu.sh` runs it with JAX on a GPU. Under
 TensorFlow the batches go through `tf.data` (cached, prefetched); under other backends through a
 Python generator. Results go to `--out` as JSON.
+
+The modules: this one holds the command line, the precision choice, the BLEU check, the report
+and `main`; train_throughput_models.py what every worker builds alike (config, batches, models,
+FLOP count); train_throughput_worker.py a worker; train_throughput_rounds.py the matmul peak and
+the parent's alternating rounds and their summary.
 """
 
 import argparse
-import itertools
-import json
 import os
 import sys
 import tempfile
-import time
-from pathlib import Path
 
 import common
 import keras
-import numpy as np
-from keras import ops
+from train_throughput_models import MODELS, SHARED, model_config, target_tokens_per_step, train_step_flops
+from train_throughput_rounds import compare, matmul_peak
+from train_throughput_worker import run_worker
 
-from keras_transformer.config import PRECISIONS, PRESETS, TrainConfig, preset
-from keras_transformer.data.special_tokens import END_ID, START_ID
-from keras_transformer.precision import choose_precision
-from keras_transformer.training import compile_transformer, dtype_policy
-
-MODELS = ("ours", "keras-hub")
-SHARED = "shared"  # not a model: the part of a step that both models compute alike
-FIRST_REGULAR_ID = END_ID + 1
+from keras_transformer.config import PRECISIONS, PRESETS, TrainConfig
+from keras_transformer.training.precision import choose_precision
 
 
 def parse_args(argv=None):
@@ -133,298 +117,13 @@ def parse_args(argv=None):
     return args
 
 
-def model_config(args):
-    """The `ModelConfig` of both models: `--preset` at vocabulary `--vocab` and length `--length`."""
-    return preset(
-        args.preset,
-        source_vocab_size=args.vocab,
-        target_vocab_size=args.vocab,
-        max_source_len=args.length,
-        max_target_len=args.length,
-    )
-
-
-def train_step_flops(config, batch, source_length, target_length, target_tokens=None, blocks=True):
-    """Model FLOPs of one training step on a padded batch.
-
-    That is 3x the forward matmul FLOPs (see the module docstring for the formula): the blocks
-    over the padded `[batch, length]`, the logits at `target_tokens` real target positions
-    (default: every position, `batch * target_length`); with `blocks=False`, the logits' only
-    (the shared part).
-    """
-    d, f, n, v = config.d_model, config.d_ff, config.num_blocks if blocks else 0, config.target_vocab_size
-    s, t = source_length, target_length
-    target_tokens = batch * t if target_tokens is None else target_tokens
-    encoder = n * (s * (8 * d * d + 4 * d * f) + 4 * s * s * d)
-    decoder = n * (t * (12 * d * d + 4 * d * f) + 4 * s * d * d + 4 * t * t * d + 4 * t * s * d)
-    logits = target_tokens * 2 * d * v
-    return 3 * (batch * (encoder + decoder) + logits)
-
-
-def round_target_tokens(args, batches):
-    """The real target tokens (labels that are not padding) of one round's `--steps` steps."""
-    return sum(int(np.count_nonzero(batches[i % len(batches)][1])) for i in range(args.steps))
-
-
-def target_tokens_per_step(args):
-    """The mean real target tokens of a step of a round (R of the FLOP formula)."""
-    return round_target_tokens(args, synthetic_batches(args)) / args.steps
-
-
-def synthetic_batches(args):
-    """The synthetic training batches, the same for every worker (seeded).
-
-    Each sentence has `L // 2 .. L` real tokens; the target input starts with `<s>` and the
-    output ends with `</s>`, as the pipeline makes them.
-
-    Returns:
-        `--batches` batches `((source_ids, target_in_ids), target_out_ids)`, int32 `[B, L]` each.
-    """
-    rng = np.random.default_rng(args.seed)
-    batch, length = args.batch_size, args.length
-    positions = np.arange(length)[None, :]
-    batches = []
-    for _ in range(args.batches):
-        source = rng.integers(FIRST_REGULAR_ID, args.vocab, size=(batch, length), dtype="int32")
-        source *= positions < rng.integers(length // 2, length + 1, size=(batch, 1))
-        words = rng.integers(FIRST_REGULAR_ID, args.vocab, size=(batch, length), dtype="int32")
-        target_length = rng.integers(length // 2, length + 1, size=(batch, 1))  # </s> included
-        target_out = np.where(positions < target_length - 1, words, 0)
-        target_out = np.where(positions == target_length - 1, END_ID, target_out).astype("int32")
-        target_in = np.where(positions < target_length, np.roll(words, 1, axis=1), 0)
-        target_in[:, 0] = START_ID
-        batches.append(((source, target_in.astype("int32")), target_out))
-    return batches
-
-
-def training_data(batches):
-    """A function giving each round's data: an endless stream of `batches`, from the first, in order.
-
-    Under TensorFlow it gives one cached, prefetching `tf.data` pipeline (each `fit` starts a
-    new iterator over it); under other backends a new generator.
-    """
-    if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        stacked = (
-            (np.stack([b[0][0] for b in batches]), np.stack([b[0][1] for b in batches])),
-            np.stack([b[1] for b in batches]),
-        )
-        dataset = tf.data.Dataset.from_tensor_slices(stacked).cache().repeat().prefetch(tf.data.AUTOTUNE)
-        return lambda: dataset
-    return lambda: (batch for batch in itertools.cycle(batches))  # Keras takes generators, not iterators
-
-
-def build_shared_part(config):
-    """The shared part: what a step of either model computes besides its blocks.
-
-    That is both embedding tables, the logits projection, and (compiled) the loss and Adam over
-    those weights. Our model's layers before and after its blocks: source `[B, S]` ids ->
-    `TokenEmbedding` -> `PositionalEncoding` -> dropout, whose mean over time is added to every
-    target position (so the table gets a gradient); target `[B, T]` ids -> the same -> float32
-    `Dense(V)` logits `[B, T, V]`.
-    """
-    from keras_transformer.layers import PositionalEncoding, TokenEmbedding
-
-    def embed(ids, vocab_size, side):
-        hidden = TokenEmbedding(vocab_size, config.d_model, name=f"{side}_embedding")(ids)  # (B, L, D)
-        hidden = PositionalEncoding(name=f"{side}_positions")(hidden)
-        return keras.layers.Dropout(config.dropout_rate, name=f"{side}_dropout")(hidden)
-
-    source_ids = keras.Input(shape=(None,), dtype="int32", name="source_ids")
-    target_in_ids = keras.Input(shape=(None,), dtype="int32", name="target_in_ids")
-    source = embed(source_ids, config.source_vocab_size, "source")
-    hidden = embed(target_in_ids, config.target_vocab_size, "target") + ops.mean(source, axis=1, keepdims=True)
-    logits = keras.layers.Dense(config.target_vocab_size, dtype="float32", name="logits")(hidden)  # (B, T, V)
-    return keras.Model([source_ids, target_in_ids], logits, name="shared_part")
-
-
-def build_model(name, config):
-    """The uncompiled model of worker `name`: ours, keras-hub's or the shared part."""
-    if name == SHARED:
-        return build_shared_part(config)
-    if name == "ours":
-        from keras_transformer.models import build_transformer
-
-        return build_transformer(config)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from peers import KerasHubTransformer
-
-    return KerasHubTransformer(config).model
-
-
-class _RoundClock(keras.callbacks.Callback):
-    """Wall-clock seconds of the training steps of one `fit` call.
-
-    The clock runs from its first batch's start to its last batch's end.
-    """
-
-    def on_train_batch_begin(self, batch, logs=None):
-        if batch == 0:
-            self.started = time.perf_counter()
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.ended = time.perf_counter()
-
-
-def run_worker(args):
-    """Build, compile, then train one round per `round` line on stdin, answering with a JSON line."""
-    name, precision = args.worker, args.worker_precision
-    keras.utils.set_random_seed(args.seed)
-    config = model_config(args)
-    train_config = TrainConfig(warmup_steps=400, jit_compile=args.jit)
-    with dtype_policy(precision):
-        model = compile_transformer(build_model(name, config), config, train_config)
-    batches = synthetic_batches(args)
-    round_data = training_data(batches)
-    tokens = round_target_tokens(args, batches)
-    clock = _RoundClock()
-    print(json.dumps({"ready": True, "parameters": int(model.count_params())}), flush=True)
-    for line in sys.stdin:
-        if line.strip() != "round":
-            break
-        history = model.fit(
-            round_data(), epochs=1, steps_per_epoch=args.steps, callbacks=[clock], shuffle=False, verbose=0
-        )
-        assert int(history.history["target_tokens"][-1]) == tokens, "the round did not train on its batches"
-        report = {
-            "seconds": clock.ended - clock.started,
-            "target_tokens": tokens,
-            "loss": float(history.history["loss"][-1]),
-            "peak_rss_mib": common.peak_rss_mib(),
-        }
-        print(json.dumps(report), flush=True)
-    return 0
-
-
-def matmul_peak(size, dtype, repeats=5, chain=4):
-    """Median FLOP/s of `size`^3 matmuls in `dtype` (after one warm-up), through `keras.ops`."""
-    rng = np.random.default_rng(0)
-    a = ops.cast(ops.convert_to_tensor(rng.standard_normal((size, size), dtype="float32")), dtype)
-    b = ops.cast(ops.convert_to_tensor(rng.standard_normal((size, size), dtype="float32") / size**0.5), dtype)
-
-    def run():
-        c = a
-        for _ in range(chain):
-            c = ops.matmul(c, b)
-        return float(ops.convert_to_numpy(ops.cast(c[0, 0], "float32")))  # waits for the result
-
-    run()
-    rates = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        rates.append(chain * 2 * size**3 / (time.perf_counter() - start))
-    return float(np.median(rates))
-
-
-def start_worker(args, name, precision):
-    """A `--worker` subprocess of this script for one model and precision, built and ready.
-
-    Returns:
-        `(worker, parameters)`: the `common.JsonLinesWorker` (one round per `request("round")`)
-        and the model's parameter count.
-    """
-    command = common.worker_command(__file__, args.argv, "--worker", name, "--worker-precision", precision)
-    worker = common.JsonLinesWorker(command, name)
-    return worker, worker.answer()["parameters"]
-
-
-def alternate_rounds(args, precision):
-    """Train the workers of one precision a round at a time, in ABBA order.
-
-    Returns:
-        `(parameters, rounds)`: `{name: parameter count}` and `{name: [round report, ...]}`,
-        the counted rounds only (the warm-up rounds are printed, not kept).
-    """
-    workers, parameters = [], {}
-    try:
-        for name in args.models:
-            worker, parameters[name] = start_worker(args, name, precision)
-            workers.append(worker)
-        rounds = {worker.name: [] for worker in workers}
-        for index in range(args.warmup_rounds + args.rounds):
-            warmup = index < args.warmup_rounds
-            for worker in workers if index % 2 == 0 else workers[::-1]:
-                report = worker.request("round")
-                if not warmup:
-                    rounds[worker.name].append(report)
-                print(
-                    f"  {precision} round {index + 1}{' (warm-up)' if warmup else ''} "
-                    f"{worker.name:<9} {report['target_tokens'] / report['seconds']:>8,.0f} target tokens/s, "
-                    f"loss {report['loss']:.3f}",
-                    flush=True,
-                )
-    finally:
-        for worker in workers:
-            worker.close()
-    return parameters, rounds
-
-
-def summarise_rounds(args, reports, parameters, flops, peak):
-    """One worker's results from its counted rounds: medians, MFU, peak memory, last loss."""
-    per_second = np.array([r["target_tokens"] / r["seconds"] for r in reports])
-    step_seconds = np.median([r["seconds"] / args.steps for r in reports])
-    return {
-        "parameters": parameters,
-        "target_tokens_per_second_median": float(np.median(per_second)),
-        "target_tokens_per_second_rounds": per_second.round(1).tolist(),
-        "step_ms_median": float(1000 * step_seconds),
-        "model_tflops_per_second": flops / step_seconds / 1e12,
-        "mfu_fp32_peak": flops / step_seconds / peak["float32"],
-        "peak_rss_mib": max(r["peak_rss_mib"] for r in reports),
-        "final_loss": reports[-1]["loss"],
-    }
-
-
-def compare(args, precision, flops_per_step, peak):
-    """Alternate the workers of one precision and summarise their rounds.
-
-    Returns:
-        `{name: results}` of each worker, with both models `"ours_over_keras_hub"` (the ratio
-        of the median tokens/s) and, with the shared part's worker too, `"split"`.
-    """
-    parameters, rounds = alternate_rounds(args, precision)
-    shared_flops = train_step_flops(
-        model_config(args), args.batch_size, args.length, args.length, target_tokens_per_step(args), blocks=False
-    )
-    results = {}
-    for name, reports in rounds.items():
-        flops = shared_flops if name == SHARED else flops_per_step  # the shared part: the logits' FLOPs only
-        results[name] = summarise_rounds(args, reports, parameters[name], flops, peak)
-    if all(name in results for name in MODELS):
-        results["ours_over_keras_hub"] = common.ours_over_keras_hub(results, "target_tokens_per_second_median")
-        if SHARED in results:
-            results["split"] = step_split(results)
-    return results
-
-
-def step_split(results, target=1.2):
-    """Split a step into the shared part and each model's blocks.
-
-    Returns:
-        The milliseconds of a step in the shared part and in each model's blocks (its step minus
-        the shared part's), and the block time ours would need for `target` times keras-hub's
-        speed.
-    """
-    shared, ours, hub = (results[name]["step_ms_median"] for name in (SHARED, *MODELS))
-    return {
-        "shared_ms": shared,
-        "shared_fraction_of_keras_hub_step": shared / hub,
-        "ours_blocks_ms": ours - shared,
-        "keras_hub_blocks_ms": hub - shared,
-        "target_ratio": target,
-        "ours_blocks_ms_needed_for_target": hub / target - shared,
-    }
-
-
 def choose_policies(args, cpu, accelerators=None):
     """The dtype policies to run: each `--precision` resolved (`choose_precision`), once each.
 
     Args:
         args: the parsed flags.
         cpu: a `common.cpu_info()` result.
-        accelerators: `keras_transformer.precision.visible_accelerators()`; asked when `None`.
+        accelerators: `keras_transformer.training.precision.visible_accelerators()`; asked when `None`.
 
     Returns:
         `(policies, choices)`: the distinct policies in the order of the flags, and the

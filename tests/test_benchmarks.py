@@ -14,12 +14,16 @@ import tempfile
 import types
 
 import attention_scores  # noqa: E402
+import attention_scores_scaling as scaling  # noqa: E402
+import attention_scores_scores  # noqa: E402
 import common  # noqa: E402
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 import train_throughput  # noqa: E402
+import train_throughput_models as throughput_models  # noqa: E402
+import train_throughput_rounds as throughput_rounds  # noqa: E402
 from conftest import run_main
 
 from keras_transformer.config import preset
@@ -40,12 +44,14 @@ def test_flop_formula_counts_every_matmul_weight_of_the_model(name):
         int(np.prod(w.shape)) for w in model.weights if w.path.endswith("kernel") and len(w.shape) >= 2
     )
     attention = 3 * config.num_blocks * (4 * config.d_model + 8 * config.d_model)  # 4SD enc, 4TD + 4TSD dec
-    assert train_throughput.train_step_flops(config, 1, 1, 1) == 6 * matmul_weights + attention
+    assert throughput_models.train_step_flops(config, 1, 1, 1) == 6 * matmul_weights + attention
     # Batch-linear, and quadratic in length only through attention.
-    assert train_throughput.train_step_flops(config, 3, 1, 1) == 3 * train_throughput.train_step_flops(config, 1, 1, 1)
+    assert throughput_models.train_step_flops(config, 3, 1, 1) == 3 * throughput_models.train_step_flops(
+        config, 1, 1, 1
+    )
     # The logits are counted at the real target positions only: none, none of their weights' FLOPs.
     logits_weights = config.d_model * config.target_vocab_size
-    no_targets = train_throughput.train_step_flops(config, 1, 1, 1, target_tokens=0)
+    no_targets = throughput_models.train_step_flops(config, 1, 1, 1, target_tokens=0)
     assert no_targets == 6 * (matmul_weights - logits_weights) + attention
 
 
@@ -57,15 +63,15 @@ def test_shared_part_holds_every_weight_of_our_model_outside_its_blocks():
     """
     config = preset("tiny", source_vocab_size=50, target_vocab_size=40, max_source_len=8, max_target_len=8)
     outside_blocks = {(w.path, tuple(w.shape)) for w in build_transformer(config).weights if "_block_" not in w.path}
-    shared = train_throughput.build_shared_part(config)
+    shared = throughput_models.build_shared_part(config)
     assert {(w.path, tuple(w.shape)) for w in shared.weights} == outside_blocks
     logits_weights = config.d_model * config.target_vocab_size
-    assert train_throughput.train_step_flops(config, 1, 1, 1, blocks=False) == 6 * logits_weights
+    assert throughput_models.train_step_flops(config, 1, 1, 1, blocks=False) == 6 * logits_weights
 
 
 def test_step_split_finds_the_block_time_a_target_ratio_needs():
     results = {name: {"step_ms_median": ms} for name, ms in (("shared", 100.0), ("ours", 190.0), ("keras-hub", 200.0))}
-    split = train_throughput.step_split(results, target=1.25)
+    split = throughput_rounds.step_split(results, target=1.25)
     assert split["ours_blocks_ms"] == 90.0 and split["keras_hub_blocks_ms"] == 100.0
     assert split["shared_fraction_of_keras_hub_step"] == 0.5
     assert split["ours_blocks_ms_needed_for_target"] == 60.0  # 100 + 60 = 200 / 1.25
@@ -73,7 +79,7 @@ def test_step_split_finds_the_block_time_a_target_ratio_needs():
 
 def test_synthetic_batches_look_like_the_pipelines_and_are_the_same_for_every_worker():
     args = train_throughput.parse_args(["--batches", "3", "--batch-size", "5", "--length", "8", "--vocab", "30"])
-    first, second = train_throughput.synthetic_batches(args), train_throughput.synthetic_batches(args)
+    first, second = throughput_models.synthetic_batches(args), throughput_models.synthetic_batches(args)
     for ((source, target_in), target_out), ((source2, target_in2), target_out2) in zip(first, second):
         np.testing.assert_array_equal(source, source2)
         np.testing.assert_array_equal(target_out, target_out2)
@@ -499,7 +505,7 @@ def test_decode_json_records_the_cpu_beside_the_versions():
 
 def test_scaling_flop_formulas_count_every_matmul_weight_and_attentions_n_squared():
     args = attention_scores.parse_args(["scaling", "--width", "8", "--heads", "2", "--kernel-size", "3"])
-    layers = attention_scores.build_layers(args)
+    layers = scaling.build_layers(args)
     kernels = {
         name: sum(int(np.prod(w.shape)) for w in layer.trainable_weights if w.path.endswith("kernel"))
         for name, (layer, _) in layers.items()
@@ -507,35 +513,32 @@ def test_scaling_flop_formulas_count_every_matmul_weight_and_attentions_n_square
     d, k = 8, 3
     assert kernels == {"self_attention": 4 * d * d, "gru": 6 * d * d, "conv": k * d * d}
     # One token: 2 FLOPs per matmul weight, plus attention's scores and weighted sum (4 n^2 d).
-    for name in attention_scores.MODELS:
+    for name in scaling.MODELS:
         extra = 4 * d if name == "self_attention" else 0
-        assert attention_scores.forward_flops(name, 1, d, k) == 2 * kernels[name] + extra
-        assert attention_scores.train_step_flops(name, 5, d, 3, k) == 9 * attention_scores.forward_flops(name, 5, d, k)
+        assert scaling.forward_flops(name, 1, d, k) == 2 * kernels[name] + extra
+        assert scaling.train_step_flops(name, 5, d, 3, k) == 9 * scaling.forward_flops(name, 5, d, k)
     # Doubling n: 4x for attention once n >> d, 2x for the GRU and the convolution.
     n = 2**16
-    ratio = {
-        name: attention_scores.forward_flops(name, 2 * n, d) / attention_scores.forward_flops(name, n, d)
-        for name in kernels
-    }
+    ratio = {name: scaling.forward_flops(name, 2 * n, d) / scaling.forward_flops(name, n, d) for name in kernels}
     assert ratio["self_attention"] == pytest.approx(4, rel=1e-3) and ratio["gru"] == ratio["conv"] == 2
-    assert attention_scores.forward_flops("self_attention", 2 * d, d) == 2 * 8 * (2 * d) * d * d  # n = 2d: halves equal
+    assert scaling.forward_flops("self_attention", 2 * d, d) == 2 * 8 * (2 * d) * d * d  # n = 2d: halves equal
     with pytest.raises(ValueError, match="must be one of"):
-        attention_scores.forward_flops("lstm", 4, d)
+        scaling.forward_flops("lstm", 4, d)
 
 
 def test_scaling_slope_fit_recovers_power_laws_over_the_lengths_above_the_width():
     lengths = [16, 32, 64, 128, 256, 512, 1024]
-    assert attention_scores.fit_slope(lengths, [3.0 * n**2 for n in lengths]) == pytest.approx(2)
-    assert attention_scores.fit_slope(lengths, [0.5 * n for n in lengths]) == pytest.approx(1)
-    assert attention_scores.fit_slope([10, 20, 40], [1.0, 1.0, 1.0]) == pytest.approx(0, abs=1e-12)
+    assert scaling.fit_slope(lengths, [3.0 * n**2 for n in lengths]) == pytest.approx(2)
+    assert scaling.fit_slope(lengths, [0.5 * n for n in lengths]) == pytest.approx(1)
+    assert scaling.fit_slope([10, 20, 40], [1.0, 1.0, 1.0]) == pytest.approx(0, abs=1e-12)
     with pytest.raises(ValueError, match="two or more distinct lengths"):
-        attention_scores.fit_slope([16, 16], [1.0, 2.0])
-    assert attention_scores.fit_lengths(lengths, 128) == [256, 512, 1024]  # n > d
-    assert attention_scores.fit_lengths(lengths, 128, fit_from=128) == [128, 256, 512, 1024]
-    assert attention_scores.fit_lengths([16, 32], 128) == [16, 32]  # too few above d: the two largest
-    # The FLOP formula's own slope over 256..1024 at d = 128 (the module docstring's "about 1.7").
-    flops = [attention_scores.forward_flops("self_attention", n, 128) for n in (256, 512, 1024)]
-    assert 1.6 < attention_scores.fit_slope([256, 512, 1024], flops) < 1.75
+        scaling.fit_slope([16, 16], [1.0, 2.0])
+    assert scaling.fit_lengths(lengths, 128) == [256, 512, 1024]  # n > d
+    assert scaling.fit_lengths(lengths, 128, fit_from=128) == [128, 256, 512, 1024]
+    assert scaling.fit_lengths([16, 32], 128) == [16, 32]  # too few above d: the two largest
+    # The FLOP formula's own slope over 256..1024 at d = 128 (attention_scores_scaling.py's docstring: "about 1.7").
+    flops = [scaling.forward_flops("self_attention", n, 128) for n in (256, 512, 1024)]
+    assert 1.6 < scaling.fit_slope([256, 512, 1024], flops) < 1.75
 
 
 def test_scaling_flags_are_checked_and_every_flag_has_help(capsys):
@@ -601,7 +604,7 @@ def test_scores_flags_are_checked_and_the_runs_rotate_the_scores_from_seed_to_se
         with pytest.raises(SystemExit):
             attention_scores.parse_args(argv)
         assert message in capsys.readouterr().err
-    assert attention_scores.run_orders(["a", "b", "c"], [0, 1, 2, 3]) == [
+    assert attention_scores_scores.run_orders(["a", "b", "c"], [0, 1, 2, 3]) == [
         (0, "a"), (0, "b"), (0, "c"), (1, "b"), (1, "c"), (1, "a"),
         (2, "c"), (2, "a"), (2, "b"), (3, "a"), (3, "b"), (3, "c"),
     ]  # fmt: skip

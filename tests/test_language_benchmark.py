@@ -15,11 +15,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 import common  # noqa: E402
 import language_models  # noqa: E402
+import language_models_build  # noqa: E402
+import language_models_workload as workload  # noqa: E402
 
 TINY = ["--preset", "tiny", "--vocab", "50", "--batch-size", "3", "--length", "8", "--batches", "2"]
 
 
-@pytest.mark.parametrize("kind", language_models.KINDS)
+@pytest.mark.parametrize("kind", workload.KINDS)
 def test_flop_formula_counts_every_matmul_weight_of_both_libraries_models(kind):
     """6 FLOPs per matmul weight and token, plus attention; the same for ours and keras-hub's.
 
@@ -27,47 +29,47 @@ def test_flop_formula_counts_every_matmul_weight_of_both_libraries_models(kind):
     (forward 2, backward 4) per matmul weight: every kernel of the built model (BERT's unused,
     frozen pooler excepted) and the tied `[V, D]` table that computes the logits.
     """
-    config = language_models.model_config(language_models.parse_args(TINY), kind)
+    config = workload.model_config(language_models.parse_args(TINY), kind)
     attention = 3 * config.num_blocks * 4 * config.d_model
-    for name in language_models.MODELS:
-        model, _ = language_models.build_model(name, config)
+    for name in workload.MODELS:
+        model, _ = language_models_build.build_model(name, config)
         kernels = sum(
             int(np.prod(w.shape))
             for w in model.weights
             if w.path.endswith("kernel") and len(w.shape) >= 2 and "pooled_dense" not in w.path
         )
         tied_logits = config.vocab_size * config.d_model
-        assert language_models.train_step_flops(config, 1, 1) == 6 * (kernels + tied_logits) + attention, name
-    one = language_models.train_step_flops(config, 1, 1)
-    assert language_models.train_step_flops(config, 3, 1) == 3 * one  # linear in the batch
+        assert workload.train_step_flops(config, 1, 1) == 6 * (kernels + tied_logits) + attention, name
+    one = workload.train_step_flops(config, 1, 1)
+    assert workload.train_step_flops(config, 3, 1) == 3 * one  # linear in the batch
     # Quadratic in length only through attention: 3 x 4 T^2 D per block.
-    assert language_models.train_step_flops(config, 1, 2) - 2 * one == 3 * config.num_blocks * 4 * 2 * config.d_model
+    assert workload.train_step_flops(config, 1, 2) - 2 * one == 3 * config.num_blocks * 4 * 2 * config.d_model
 
 
 def test_round_tokens_count_real_inputs_and_predicted_labels_cycling_the_batches():
     first = (np.array([[5, 6, 0], [7, 0, 0]]), np.array([[0, 6, 0], [0, 0, 0]]))  # 3 real, 1 predicted
     second = (np.array([[5, 6, 7], [7, 8, 9]]), np.array([[5, 6, 7], [7, 8, 9]]))  # 6 real, 6 predicted
-    assert language_models.round_tokens([first, second], 1) == (3, 1)
-    assert language_models.round_tokens([first, second], 3) == (3 + 6 + 3, 1 + 6 + 1)
+    assert workload.round_tokens([first, second], 1) == (3, 1)
+    assert workload.round_tokens([first, second], 3) == (3 + 6 + 3, 1 + 6 + 1)
 
 
 def test_batches_are_the_same_in_every_process_and_look_as_described():
     args = language_models.parse_args(TINY)
-    decoder = language_models.decoder_batches(args)
-    assert language_models.checksum(decoder) == language_models.checksum(language_models.decoder_batches(args))
+    decoder = workload.decoder_batches(args)
+    assert workload.checksum(decoder) == workload.checksum(workload.decoder_batches(args))
     for inputs, labels in decoder:
         assert inputs.shape == labels.shape == (3, 8) and inputs.dtype == labels.dtype == np.int32
         np.testing.assert_array_equal(inputs[:, 1:], labels[:, :-1])  # packed windows, shifted by one
-        assert inputs.min() >= language_models.FIRST_PIECE_ID and inputs.max() < 50  # no padding, no reserved id
-    encoder = language_models.encoder_batches(args)
-    assert language_models.checksum(encoder) == language_models.checksum(language_models.encoder_batches(args))
-    assert language_models.checksum(encoder) != language_models.checksum(decoder)
+        assert inputs.min() >= workload.FIRST_PIECE_ID and inputs.max() < 50  # no padding, no reserved id
+    encoder = workload.encoder_batches(args)
+    assert workload.checksum(encoder) == workload.checksum(workload.encoder_batches(args))
+    assert workload.checksum(encoder) != workload.checksum(decoder)
     for inputs, labels in encoder:
         assert inputs.shape == labels.shape == (3, 8)
         lengths = np.count_nonzero(inputs, axis=1)
         assert np.all((lengths >= 4) & (lengths <= 8)) and np.all(inputs[:, 0] == 2)  # <s> first
         assert np.all(labels[inputs == 0] == 0)  # padding is never predicted
-        assert np.all(labels[labels > 0] >= language_models.FIRST_PIECE_ID)  # only pieces are
+        assert np.all(labels[labels > 0] >= workload.FIRST_PIECE_ID)  # only pieces are
 
 
 def test_flags_are_checked_and_every_flag_has_help(capsys):

@@ -1,0 +1,140 @@
+"""The parent side of train_throughput.py: the matmul peak, and the workers' alternating rounds.
+
+`matmul_peak` measures the machine's matmul rate, in the parent, alone, before any worker starts.
+`compare` runs one precision: it starts a `--worker` process of the script per model of
+`--models` (`start_worker`), has them train a round each in turn, the order alternating every
+round (ABBA: `alternate_rounds`), and summarises each one's counted rounds (`summarise_rounds`:
+median target tokens/s, step time, model TFLOP/s, MFU, peak memory), the ratio ours / keras-hub
+and, with the shared part's worker, the split of a step (`step_split`).
+"""
+
+import time
+from pathlib import Path
+
+import common
+import numpy as np
+from keras import ops
+from train_throughput_models import MODELS, SHARED, model_config, target_tokens_per_step, train_step_flops
+
+SCRIPT = Path(__file__).with_name("train_throughput.py")  # what the workers run, with --worker NAME
+
+
+def matmul_peak(size, dtype, repeats=5, chain=4):
+    """Median FLOP/s of `size`^3 matmuls in `dtype` (after one warm-up), through `keras.ops`."""
+    rng = np.random.default_rng(0)
+    a = ops.cast(ops.convert_to_tensor(rng.standard_normal((size, size), dtype="float32")), dtype)
+    b = ops.cast(ops.convert_to_tensor(rng.standard_normal((size, size), dtype="float32") / size**0.5), dtype)
+
+    def run():
+        c = a
+        for _ in range(chain):
+            c = ops.matmul(c, b)
+        return float(ops.convert_to_numpy(ops.cast(c[0, 0], "float32")))  # waits for the result
+
+    run()
+    rates = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        rates.append(chain * 2 * size**3 / (time.perf_counter() - start))
+    return float(np.median(rates))
+
+
+def start_worker(args, name, precision):
+    """A `--worker` subprocess of this script for one model and precision, built and ready.
+
+    Returns:
+        `(worker, parameters)`: the `common.JsonLinesWorker` (one round per `request("round")`)
+        and the model's parameter count.
+    """
+    command = common.worker_command(SCRIPT, args.argv, "--worker", name, "--worker-precision", precision)
+    worker = common.JsonLinesWorker(command, name)
+    return worker, worker.answer()["parameters"]
+
+
+def alternate_rounds(args, precision):
+    """Train the workers of one precision a round at a time, in ABBA order.
+
+    Returns:
+        `(parameters, rounds)`: `{name: parameter count}` and `{name: [round report, ...]}`,
+        the counted rounds only (the warm-up rounds are printed, not kept).
+    """
+    workers, parameters = [], {}
+    try:
+        for name in args.models:
+            worker, parameters[name] = start_worker(args, name, precision)
+            workers.append(worker)
+        rounds = {worker.name: [] for worker in workers}
+        for index in range(args.warmup_rounds + args.rounds):
+            warmup = index < args.warmup_rounds
+            for worker in workers if index % 2 == 0 else workers[::-1]:
+                report = worker.request("round")
+                if not warmup:
+                    rounds[worker.name].append(report)
+                print(
+                    f"  {precision} round {index + 1}{' (warm-up)' if warmup else ''} "
+                    f"{worker.name:<9} {report['target_tokens'] / report['seconds']:>8,.0f} target tokens/s, "
+                    f"loss {report['loss']:.3f}",
+                    flush=True,
+                )
+    finally:
+        for worker in workers:
+            worker.close()
+    return parameters, rounds
+
+
+def summarise_rounds(args, reports, parameters, flops, peak):
+    """One worker's results from its counted rounds: medians, MFU, peak memory, last loss."""
+    per_second = np.array([r["target_tokens"] / r["seconds"] for r in reports])
+    step_seconds = np.median([r["seconds"] / args.steps for r in reports])
+    return {
+        "parameters": parameters,
+        "target_tokens_per_second_median": float(np.median(per_second)),
+        "target_tokens_per_second_rounds": per_second.round(1).tolist(),
+        "step_ms_median": float(1000 * step_seconds),
+        "model_tflops_per_second": flops / step_seconds / 1e12,
+        "mfu_fp32_peak": flops / step_seconds / peak["float32"],
+        "peak_rss_mib": max(r["peak_rss_mib"] for r in reports),
+        "final_loss": reports[-1]["loss"],
+    }
+
+
+def compare(args, precision, flops_per_step, peak):
+    """Alternate the workers of one precision and summarise their rounds.
+
+    Returns:
+        `{name: results}` of each worker, with both models `"ours_over_keras_hub"` (the ratio
+        of the median tokens/s) and, with the shared part's worker too, `"split"`.
+    """
+    parameters, rounds = alternate_rounds(args, precision)
+    shared_flops = train_step_flops(
+        model_config(args), args.batch_size, args.length, args.length, target_tokens_per_step(args), blocks=False
+    )
+    results = {}
+    for name, reports in rounds.items():
+        flops = shared_flops if name == SHARED else flops_per_step  # the shared part: the logits' FLOPs only
+        results[name] = summarise_rounds(args, reports, parameters[name], flops, peak)
+    if all(name in results for name in MODELS):
+        results["ours_over_keras_hub"] = common.ours_over_keras_hub(results, "target_tokens_per_second_median")
+        if SHARED in results:
+            results["split"] = step_split(results)
+    return results
+
+
+def step_split(results, target=1.2):
+    """Split a step into the shared part and each model's blocks.
+
+    Returns:
+        The milliseconds of a step in the shared part and in each model's blocks (its step minus
+        the shared part's), and the block time ours would need for `target` times keras-hub's
+        speed.
+    """
+    shared, ours, hub = (results[name]["step_ms_median"] for name in (SHARED, *MODELS))
+    return {
+        "shared_ms": shared,
+        "shared_fraction_of_keras_hub_step": shared / hub,
+        "ours_blocks_ms": ours - shared,
+        "keras_hub_blocks_ms": hub - shared,
+        "target_ratio": target,
+        "ours_blocks_ms_needed_for_target": hub / target - shared,
+    }

@@ -1,0 +1,88 @@
+"""A worker process of train_throughput.py: one model, trained one round per order.
+
+The script runs itself with `--worker NAME --worker-precision POLICY`, one process per model of
+`--models` and per precision. The worker builds and compiles its model under that dtype policy
+(`compile_transformer`: the same loss, metrics, Adam and Noam schedule for every model), makes the
+batches, answers one ready line with its parameter count, then trains one round, `model.fit` for
+`--steps` steps, per `round` line on stdin and answers each with one JSON line: the round's
+wall-clock seconds, target tokens, loss and peak memory. Any other line, or the end of stdin,
+ends it.
+
+Under TensorFlow the batches go through `tf.data` (cached, prefetched); under other backends
+through a Python generator (`training_data`).
+"""
+
+import itertools
+import json
+import sys
+import time
+
+import common
+import keras
+import numpy as np
+from train_throughput_models import build_model, model_config, round_target_tokens, synthetic_batches
+
+from keras_transformer.config import TrainConfig
+from keras_transformer.training import compile_transformer, dtype_policy
+
+
+def training_data(batches):
+    """A function giving each round's data: an endless stream of `batches`, from the first, in order.
+
+    Under TensorFlow it gives one cached, prefetching `tf.data` pipeline (each `fit` starts a
+    new iterator over it); under other backends a new generator.
+    """
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        stacked = (
+            (np.stack([b[0][0] for b in batches]), np.stack([b[0][1] for b in batches])),
+            np.stack([b[1] for b in batches]),
+        )
+        dataset = tf.data.Dataset.from_tensor_slices(stacked).cache().repeat().prefetch(tf.data.AUTOTUNE)
+        return lambda: dataset
+    return lambda: (batch for batch in itertools.cycle(batches))  # Keras takes generators, not iterators
+
+
+class _RoundClock(keras.callbacks.Callback):
+    """Wall-clock seconds of the training steps of one `fit` call.
+
+    The clock runs from its first batch's start to its last batch's end.
+    """
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if batch == 0:
+            self.started = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.ended = time.perf_counter()
+
+
+def run_worker(args):
+    """Build, compile, then train one round per `round` line on stdin, answering with a JSON line."""
+    name, precision = args.worker, args.worker_precision
+    keras.utils.set_random_seed(args.seed)
+    config = model_config(args)
+    train_config = TrainConfig(warmup_steps=400, jit_compile=args.jit)
+    with dtype_policy(precision):
+        model = compile_transformer(build_model(name, config), config, train_config)
+    batches = synthetic_batches(args)
+    round_data = training_data(batches)
+    tokens = round_target_tokens(args, batches)
+    clock = _RoundClock()
+    print(json.dumps({"ready": True, "parameters": int(model.count_params())}), flush=True)
+    for line in sys.stdin:
+        if line.strip() != "round":
+            break
+        history = model.fit(
+            round_data(), epochs=1, steps_per_epoch=args.steps, callbacks=[clock], shuffle=False, verbose=0
+        )
+        assert int(history.history["target_tokens"][-1]) == tokens, "the round did not train on its batches"
+        report = {
+            "seconds": clock.ended - clock.started,
+            "target_tokens": tokens,
+            "loss": float(history.history["loss"][-1]),
+            "peak_rss_mib": common.peak_rss_mib(),
+        }
+        print(json.dumps(report), flush=True)
+    return 0
