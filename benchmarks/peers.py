@@ -85,10 +85,35 @@ class KerasHubTransformer:
         source_ids = ops.cast(source_ids, "int32")
         batch, source_length = ops.shape(source_ids)[0], ops.shape(source_ids)[1]
         memory, source_mask = self.encode(source_ids)  # (B, S, D), (B, S)
-
-        # Seed: the blocks on <s> at position 0 fill every cross-attention cache (update index 0).
-        # No logits: only the caches are kept (the sampler's first step redoes position 0).
         start = ops.full((batch, 1), START_ID, dtype="int32")
+        self_caches, cross_caches = self._seed_caches(start, memory, source_mask, batch, max_length, source_length)
+
+        if num_beams > 1:  # the sampler's rows are sentence-major, (B * beams, ...)
+            memory, source_mask = (ops.repeat(t, num_beams, axis=0) for t in (memory, source_mask))
+            cross_caches = [ops.repeat(cache, num_beams, axis=0) for cache in cross_caches]
+        next_logits = self._cached_step(memory, source_mask, cross_caches, batch * num_beams)
+
+        # prompt[:, 0] is <s> (kept: mask True); the sampler writes columns 1 .. L.
+        prompt = ops.pad(start, ((0, 0), (0, max_length)))  # (B, L + 1)
+        prompt_mask = ops.not_equal(prompt, PAD_ID)  # (B, L + 1): True at <s> only
+        sampler = keras_hub.samplers.BeamSampler(num_beams) if num_beams > 1 else keras_hub.samplers.GreedySampler()
+        prompt = sampler(
+            next=next_logits,
+            prompt=prompt,
+            cache=tuple(self_caches),
+            index=1,
+            mask=prompt_mask,
+            stop_token_ids=None if end_id is None else (end_id,),
+        )
+        return ops.cast(prompt[:, 1:], "int32")
+
+    def _seed_caches(self, start, memory, source_mask, batch, max_length, source_length):
+        """The decoder blocks on `<s>` at position 0: `(self_caches, cross_caches)`, one per block.
+
+        Every cross-attention cache is filled here (update index 0), once; the self-attention
+        caches hold position 0 in rows of `max_length`. No logits: only the caches are kept (the
+        sampler's first step redoes position 0).
+        """
         hidden = self.target_embedding(start, start_index=0)  # (B, 1, D)
         self_caches, cross_caches = [], []
         for block in self.decoder_blocks:
@@ -104,11 +129,15 @@ class KerasHubTransformer:
             )
             self_caches.append(self_cache)
             cross_caches.append(cross_cache)
+        return self_caches, cross_caches
 
-        if num_beams > 1:  # the sampler's rows are sentence-major, (B * beams, ...)
-            memory, source_mask = (ops.repeat(t, num_beams, axis=0) for t in (memory, source_mask))
-            cross_caches = [ops.repeat(cache, num_beams, axis=0) for cache in cross_caches]
-        rows = batch * num_beams
+    def _cached_step(self, memory, source_mask, cross_caches, rows):
+        """The sampler's `next`: `(prompt, caches, index) -> (logits [R, V], hidden [R, D], caches)`.
+
+        One token per step, at `index - 1`, through every block with its self-attention cache
+        updated there and its cross-attention cache read as it is. `rows` is R, the batch times
+        the beams; `memory`, `source_mask` and `cross_caches` are already repeated per beam.
+        """
 
         def next_logits(prompt, caches, index):
             position = index - 1  # the step feeds the token at `position` and predicts the next one
@@ -130,19 +159,7 @@ class KerasHubTransformer:
             logits = self.output_projection(hidden)[:, 0, :]  # (B, V)
             return logits, hidden[:, 0, :], tuple(new_caches)
 
-        # prompt[:, 0] is <s> (kept: mask True); the sampler writes columns 1 .. L.
-        prompt = ops.pad(start, ((0, 0), (0, max_length)))  # (B, L + 1)
-        prompt_mask = ops.not_equal(prompt, PAD_ID)  # (B, L + 1): True at <s> only
-        sampler = keras_hub.samplers.BeamSampler(num_beams) if num_beams > 1 else keras_hub.samplers.GreedySampler()
-        prompt = sampler(
-            next=next_logits,
-            prompt=prompt,
-            cache=tuple(self_caches),
-            index=1,
-            mask=prompt_mask,
-            stop_token_ids=None if end_id is None else (end_id,),
-        )
-        return ops.cast(prompt[:, 1:], "int32")
+        return next_logits
 
     def _zero_cache(self, batch, length):
         return ops.zeros((batch, 2, length, self.num_heads, self.head_width), dtype=self.model.compute_dtype)

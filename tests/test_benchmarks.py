@@ -242,6 +242,7 @@ def multi30k_folder(folder):
 
 def test_multi30k_report_prints_the_cpu_ratios_and_bleu_differences(tmp_path, capsys):
     import multi30k
+    import multi30k_report
 
     multi30k_folder(tmp_path)
     args = multi30k.parse_args(["--data", str(tmp_path), "--minutes", "0.5", "--curve-sentences", "20"])
@@ -249,7 +250,7 @@ def test_multi30k_report_prints_the_cpu_ratios_and_bleu_differences(tmp_path, ca
         "ours": fake_multi30k_result("ours", 31_912, 30, 12.5),
         "keras-hub": fake_multi30k_result("keras-hub", 34_472, 20, 10.25),
     }
-    multi30k.print_report(args, results, common.parse_cpuinfo(X86_CPUINFO))
+    multi30k_report.print_report(args, results, common.parse_cpuinfo(X86_CPUINFO))
     lines = capsys.readouterr().out.splitlines()
     assert lines[2] == common.cpu_line(common.parse_cpuinfo(X86_CPUINFO))
     assert f"{'parameters':<34}{'31,912':>18}{'34,472':>18}{'0.93x':>18}" in lines
@@ -258,7 +259,7 @@ def test_multi30k_report_prints_the_cpu_ratios_and_bleu_differences(tmp_path, ca
     reached = "ours reached keras-hub's curve BLEU at 0.5 min (10.25) at 0.5 min (100% of the time;"
     assert lines[-2] == f"{reached} linear between curve points)"
     assert lines[-1] == "same batches (first 20 fingerprinted): yes"
-    assert multi30k.comparison(results) == {
+    assert multi30k_report.comparison(results) == {
         "ours_minutes_to_keras_hub_final_curve_bleu": 0.5,
         "keras_hub_curve_minutes": 0.5,
         "test_bleu_ours_minus_keras_hub": 2.25,
@@ -270,13 +271,13 @@ def test_multi30k_report_prints_the_cpu_ratios_and_bleu_differences(tmp_path, ca
 
 
 def test_multi30k_finds_when_a_curve_first_reaches_a_score():
-    import multi30k
+    import multi30k_report
 
     curve = [{"minutes": m, "bleu": b} for m, b in ((5, 10.0), (10, 20.0), (15, 18.0), (20, 30.0))]
-    assert multi30k.minutes_to_reach(curve, 15.0) == 7.5  # halfway from 10 to 20 BLEU, 5 to 10 minutes
-    assert multi30k.minutes_to_reach(curve, 24.0) == 17.5  # from the dip at 15 minutes (18 BLEU)
-    assert multi30k.minutes_to_reach(curve, 5.0) == 5  # already at the first point
-    assert multi30k.minutes_to_reach(curve, 30.5) is None
+    assert multi30k_report.minutes_to_reach(curve, 15.0) == 7.5  # halfway from 10 to 20 BLEU, 5 to 10 minutes
+    assert multi30k_report.minutes_to_reach(curve, 24.0) == 17.5  # from the dip at 15 minutes (18 BLEU)
+    assert multi30k_report.minutes_to_reach(curve, 5.0) == 5  # already at the first point
+    assert multi30k_report.minutes_to_reach(curve, 30.5) is None
 
 
 @pytest.mark.parametrize(
@@ -301,11 +302,13 @@ def test_multi30k_trains_ours_by_the_best_recipe_unless_told_otherwise(tmp_path,
 
 def test_multi30k_ema_ramp_reaches_our_optimizer_and_refuses_a_ramp_below_1(tmp_path, capsys):
     import multi30k
+    import multi30k_models
+    import multi30k_report
 
     flags = ["--data", str(multi30k_folder(tmp_path)), "--minutes", "30"]
     args = multi30k.parse_args([*flags, "--ema-ramp", "5"])
-    assert multi30k.worker_train_config(args, "ours").ema_ramp == 5.0
-    assert "weight averaging 0.9999 (ramp 5)" in multi30k.report_header(
+    assert multi30k_models.worker_train_config(args, "ours").ema_ramp == 5.0
+    assert "weight averaging 0.9999 (ramp 5)" in multi30k_report.report_header(
         args, {"vocab_sizes": [8, 8], "train_pairs": 15, "dropped_pairs": 0}
     )
     with pytest.raises(SystemExit):
@@ -315,12 +318,14 @@ def test_multi30k_ema_ramp_reaches_our_optimizer_and_refuses_a_ramp_below_1(tmp_
 
 def test_multi30k_lr_cooldown_flag_sets_ours_only_and_refuses_a_share_outside_0_1(tmp_path, capsys):
     import multi30k
+    import multi30k_models
+    import multi30k_report
 
     flags = ["--data", str(multi30k_folder(tmp_path)), "--minutes", "30"]
     args = multi30k.parse_args([*flags, "--lr-cooldown", "0.25"])
-    assert multi30k.worker_train_config(args, "ours").lr_cooldown == 0.25
-    assert multi30k.worker_train_config(args, "keras-hub").lr_cooldown == 0.0
-    assert "learning-rate cooldown over the last 25%" in multi30k.report_header(
+    assert multi30k_models.worker_train_config(args, "ours").lr_cooldown == 0.25
+    assert multi30k_models.worker_train_config(args, "keras-hub").lr_cooldown == 0.0
+    assert "learning-rate cooldown over the last 25%" in multi30k_report.report_header(
         args, {"vocab_sizes": [8, 8], "train_pairs": 15, "dropped_pairs": 0}
     )
     for share in ("1", "-0.1"):
@@ -330,11 +335,11 @@ def test_multi30k_lr_cooldown_flag_sets_ours_only_and_refuses_a_share_outside_0_
 
 
 def test_multi30k_cooldown_ends_where_the_clock_will_reach_the_budget():
-    import multi30k
+    import multi30k_train
 
-    clock = multi30k.TrainingClock(budget_seconds=100.0)
+    clock = multi30k_train.TrainingClock(budget_seconds=100.0)
     optimizer = types.SimpleNamespace(cooldown_end_step=keras.Variable(123.0), iterations=keras.Variable(0))
-    cooldown = multi30k.CooldownToBudget(clock)
+    cooldown = multi30k_train.CooldownToBudget(clock)
     cooldown.set_model(types.SimpleNamespace(optimizer=optimizer))
     cooldown.on_train_begin()
     assert float(optimizer.cooldown_end_step) == 0.0  # not known before the first chunk
@@ -353,6 +358,7 @@ def test_multi30k_cooldown_ends_where_the_clock_will_reach_the_budget():
 
 def test_multi30k_dropout_flag_sets_ours_only_and_refuses_a_rate_outside_0_1(tmp_path, capsys):
     import multi30k
+    import multi30k_models
 
     data = multi30k_folder(tmp_path)
     args = multi30k.parse_args(["--data", str(data), "--minutes", "30", "--dropout", "0.3"])
@@ -362,7 +368,7 @@ def test_multi30k_dropout_flag_sets_ours_only_and_refuses_a_rate_outside_0_1(tmp
     for name in ("ours", "keras-hub"):
         run_dir = tmp_path / name
         run_dir.mkdir()
-        rates[name] = multi30k.save_worker_configs(args, name, vocabularies, run_dir)[0].dropout_rate
+        rates[name] = multi30k_models.save_worker_configs(args, name, vocabularies, run_dir)[0].dropout_rate
     assert rates == {"ours": 0.3, "keras-hub": 0.1}  # keras-hub keeps the medium preset's rate
 
     for rate in ("1", "-0.1"):
@@ -373,6 +379,8 @@ def test_multi30k_dropout_flag_sets_ours_only_and_refuses_a_rate_outside_0_1(tmp
 
 def test_multi30k_late_dropout_starts_after_its_epochs_of_batches_for_ours_only(tmp_path, capsys):
     import multi30k
+    import multi30k_report
+    import multi30k_train
 
     from keras_transformer.data.translation_batches import EncodedPairs
 
@@ -384,13 +392,13 @@ def test_multi30k_late_dropout_starts_after_its_epochs_of_batches_for_ours_only(
     model_config = types.SimpleNamespace(dropout_rate=0.1)
 
     args = multi30k.parse_args([*flags, "--late-dropout-epochs", "2.5"])
-    late = multi30k.late_dropout(args, "ours", model_config, pairs)
+    late = multi30k_train.late_dropout(args, "ours", model_config, pairs)
     assert (late.rate, late.start_step, late.from_rate) == (0.3, round(2.5 * 5), 0.1)
-    assert multi30k.late_dropout(args, "keras-hub", model_config, pairs) is None
-    assert "dropout the preset's raised to 0.3 after 2.5 epochs" in multi30k.report_header(
+    assert multi30k_train.late_dropout(args, "keras-hub", model_config, pairs) is None
+    assert "dropout the preset's raised to 0.3 after 2.5 epochs" in multi30k_report.report_header(
         args, {"vocab_sizes": [8, 8], "train_pairs": 15, "dropped_pairs": 0}
     )
-    assert multi30k.late_dropout(multi30k.parse_args(flags[:-2]), "ours", model_config, pairs) is None  # off
+    assert multi30k_train.late_dropout(multi30k.parse_args(flags[:-2]), "ours", model_config, pairs) is None  # off
 
     for bad, message in [
         (["--late-dropout", "1"], "--late-dropout must be in [0, 1). Received: 1.0"),
@@ -417,6 +425,8 @@ class _EchoTranslator:
 
 def test_multi30k_validation_decodings_score_the_whole_validation_split_per_setting(tmp_path, capsys):
     import multi30k
+    import multi30k_report
+    import multi30k_scoring
 
     sentences = [f"a dog number {i} runs on the green grass ." for i in range(300)]
     for language in ("de", "en"):
@@ -431,7 +441,7 @@ def test_multi30k_validation_decodings_score_the_whole_validation_split_per_sett
         asked.append((beam_size, length_penalty))
         return _EchoTranslator(None if length_penalty == 0.6 else "grass")
 
-    scores = multi30k.score_validation_decodings(args, translator)
+    scores = multi30k_scoring.score_validation_decodings(args, translator)
     assert asked == [(1, 0.0), (4, 0.6), (4, 1.5)]
     assert [(s["beam_size"], s["length_penalty"], s["sentences"]) for s in scores] == [
         (1, 0.0, 300),
@@ -442,7 +452,7 @@ def test_multi30k_validation_decodings_score_the_whole_validation_split_per_sett
     assert "ours: validation BLEU 100.00, chrF 100.00 (beam 4, alpha 0.6)" in capsys.readouterr().out
 
     result = fake_multi30k_result("ours", 31_912, 30, 12.5) | {"validation_decodings": scores}
-    multi30k.print_report(args, {"ours": result}, common.parse_cpuinfo(X86_CPUINFO))
+    multi30k_report.print_report(args, {"ours": result}, common.parse_cpuinfo(X86_CPUINFO))
     assert "ours on validation (300 sent.), beam 4, alpha 0.6: BLEU 100.00, chrF 100.00" in capsys.readouterr().out
 
     for bad in ("4", "0:0.6", "4:-1", "four:0.6", "4:0.6:1"):
@@ -465,6 +475,7 @@ def test_multi30k_refuses_one_shared_table_over_two_vocabularies(tmp_path, capsy
 
 def test_multi30k_joint_vocabulary_is_one_vocabulary_learned_from_both_sides(tmp_path):
     import multi30k
+    import multi30k_data
 
     data = tmp_path / "data"
     data.mkdir()
@@ -477,8 +488,8 @@ def test_multi30k_joint_vocabulary_is_one_vocabulary_learned_from_both_sides(tmp
     paths = {}
     for joint, sharing in (("on", "all"), ("off", "none")):
         args = multi30k.parse_args([*flags, "--joint-vocab", joint, "--embedding-sharing", sharing])
-        sizes = multi30k.prepare_vocabularies(args)
-        paths[joint] = multi30k.vocabulary_paths(args)
+        sizes = multi30k_data.prepare_vocabularies(args)
+        paths[joint] = multi30k_data.vocabulary_paths(args)
         source, target = (set(paths[joint][side].read_text().split()) for side in ("source", "target"))
         assert {"hund", "wiese"} <= source and {"dog", "meadow"} <= target
         if joint == "on":
