@@ -47,15 +47,10 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.config import language_model_preset
-from keras_transformer.data.language_batches import (
-    DATE_LABELS,
-    builtin_texts,
-    classification_dataset,
-    date_classification,
-    encode_texts,
-    masked_lm_dataset,
-)
+from keras_transformer.data.date_classification import DATE_LABELS, classification_dataset, date_classification
+from keras_transformer.data.masked_lm_batches import masked_lm_dataset
 from keras_transformer.data.special_tokens import MASK_TOKEN
+from keras_transformer.data.texts import builtin_texts, encode_texts
 from keras_transformer.data.tokenizers import SubwordTokenizer, learn_vocabulary, write_vocabulary
 from keras_transformer.models.language import build_encoder_only
 from keras_transformer.training import (

@@ -9,7 +9,12 @@
   seed, for hard attention (no TensorFlow).
 - `translation_batches`: tf.data batches for the translation model: tokenize, drop overlong
   pairs, bucket by length, batch.
-- `language_batches`: text of any of those sources for the language models, tf.data batches for
-  the causal LM (packed windows) and the masked LM (deterministic masking), and a date
-  classification task generated in-library for fine-tuning.
+- `texts`: text of any of those sources for the language models, one list per split, and its
+  token ids.
+- `causal_lm_batches`: tf.data batches for the causal LM: the texts packed into windows.
+- `masked_lm_batches`: tf.data batches for the masked LM: deterministic masking, anew each pass.
+- `date_classification`: a date classification task generated in-library, for fine-tuning, and
+  its tf.data batches.
+- `token_rows`, `argument_checks`: what those share: the rows of token ids on their way to a
+  batch, and checks of numeric arguments.
 """
