@@ -94,14 +94,9 @@ from peers import KerasHubTransformer
 
 from keras_transformer.config import ATTENTION_INITIALIZATIONS, EMBEDDING_SHARING, PRESETS, TrainConfig, preset
 from keras_transformer.data.parallel_text import ParallelText, read_parallel_files
-from keras_transformer.data.tokenizers import (
-    END_ID,
-    PAD_ID,
-    SubwordTokenizer,
-    learn_translation_vocabularies,
-    write_vocabulary,
-)
+from keras_transformer.data.tokenizers import END_ID, PAD_ID, SubwordTokenizer
 from keras_transformer.data.translation_batches import EncodedPairs, encode_pairs, make_dataset
+from keras_transformer.data.vocabulary import learn_translation_vocabularies, write_vocabulary
 from keras_transformer.evaluation import score_translations, translate_texts
 from keras_transformer.models import build_transformer
 from keras_transformer.runs import MODEL_CONFIG_FILE, export_run, make_translator

@@ -51,7 +51,8 @@ from keras_transformer.data.date_classification import DATE_LABELS, classificati
 from keras_transformer.data.masked_lm_batches import masked_lm_dataset
 from keras_transformer.data.special_tokens import MASK_TOKEN
 from keras_transformer.data.texts import builtin_texts, encode_texts
-from keras_transformer.data.tokenizers import SubwordTokenizer, learn_vocabulary, write_vocabulary
+from keras_transformer.data.tokenizers import SubwordTokenizer
+from keras_transformer.data.vocabulary import learn_vocabulary, write_vocabulary
 from keras_transformer.models.language import build_encoder_only
 from keras_transformer.training import (
     AccuracyCurve,

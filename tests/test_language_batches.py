@@ -21,15 +21,8 @@ from keras_transformer.data.dates import MONTH_NAMES, WEEKDAY_NAMES, builtin_cor
 from keras_transformer.data.masked_lm_batches import masked_lm_dataset
 from keras_transformer.data.special_tokens import END_ID, PAD_ID, START_ID
 from keras_transformer.data.texts import builtin_texts, encode_texts, load_texts, load_tfds_texts, read_text_file
-from keras_transformer.data.tokenizers import (
-    LM_RESERVED_TOKENS,
-    MASK_ID,
-    MASK_TOKEN,
-    RESERVED_TOKENS,
-    SubwordTokenizer,
-    learn_vocabulary,
-    write_vocabulary,
-)
+from keras_transformer.data.tokenizers import LM_RESERVED_TOKENS, MASK_ID, MASK_TOKEN, RESERVED_TOKENS, SubwordTokenizer
+from keras_transformer.data.vocabulary import learn_vocabulary, write_vocabulary
 from keras_transformer.training import MaskedAccuracy, MaskedLabelSmoothedLoss
 
 V = 60  # vocabulary size of the random ids

@@ -4,7 +4,10 @@
   (no TensorFlow).
 - `parallel_text`: sentence pairs of any corpus by split: the built-in one, the user's
   line-aligned text files, TFDS datasets.
-- `tokenizers`: tensorflow-text WordPiece, learned from text, run in the graph.
+- `text_normalization`: text as the tokenizer sees it: cleaned, optionally typing-normalized,
+  split into words.
+- `vocabulary`: WordPiece vocabularies learned from text, written and read as files.
+- `tokenizers`: the tensorflow-text WordPiece tokenizer over a vocabulary, run in the graph.
 - `lookup`: the key-value lookup task (exactly one position holds the answer), generated from a
   seed, for hard attention (no TensorFlow).
 - `translation_batches`: tf.data batches for the translation model: tokenize, drop overlong

@@ -32,7 +32,8 @@ from keras_transformer.data.causal_lm_batches import causal_lm_dataset
 from keras_transformer.data.masked_lm_batches import masked_lm_dataset
 from keras_transformer.data.special_tokens import MASK_TOKEN, PAD_ID, START_ID
 from keras_transformer.data.texts import TextCorpus, encode_texts, load_texts
-from keras_transformer.data.tokenizers import SubwordTokenizer, learn_vocabulary, write_vocabulary
+from keras_transformer.data.tokenizers import SubwordTokenizer
+from keras_transformer.data.vocabulary import learn_vocabulary, write_vocabulary
 from keras_transformer.export import (
     GENERATE_IDS_SIGNATURE_KEY,
     SIGNATURE_KEY,
