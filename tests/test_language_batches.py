@@ -17,7 +17,8 @@ import tensorflow_datasets as tfds
 
 from keras_transformer.data.causal_lm_batches import causal_lm_dataset
 from keras_transformer.data.date_classification import classification_dataset, date_classification
-from keras_transformer.data.dates import MONTH_NAMES, WEEKDAY_NAMES, builtin_corpus
+from keras_transformer.data.date_words import MONTH_NAMES, WEEKDAY_NAMES
+from keras_transformer.data.dates import builtin_corpus
 from keras_transformer.data.masked_lm_batches import masked_lm_dataset
 from keras_transformer.data.special_tokens import END_ID, PAD_ID, START_ID
 from keras_transformer.data.texts import builtin_texts, encode_texts, load_texts, load_tfds_texts, read_text_file

@@ -1,9 +1,14 @@
 """Data for the models: corpora, tokenizers and tf.data pipelines.
 
 - `dates`: the built-in corpus, dates written many ways -> ISO dates, generated from a seed
-  (no TensorFlow).
+  (no TensorFlow); `date_forms`: the ways a date is written and typed; `date_words`: month and
+  weekday names, numbers and years in words.
+- `typed_dates`: dates typed the way people type them, a held-out set by kind of typing (no
+  TensorFlow).
 - `parallel_text`: sentence pairs of any corpus by split: the built-in one, the user's
   line-aligned text files, TFDS datasets.
+- `special_tokens`: the reserved tokens every vocabulary starts with, and their ids (no
+  TensorFlow).
 - `text_normalization`: text as the tokenizer sees it: cleaned, optionally typing-normalized,
   split into words.
 - `vocabulary`: WordPiece vocabularies learned from text, written and read as files.

@@ -15,12 +15,13 @@ import tensorflow as tf
 
 from keras_transformer.data import dates
 from keras_transformer.data.argument_checks import _check_int
+from keras_transformer.data.date_words import MONTH_NAMES, WEEKDAY_NAMES
 from keras_transformer.data.token_rows import _ordered, _pad_to, _with_ends
 
 __all__ = ["DATE_LABELS", "DateClassification", "date_classification", "classification_dataset"]
 
-MONTH_CLASSES = tuple(name.capitalize() for name in dates.MONTH_NAMES)
-WEEKDAY_CLASSES = tuple(name.capitalize() for name in dates.WEEKDAY_NAMES)
+MONTH_CLASSES = tuple(name.capitalize() for name in MONTH_NAMES)
+WEEKDAY_CLASSES = tuple(name.capitalize() for name in WEEKDAY_NAMES)
 DECADE_CLASSES = tuple(f"{year}s" for year in range(dates.FIRST_DATE.year, dates.LAST_DATE.year + 1, 10))
 # What `date_classification` can ask of a date, and the names of its classes (label i is class i).
 DATE_LABELS = {"month": MONTH_CLASSES, "decade": DECADE_CLASSES, "weekday": WEEKDAY_CLASSES}
