@@ -8,7 +8,7 @@ What runs:
 
 - Two worker processes (this script with `--worker NAME`), one per library, each building its
   models once under the `--precision` dtype policy (`auto` is resolved by each worker with
-  `keras_transformer.training.precision.choose_precision`, and both must agree), and waiting for orders
+  `keras_transformer.precision.choose_precision`, and both must agree), and waiting for orders
   on stdin. The models are language_models_build.py's; the orders, language_models_worker.py's.
 - Training (a): the parent tells the workers, in turn, to train one round of one kind:
   `model.fit` for `--steps` steps on the same `--batches` synthetic batches, in the same order.

@@ -215,7 +215,7 @@ class Worker:
 
 def run_worker(args):
     """Build everything, answer the ready line, then carry out one order per JSON line on stdin."""
-    from keras_transformer.training.precision import choose_precision
+    from keras_transformer.precision import choose_precision
 
     choice = choose_precision(args.precision, common.cpu_info())
     worker = Worker(args, choice.policy)

@@ -87,7 +87,7 @@ def encoder_batches(args):
     """
     import tensorflow as tf
 
-    from keras_transformer.data.language_batches import masked_lm_dataset
+    from keras_transformer.data.masked_lm_batches import masked_lm_dataset
 
     rng = np.random.default_rng(args.seed + 1)
     count = args.batches * args.batch_size

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from keras_transformer.data.parallel_text import ParallelText, read_parallel_files
-from keras_transformer.data.tokenizers import SubwordTokenizer, learn_translation_vocabularies, write_vocabulary
+from keras_transformer.data.tokenizers import SubwordTokenizer
 from keras_transformer.data.translation_batches import EncodedPairs, encode_pairs, make_dataset
+from keras_transformer.data.vocabulary import learn_translation_vocabularies, write_vocabulary
 
 SOURCE_LANGUAGE, TARGET_LANGUAGE = "de", "en"
 SPLIT_FILES = {"train": "train", "validation": "val", "test": "test_2016_flickr"}

@@ -27,7 +27,7 @@ import common
 from multi30k_data import SPLIT_FILES, split_paths
 
 from keras_transformer.config import ATTENTION_INITIALIZATIONS, EMBEDDING_SHARING, PRESETS
-from keras_transformer.training.precision import choose_precision
+from keras_transformer.precision import choose_precision
 
 MODELS = ("ours", "keras-hub")
 PRECISIONS = ("auto", "float32", "mixed_bfloat16")

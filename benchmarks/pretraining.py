@@ -36,7 +36,7 @@ import numpy as np
 from pretraining_study import ARMS, compare_pretraining
 
 from keras_transformer.config import PRECISIONS
-from keras_transformer.data.language_batches import DATE_LABELS
+from keras_transformer.data.date_classification import DATE_LABELS
 from keras_transformer.precision import choose_precision
 
 STUDY_FLAGS = (

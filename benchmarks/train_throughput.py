@@ -31,7 +31,7 @@ What runs:
   over those), and the report splits each step: the shared part's milliseconds, each model's
   blocks (its step minus the shared part), and the block time ours would need for 1.2x.
 - Precision: `--precision float32 auto` by default. `auto` is resolved once, by the parent, with
-  `keras_transformer.training.precision.choose_precision`: mixed_bfloat16 where the hardware computes
+  `keras_transformer.precision.choose_precision`: mixed_bfloat16 where the hardware computes
   bfloat16 natively (a CPU with AVX512-BF16 or AMX, a GPU of compute capability 8.0+, a TPU),
   else float32, which then runs once. So the defaults always measure float32 and add
   mixed_bfloat16 only where it can be the faster: on a CPU with AVX2 only, bfloat16 matmuls are
@@ -64,7 +64,7 @@ from train_throughput_rounds import compare, matmul_peak
 from train_throughput_worker import run_worker
 
 from keras_transformer.config import PRECISIONS, PRESETS, TrainConfig
-from keras_transformer.training.precision import choose_precision
+from keras_transformer.precision import choose_precision
 
 
 def parse_args(argv=None):
@@ -123,7 +123,7 @@ def choose_policies(args, cpu, accelerators=None):
     Args:
         args: the parsed flags.
         cpu: a `common.cpu_info()` result.
-        accelerators: `keras_transformer.training.precision.visible_accelerators()`; asked when `None`.
+        accelerators: `keras_transformer.precision.visible_accelerators()`; asked when `None`.
 
     Returns:
         `(policies, choices)`: the distinct policies in the order of the flags, and the

@@ -1,4 +1,4 @@
-"""Tests for keras_transformer.data.dates, the built-in date corpus.
+"""Tests for the built-in date corpus: keras_transformer.data.dates, date_forms and date_words.
 
 Sources are checked with a parser written here independently of the module's
 generator, so a wrong spelling or a wrong weekday cannot hide behind the same
@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from keras_transformer.data import dates
+from keras_transformer.data import date_forms, date_words, dates
 from keras_transformer.data.dates import SPLITS, builtin_corpus
 
 # ---------------------------------------------------------------------------
@@ -291,9 +291,9 @@ EDGE_DATES = [
 def test_every_format_means_its_date_on_edge_dates():
     rng = random.Random(0)
     for date in EDGE_DATES:
-        for name in dates._format_names():
+        for name in date_forms._format_names():
             for _ in range(3):  # several random variants per format
-                source = dates._render(date, name, rng)
+                source = date_forms._render(date, name, rng)
                 assert parse_source(source)[0] == date, (name, source)
 
 
@@ -319,12 +319,12 @@ def test_no_two_digit_years_and_numeric_dates_are_day_first():
 def test_at_least_ten_formats_appear_in_1000_samples():
     counts = _format_counts("train", 1000)
     assert len(counts) >= 10
-    assert len(dates._format_names()) >= 12
+    assert len(date_forms._format_names()) >= 12
 
 
 def test_all_formats_appear_in_every_split():
     for split in SPLITS:
-        assert set(_format_counts(split, 1000)) == set(dates._format_names())
+        assert set(_format_counts(split, 1000)) == set(date_forms._format_names())
 
 
 def test_spelled_forms_and_year_variants_appear():
@@ -342,9 +342,9 @@ def test_spelled_forms_and_year_variants_appear():
 def test_typed_variants_of_every_format_keep_their_date():
     rng = random.Random(0)
     for date in EDGE_DATES:
-        for name in dates._format_names():
+        for name in date_forms._format_names():
             for _ in range(20):
-                source = dates._vary_typing(dates._render(date, name, rng), rng)
+                source = date_forms._vary_typing(date_forms._render(date, name, rng), rng)
                 assert parse_source(source)[0] == date, (name, source)
 
 
@@ -359,13 +359,13 @@ def test_typed_variants_of_every_format_keep_their_date():
     ],
 )
 def test_case_styles(style, typed):
-    assert dates._recase("saturday, The 21st of MARCH, nineteen eighty-seven", style, random.Random(0)) == typed
+    assert date_forms._recase("saturday, The 21st of MARCH, nineteen eighty-seven", style, random.Random(0)) == typed
 
 
 def test_mixed_case_varies_words_not_letters():
     rng = random.Random(0)
     for _ in range(50):
-        words = dates._recase("saturday, the twenty-first of march", "mixed", rng).split(" ")
+        words = date_forms._recase("saturday, the twenty-first of march", "mixed", rng).split(" ")
         title = ["-".join(part.capitalize() for part in word.split("-")) for word in words]
         assert all(word in (word.lower(), word.upper(), titled) for word, titled in zip(words, title)), words
         assert [word.lower() for word in words] == "saturday, the twenty-first of march".split(" ")
@@ -410,7 +410,7 @@ def test_every_kind_of_typing_is_in_every_split():
 
 def test_typing_leaves_a_share_of_sources_in_the_generators_case():
     sources, _ = builtin_corpus("train", size=5000)
-    untouched_case = sum(source == dates._capitalise_names(source) or source.islower() for source in sources)
+    untouched_case = sum(source == date_forms._capitalise_names(source) or source.islower() for source in sources)
     assert 0.2 < untouched_case / len(sources) < 0.8
 
 
@@ -446,7 +446,7 @@ def test_generation_is_fast():
     ],
 )
 def test_spell_cardinal(number, words):
-    assert dates._spell_cardinal(number) == words
+    assert date_words._spell_cardinal(number) == words
 
 
 @pytest.mark.parametrize(
@@ -474,7 +474,7 @@ def test_spell_cardinal(number, words):
     ],
 )
 def test_spell_ordinal(number, words):
-    assert dates._spell_ordinal(number) == words
+    assert date_words._spell_ordinal(number) == words
 
 
 @pytest.mark.parametrize(
@@ -492,12 +492,12 @@ def test_spell_ordinal(number, words):
     ],
 )
 def test_spell_year(year, words):
-    assert dates._spell_year(year) == words
+    assert date_words._spell_year(year) == words
     assert _parse_spoken_year(words.split()) == year
 
 
 def test_spell_year_cardinal_style():
-    assert dates._spell_year(2021, style="cardinal") == "two thousand and twenty-one"
+    assert date_words._spell_year(2021, style="cardinal") == "two thousand and twenty-one"
 
 
 @pytest.mark.parametrize(
@@ -518,11 +518,11 @@ def test_spell_year_cardinal_style():
     ],
 )
 def test_numeric_ordinal_suffix(number, text):
-    assert dates._ordinal_suffix(number) == text
+    assert date_words._ordinal_suffix(number) == text
 
 
 def test_spell_rejects_bad_numbers():
     with pytest.raises(ValueError):
-        dates._spell_cardinal(-1)
+        date_words._spell_cardinal(-1)
     with pytest.raises(ValueError):
-        dates._spell_ordinal(0)
+        date_words._spell_ordinal(0)

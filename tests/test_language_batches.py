@@ -15,18 +15,15 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from keras_transformer.data import language_batches as lb
-from keras_transformer.data.dates import MONTH_NAMES, WEEKDAY_NAMES, builtin_corpus
+from keras_transformer.data.causal_lm_batches import causal_lm_dataset
+from keras_transformer.data.date_classification import classification_dataset, date_classification
+from keras_transformer.data.date_words import MONTH_NAMES, WEEKDAY_NAMES
+from keras_transformer.data.dates import builtin_corpus
+from keras_transformer.data.masked_lm_batches import masked_lm_dataset
 from keras_transformer.data.special_tokens import END_ID, PAD_ID, START_ID
-from keras_transformer.data.tokenizers import (
-    LM_RESERVED_TOKENS,
-    MASK_ID,
-    MASK_TOKEN,
-    RESERVED_TOKENS,
-    SubwordTokenizer,
-    learn_vocabulary,
-    write_vocabulary,
-)
+from keras_transformer.data.texts import builtin_texts, encode_texts, load_texts, load_tfds_texts, read_text_file
+from keras_transformer.data.tokenizers import LM_RESERVED_TOKENS, MASK_ID, MASK_TOKEN, RESERVED_TOKENS, SubwordTokenizer
+from keras_transformer.data.vocabulary import learn_vocabulary, write_vocabulary
 from keras_transformer.training import MaskedAccuracy, MaskedLabelSmoothedLoss
 
 V = 60  # vocabulary size of the random ids
@@ -52,7 +49,7 @@ def take(dataset, n):
 
 @pytest.fixture(scope="module")
 def lm_tokenizer(tmp_path_factory):
-    texts = lb.builtin_texts("train", size=300).texts + ["a <mask> b<mask> <s>"]
+    texts = builtin_texts("train", size=300).texts + ["a <mask> b<mask> <s>"]
     vocab = learn_vocabulary(texts, 150, extra_reserved=(MASK_TOKEN,))
     path = tmp_path_factory.mktemp("vocab") / "lm.txt"
     write_vocabulary(vocab, path)
@@ -98,7 +95,7 @@ def within(count, n, p, sds=4.5):
 def test_masked_lm_statistics_on_a_large_sample():
     L = 40
     rows, ids = random_rows(4000, 1, 45)  # some rows are cut at L
-    inputs, labels = collect(lb.masked_lm_dataset(ids, L, 500, V, seed=7))
+    inputs, labels = collect(masked_lm_dataset(ids, L, 500, V, seed=7))
     original = np.zeros_like(inputs)
     for i, row in enumerate(rows):
         full = ([START_ID] + row + [END_ID])[:L]
@@ -129,7 +126,7 @@ def test_masked_lm_is_deterministic_given_the_seed_and_resumes_by_skipping():
     _, ids = random_rows(200, 3, 20)
 
     def batches(seed, skip=0, n=6):
-        dataset = lb.masked_lm_dataset(ids, 24, 16, V, shuffle=True, repeat=True, seed=seed)
+        dataset = masked_lm_dataset(ids, 24, 16, V, shuffle=True, repeat=True, seed=seed)
         return take(dataset.skip(skip), n)
 
     first, again = batches(3), batches(3)
@@ -146,7 +143,7 @@ def test_masked_lm_is_deterministic_given_the_seed_and_resumes_by_skipping():
 
 def test_each_pass_masks_the_same_texts_afresh():
     _, ids = random_rows(64, 10, 20)
-    (x1, y1), (x2, y2) = take(lb.masked_lm_dataset(ids, 24, 64, V, repeat=True, seed=0), 2)
+    (x1, y1), (x2, y2) = take(masked_lm_dataset(ids, 24, 64, V, repeat=True, seed=0), 2)
     assert not np.array_equal(y1, y2)
     # The texts are the same: restoring the selected pieces gives the same rows in both passes.
     restored1, restored2 = np.where(y1 > 0, y1, x1), np.where(y2 > 0, y2, x2)
@@ -155,7 +152,7 @@ def test_each_pass_masks_the_same_texts_afresh():
 
 def test_the_loss_ignores_every_position_that_is_not_selected():
     _, ids = random_rows(32, 5, 20)
-    inputs, labels = take(lb.masked_lm_dataset(ids, 24, 32, V, seed=1), 1)[0]
+    inputs, labels = take(masked_lm_dataset(ids, 24, 32, V, seed=1), 1)[0]
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(*labels.shape, V)).astype("float32")
     changed = logits.copy()
@@ -179,7 +176,7 @@ def test_the_loss_ignores_every_position_that_is_not_selected():
 @pytest.mark.parametrize("L", [7, 16])
 def test_packed_windows_hold_the_stream_once_in_order_labels_shifted_by_one(L):
     rows, ids = random_rows(50, 0, 12)  # empty texts are left out
-    inputs, labels = collect(lb.causal_lm_dataset(ids, L, 8))
+    inputs, labels = collect(causal_lm_dataset(ids, L, 8))
     assert inputs.shape[1:] == labels.shape[1:] == (L,) and inputs.dtype == labels.dtype == np.int32
     stream = [token for row in rows if row for token in [START_ID, *row, END_ID]]
     windows = []
@@ -196,7 +193,7 @@ def test_packed_windows_hold_the_stream_once_in_order_labels_shifted_by_one(L):
 
 def test_unpacked_rows_are_one_text_each_from_start():
     rows, ids = random_rows(20, 1, 12)
-    inputs, labels = collect(lb.causal_lm_dataset(ids, 8, 8, pack=False))
+    inputs, labels = collect(causal_lm_dataset(ids, 8, 8, pack=False))
     for row, x, y in zip(rows, inputs, labels):
         window = ([START_ID, *row, END_ID])[:9]
         np.testing.assert_array_equal(x[: len(window) - 1], window[:-1])
@@ -206,9 +203,9 @@ def test_unpacked_rows_are_one_text_each_from_start():
 
 def test_causal_lm_shuffles_by_text_deterministically():
     _, ids = random_rows(100, 1, 12)
-    first = take(lb.causal_lm_dataset(ids, 16, 4, shuffle=True, repeat=True, seed=5), 8)
-    again = take(lb.causal_lm_dataset(ids, 16, 4, shuffle=True, repeat=True, seed=5), 8)
-    other = take(lb.causal_lm_dataset(ids, 16, 4, shuffle=True, repeat=True, seed=6), 8)
+    first = take(causal_lm_dataset(ids, 16, 4, shuffle=True, repeat=True, seed=5), 8)
+    again = take(causal_lm_dataset(ids, 16, 4, shuffle=True, repeat=True, seed=5), 8)
+    other = take(causal_lm_dataset(ids, 16, 4, shuffle=True, repeat=True, seed=6), 8)
     assert all(np.array_equal(a[0], b[0]) for a, b in zip(first, again))
     assert not all(np.array_equal(a[0], b[0]) for a, b in zip(first, other))
 
@@ -218,42 +215,42 @@ def test_causal_lm_shuffles_by_text_deterministically():
 # --------------------------------------------------------------------------
 def test_builtin_text_sides():
     sources, targets = builtin_corpus("validation", size=5, seed=2)
-    assert lb.builtin_texts("validation", 5, seed=2).texts == sources
-    assert lb.builtin_texts("validation", 5, seed=2, side="target").texts == targets
-    both = lb.builtin_texts("validation", 5, seed=2, side="both").texts
+    assert builtin_texts("validation", 5, seed=2).texts == sources
+    assert builtin_texts("validation", 5, seed=2, side="target").texts == targets
+    both = builtin_texts("validation", 5, seed=2, side="both").texts
     assert both[0::2] == sources and both[1::2] == targets
 
 
 def batches_of(texts, tokenizer):
-    return collect(lb.masked_lm_dataset(lb.encode_texts(texts, tokenizer), 16, 4, tokenizer.vocab_size, seed=1))
+    return collect(masked_lm_dataset(encode_texts(texts, tokenizer), 16, 4, tokenizer.vocab_size, seed=1))
 
 
 def test_line_files_give_the_batches_of_the_same_text_in_memory(tmp_path, lm_tokenizer):
-    texts = lb.builtin_texts("test", size=30).texts
+    texts = builtin_texts("test", size=30).texts
     lines = "\n".join(texts[:10] + ["", "  ", *texts[10:]]) + "\n"
     (tmp_path / "plain.txt").write_text(lines, encoding="utf-8")
     (tmp_path / "packed.txt").write_bytes(gzip.compress(lines.encode("utf-8") + b"\xff\xfe bad\n"))
-    plain, packed = lb.read_text_file(tmp_path / "plain.txt"), lb.read_text_file(tmp_path / "packed.txt")
+    plain, packed = read_text_file(tmp_path / "plain.txt"), read_text_file(tmp_path / "packed.txt")
     assert plain.texts == packed.texts == texts
     assert plain.skipped == {"empty": 2} and packed.skipped == {"empty": 2, "undecodable": 1}
     expected = batches_of(texts, lm_tokenizer)
     for got in (batches_of(plain, lm_tokenizer), batches_of(packed, lm_tokenizer)):
         np.testing.assert_array_equal(got[0], expected[0])
         np.testing.assert_array_equal(got[1], expected[1])
-    assert lb.load_texts("files", "train", size=3, path=tmp_path / "plain.txt").texts == texts[:3]
+    assert load_texts("files", "train", size=3, path=tmp_path / "plain.txt").texts == texts[:3]
 
 
 def test_a_mocked_tfds_text_dataset_gives_the_batches_of_its_text_in_memory(lm_tokenizer):
     with tfds.testing.mock_data(num_examples=12):
-        corpus = lb.load_tfds_texts("imdb_reviews", "train", feature="text")
+        corpus = load_tfds_texts("imdb_reviews", "train", feature="text")
         in_memory = [
             example["text"].decode("utf-8").strip()
             for example in tfds.as_numpy(tfds.load("imdb_reviews", split="train"))
         ]
         with pytest.raises(ValueError, match="no feature 'sentence'.*'label', 'text'"):
-            lb.load_tfds_texts("imdb_reviews", "train", feature="sentence")
+            load_tfds_texts("imdb_reviews", "train", feature="sentence")
         with pytest.raises(ValueError, match="'label'.* is not a text"):
-            lb.load_tfds_texts("imdb_reviews", "train", feature="label")
+            load_tfds_texts("imdb_reviews", "train", feature="label")
     assert corpus.texts == [text for text in in_memory if text] and len(corpus) + sum(corpus.skipped.values()) == 12
     expected, got = batches_of(in_memory, lm_tokenizer), batches_of(corpus, lm_tokenizer)
     np.testing.assert_array_equal(got[0], expected[0])
@@ -265,15 +262,15 @@ def test_a_mocked_tfds_text_dataset_gives_the_batches_of_its_text_in_memory(lm_t
 # --------------------------------------------------------------------------
 def test_date_labels_agree_with_the_calendar():
     sources, targets = builtin_corpus("validation", size=200, seed=3)
-    month = lb.date_classification("validation", 200, seed=3, label="month")
-    decade = lb.date_classification("validation", 200, seed=3, label="decade")
+    month = date_classification("validation", 200, seed=3, label="month")
+    decade = date_classification("validation", 200, seed=3, label="decade")
     assert month.texts == decade.texts == sources and month.dates == targets
     days = [datetime.date.fromisoformat(target) for target in targets]
     assert month.labels == [day.month - 1 for day in days]
     assert [month.classes[label].lower() for label in month.labels] == [MONTH_NAMES[day.month - 1] for day in days]
     assert decade.labels == [day.year // 10 - 190 for day in days] and decade.classes[-1] == "2090s"
 
-    weekday = lb.date_classification("validation", 200, seed=3, label="weekday")
+    weekday = date_classification("validation", 200, seed=3, label="weekday")
     assert len(weekday) == 200 and weekday.classes[0] == "Monday"
     assert weekday.labels == [datetime.datetime.strptime(d, "%Y-%m-%d").isoweekday() - 1 for d in weekday.dates]
     # The weekday is never written in the text, and each text names its date (its ISO target).
@@ -281,14 +278,14 @@ def test_date_labels_agree_with_the_calendar():
     assert all(pairs[text] == date for text, date in zip(weekday.texts, weekday.dates))
     names = re.compile(r"\b(" + "|".join(name[:3] for name in WEEKDAY_NAMES) + ")")
     assert not any(names.search(text.lower()) for text in weekday.texts)
-    assert lb.date_classification("validation", 50, seed=3, label="weekday").texts == weekday.texts[:50]
-    assert not set(lb.date_classification("test", 200, seed=3).dates) & set(month.dates)
+    assert date_classification("validation", 50, seed=3, label="weekday").texts == weekday.texts[:50]
+    assert not set(date_classification("test", 200, seed=3).dates) & set(month.dates)
 
 
 def test_classification_batches(lm_tokenizer):
-    task = lb.date_classification("train", 10, label="decade")
-    ids = lb.encode_texts(task.texts, lm_tokenizer)
-    rows, labels = collect(lb.classification_dataset(ids, task.labels, 20, 4))
+    task = date_classification("train", 10, label="decade")
+    ids = encode_texts(task.texts, lm_tokenizer)
+    rows, labels = collect(classification_dataset(ids, task.labels, 20, 4))
     assert rows.shape == (10, 20) and labels.tolist() == task.labels and labels.dtype == np.int32
     assert np.all(rows[:, 0] == START_ID)
     for row, pieces in zip(rows, ids.to_list()):  # long texts are cut at 20 tokens
@@ -303,24 +300,24 @@ def test_classification_batches(lm_tokenizer):
 # --------------------------------------------------------------------------
 def test_bad_input_is_a_value_error_naming_the_value(lm_tokenizer):
     _, ids = random_rows(10, 1, 5)
-    empty = lb.encode_texts(["", "   "], lm_tokenizer)
+    empty = encode_texts(["", "   "], lm_tokenizer)
     cases = [
-        (lambda: lb.causal_lm_dataset(empty, 8, 2), "2 text\\(s\\), 0 tokens"),
-        (lambda: lb.masked_lm_dataset(empty, 8, 2, V), "2 text\\(s\\), 0 tokens"),
-        (lambda: lb.causal_lm_dataset(ids, 1, 2), "seq_len must be at least 2, got 1"),
-        (lambda: lb.masked_lm_dataset(ids, 2, 2, V), "seq_len must be at least 3, got 2"),
-        (lambda: lb.causal_lm_dataset(ids, 8, 0), "batch_size must be at least 1, got 0"),
-        (lambda: lb.masked_lm_dataset(ids, 8, 2, V, mask_rate=0.0), "mask_rate must be in \\(0, 1\\), got 0.0"),
-        (lambda: lb.masked_lm_dataset(ids, 8, 2, V, mask_rate=1.0), "mask_rate must be in \\(0, 1\\), got 1.0"),
-        (lambda: lb.masked_lm_dataset(ids, 8, 2, V, mask_rate=-0.2), "got -0.2"),
-        (lambda: lb.masked_lm_dataset(ids, 8, 2, V, mask_token_rate=0.95), "0.95 \\+ 0.1"),
-        (lambda: lb.masked_lm_dataset(ids, 8, 2, V, mask_id=None), "no <mask>"),
-        (lambda: lb.masked_lm_dataset(ids, 8, 2, V, mask_id=2), "got 2"),
-        (lambda: lb.masked_lm_dataset(ids, 8, 2, 6), "vocab_size must be at least 7, got 6"),
-        (lambda: lb.classification_dataset(ids, [0, 1], 8, 2), "10 != 2"),
-        (lambda: lb.builtin_texts("train", 5, side="left"), "'left'"),
-        (lambda: lb.date_classification("train", 5, label="year"), "'year'"),
-        (lambda: lb.load_texts("web", "train"), "'web'"),
+        (lambda: causal_lm_dataset(empty, 8, 2), "2 text\\(s\\), 0 tokens"),
+        (lambda: masked_lm_dataset(empty, 8, 2, V), "2 text\\(s\\), 0 tokens"),
+        (lambda: causal_lm_dataset(ids, 1, 2), "seq_len must be at least 2, got 1"),
+        (lambda: masked_lm_dataset(ids, 2, 2, V), "seq_len must be at least 3, got 2"),
+        (lambda: causal_lm_dataset(ids, 8, 0), "batch_size must be at least 1, got 0"),
+        (lambda: masked_lm_dataset(ids, 8, 2, V, mask_rate=0.0), "mask_rate must be in \\(0, 1\\), got 0.0"),
+        (lambda: masked_lm_dataset(ids, 8, 2, V, mask_rate=1.0), "mask_rate must be in \\(0, 1\\), got 1.0"),
+        (lambda: masked_lm_dataset(ids, 8, 2, V, mask_rate=-0.2), "got -0.2"),
+        (lambda: masked_lm_dataset(ids, 8, 2, V, mask_token_rate=0.95), "0.95 \\+ 0.1"),
+        (lambda: masked_lm_dataset(ids, 8, 2, V, mask_id=None), "no <mask>"),
+        (lambda: masked_lm_dataset(ids, 8, 2, V, mask_id=2), "got 2"),
+        (lambda: masked_lm_dataset(ids, 8, 2, 6), "vocab_size must be at least 7, got 6"),
+        (lambda: classification_dataset(ids, [0, 1], 8, 2), "10 != 2"),
+        (lambda: builtin_texts("train", 5, side="left"), "'left'"),
+        (lambda: date_classification("train", 5, label="year"), "'year'"),
+        (lambda: load_texts("web", "train"), "'web'"),
     ]
     for make, message in cases:
         with pytest.raises(ValueError, match=message):

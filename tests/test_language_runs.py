@@ -25,7 +25,7 @@ from keras_transformer.cli import main
 from keras_transformer.config import TrainConfig
 from keras_transformer.data import dates
 from keras_transformer.data.special_tokens import MASK_ID, PAD_ID, RESERVED_TOKENS, START_ID
-from keras_transformer.data.tokenizers import write_vocabulary
+from keras_transformer.data.vocabulary import write_vocabulary
 from keras_transformer.decoding.generation import generate
 from keras_transformer.export import GENERATE_IDS_SIGNATURE_KEY, SIGNATURE_KEY, WARMUP_FILE, saved_model_op_types
 from keras_transformer.runs.language import VOCAB_FILE, LanguageModelTask

@@ -7,7 +7,7 @@ from keras_transformer import runs
 from keras_transformer.cli import main
 from keras_transformer.config import TrainConfig
 from keras_transformer.data.parallel_text import ParallelText
-from keras_transformer.data.tokenizers import read_vocabulary
+from keras_transformer.data.vocabulary import read_vocabulary
 from keras_transformer.export import saved_model_op_types
 
 FILES = dict(

@@ -1,4 +1,4 @@
-"""Tests for keras_transformer.data.tokenizers: vocabulary learning, round trips, SavedModel export.
+"""Tests for keras_transformer.data.tokenizers, vocabulary and text_normalization: learning, round trips, export.
 
 Expected round-trip strings are computed here with Python's `unicodedata` + `str.split`, not
 with the module's TF pipeline, so a wrong normalisation or split cannot check itself.
@@ -18,6 +18,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib
 
 from keras_transformer.data import tokenizers
+from keras_transformer.data.text_normalization import normalize_text, split_words
 from keras_transformer.data.tokenizers import (
     END_ID,
     PAD_ID,
@@ -25,11 +26,8 @@ from keras_transformer.data.tokenizers import (
     START_ID,
     UNK_ID,
     SubwordTokenizer,
-    learn_vocabulary,
-    normalize_text,
-    read_vocabulary,
-    write_vocabulary,
 )
+from keras_transformer.data.vocabulary import learn_vocabulary, read_vocabulary, write_vocabulary
 from keras_transformer.export import saved_model_op_types
 
 CORPUS = [
@@ -222,7 +220,7 @@ PYTHON_WHITESPACE = "".join(chr(i) for i in range(0x3001) if chr(i).isspace())
     ],
 )
 def test_split_words_matches_python(text):
-    words = tokenizers.split_words(tf.constant([text]))
+    words = split_words(tf.constant([text]))
     got = [w.decode("utf-8") for w in words.flat_values.numpy().tolist()]
     assert got == unicodedata.normalize("NFKC", text).split()
 

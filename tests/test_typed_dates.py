@@ -16,6 +16,7 @@ from conftest import BENCHMARKS
 from test_dates import parse_source
 
 from keras_transformer.data import dates, typed_dates
+from keras_transformer.data.date_words import MONTH_NAMES, WEEKDAY_NAMES
 from keras_transformer.data.dates import builtin_corpus
 from keras_transformer.data.typed_dates import CATEGORIES, typed_date_set
 from keras_transformer.evaluation import score_typed_dates
@@ -51,7 +52,7 @@ CLAIMS = {
     "capitalised_names": lambda rendered, typed: (
         typed.lower() == rendered.lower()
         and all(
-            word == word.capitalize() if word.lower() in dates.MONTH_NAMES + dates.WEEKDAY_NAMES else word.islower()
+            word == word.capitalize() if word.lower() in MONTH_NAMES + WEEKDAY_NAMES else word.islower()
             for word in _letters_words(typed)
             if len(word) > 3
         )

@@ -38,7 +38,7 @@ Generation is pure Python (standard library only). Scoring a model on the set is
 import random
 import re
 
-from keras_transformer.data import dates
+from keras_transformer.data import date_forms, date_words, dates
 
 __all__ = ["CATEGORIES", "DEFAULT_SIZE_PER_CATEGORY", "typed_date_set"]
 
@@ -62,7 +62,7 @@ DEFAULT_SIZE_PER_CATEGORY = 200
 _MAX_FAILED_DRAWS = 10_000
 _NAMES = {
     name
-    for names in (dates.MONTH_NAMES, dates.WEEKDAY_NAMES)
+    for names in (date_words.MONTH_NAMES, date_words.WEEKDAY_NAMES)
     for full_name in names
     for name in (full_name, full_name[:3])
 }
@@ -150,7 +150,7 @@ def _category_examples(category, size, seed, with_renderings=False):
     seen, failed_draws = set(), 0
     while len(sources) < size:
         date = rng.choice(held_out_dates)
-        rendered = dates._render(date, rng.choice(dates._format_names()), rng)
+        rendered = date_forms._render(date, rng.choice(date_forms._format_names()), rng)
         typed = _type(category, rendered, date, rng)
         unchanged = typed == rendered and category not in ("generated", "canonical")
         if unchanged or typed in seen:

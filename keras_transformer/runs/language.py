@@ -11,7 +11,7 @@ and `mlm`, gives it what is particular to a language model:
   for `mlm` with `<mask>`), reused when the file is already there;
 - `lm`: a decoder-only model (`build_decoder_only`) on packed causal LM windows of
   `--max-length` tokens; `mlm`: an encoder-only model (`build_encoder_only`) on masked LM rows of
-  `--max-length` tokens, masked anew on every pass (`data.language_batches`). Both train with the
+  `--max-length` tokens, masked anew on every pass (`data.masked_lm_batches`). Both train with the
   translation model's loss, metrics and optimizer;
 - evaluation on the test split: the mean cross-entropy of the predicted tokens (every next token
   for `lm`, the selected tokens for `mlm`; without label smoothing), its perplexity and the token
@@ -28,15 +28,12 @@ from pathlib import Path
 import tensorflow as tf
 
 from keras_transformer.config import LanguageModelConfig, language_model_preset
-from keras_transformer.data.language_batches import (
-    TextCorpus,
-    causal_lm_dataset,
-    encode_texts,
-    load_texts,
-    masked_lm_dataset,
-)
+from keras_transformer.data.causal_lm_batches import causal_lm_dataset
+from keras_transformer.data.masked_lm_batches import masked_lm_dataset
 from keras_transformer.data.special_tokens import MASK_TOKEN, PAD_ID, START_ID
-from keras_transformer.data.tokenizers import SubwordTokenizer, learn_vocabulary, write_vocabulary
+from keras_transformer.data.texts import TextCorpus, encode_texts, load_texts
+from keras_transformer.data.tokenizers import SubwordTokenizer
+from keras_transformer.data.vocabulary import learn_vocabulary, write_vocabulary
 from keras_transformer.export import (
     GENERATE_IDS_SIGNATURE_KEY,
     SIGNATURE_KEY,

@@ -20,8 +20,9 @@ import tensorflow as tf
 
 from keras_transformer.config import ModelConfig, preset
 from keras_transformer.data.parallel_text import load_corpus
-from keras_transformer.data.tokenizers import SubwordTokenizer, learn_translation_vocabularies, write_vocabulary
+from keras_transformer.data.tokenizers import SubwordTokenizer
 from keras_transformer.data.translation_batches import EncodedPairs, encode_pairs, make_dataset
+from keras_transformer.data.vocabulary import learn_translation_vocabularies, write_vocabulary
 from keras_transformer.evaluation import ValidationBleu, evaluate_translator
 from keras_transformer.export import IDS_SIGNATURE_KEY, SIGNATURE_KEY, Translator, export_translator
 from keras_transformer.models import build_transformer
