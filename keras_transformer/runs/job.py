@@ -116,28 +116,7 @@ def prepare_run(train_config, model_overrides=None, resume=False, log=print, rep
     run_dir = Path(train_config.run_dir)
     saved_train = run_dir / TRAIN_CONFIG_FILE
     if resume:
-        if not saved_train.is_file():
-            raise RunError(f"Nothing to resume: no {TRAIN_CONFIG_FILE} in {run_dir}")
-        saved = TrainConfig.load(saved_train)
-        if saved.precision == AUTO:  # saved unsettled (e.g. a config written by hand): settled now, no change
-            saved = dataclasses.replace(saved, precision=train_config.precision)
-        saved_values = saved.to_dict()
-        changed = sorted(
-            name
-            for name, value in train_config.to_dict().items()
-            if value != saved_values[name] and name not in RESUMABLE_CHANGES
-        )
-        task = task_of(saved)
-        model_config = task.config_class.load(run_dir / MODEL_CONFIG_FILE)
-        saved_model = model_config.to_dict()
-        # The same model flags as the run's (the same command again) are no change.
-        changed += sorted(name for name, value in (model_overrides or {}).items() if saved_model.get(name) != value)
-        if changed:
-            raise RunError(f"Cannot change {', '.join(changed)} when resuming {run_dir}; start a new --run-dir instead")
-        train_config = TrainConfig.from_dict(
-            {**saved.to_dict(), **{name: getattr(train_config, name) for name in RESUMABLE_CHANGES}}
-        )
-        task.check_global_batch(train_config, model_config, replicas)
+        train_config, model_config = _reopen_run(train_config, model_overrides or {}, replicas)
         log(f"Resuming the run in {run_dir}")
         _log_precision(precision, log)
         return train_config, model_config
@@ -153,6 +132,50 @@ def prepare_run(train_config, model_overrides=None, resume=False, log=print, rep
     model_config.save(run_dir / MODEL_CONFIG_FILE)
     train_config.save(saved_train)
     _log_precision(precision, log)
+    return train_config, model_config
+
+
+def _reopen_run(train_config, model_overrides, replicas):
+    """The configs of the run saved in `train_config.run_dir`, with the changes a resumed run may make.
+
+    Args:
+        train_config: the `TrainConfig` asked for, its precision settled; only `RESUMABLE_CHANGES`
+            may differ from the saved one.
+        model_overrides: dict of model config fields asked for; only the values the run already
+            has are accepted.
+        replicas: replicas in sync; the global batch must give each at least one pair.
+
+    Returns:
+        `(train_config, model_config)`: the saved configs, the train config with the resumable
+        changes applied.
+
+    Raises:
+        RunError: nothing to resume, or a change that a resumed run cannot make.
+    """
+    run_dir = Path(train_config.run_dir)
+    saved_train = run_dir / TRAIN_CONFIG_FILE
+    if not saved_train.is_file():
+        raise RunError(f"Nothing to resume: no {TRAIN_CONFIG_FILE} in {run_dir}")
+    saved = TrainConfig.load(saved_train)
+    if saved.precision == AUTO:  # saved unsettled (e.g. a config written by hand): settled now, no change
+        saved = dataclasses.replace(saved, precision=train_config.precision)
+    saved_values = saved.to_dict()
+    changed = sorted(
+        name
+        for name, value in train_config.to_dict().items()
+        if value != saved_values[name] and name not in RESUMABLE_CHANGES
+    )
+    task = task_of(saved)
+    model_config = task.config_class.load(run_dir / MODEL_CONFIG_FILE)
+    saved_model = model_config.to_dict()
+    # The same model flags as the run's (the same command again) are no change.
+    changed += sorted(name for name, value in model_overrides.items() if saved_model.get(name) != value)
+    if changed:
+        raise RunError(f"Cannot change {', '.join(changed)} when resuming {run_dir}; start a new --run-dir instead")
+    train_config = TrainConfig.from_dict(
+        {**saved.to_dict(), **{name: getattr(train_config, name) for name in RESUMABLE_CHANGES}}
+    )
+    task.check_global_batch(train_config, model_config, replicas)
     return train_config, model_config
 
 
@@ -226,13 +249,7 @@ def _train(train_config, strategy, model_overrides, resume, log, extra_callbacks
     run_dir = Path(train_config.run_dir)
     keras.utils.set_random_seed(train_config.seed)
     data = task.read_and_encode(train_config, model_config, log)
-    with strategy.scope(), dtype_policy(train_config.precision):
-        model = compile_transformer(task.build_model(model_config), model_config, train_config)
-        adapt_keras_fit(model)
-        start_step = _restore(model, run_dir, resume, log)
-        # The checkpoint holds the cooldown's end step of the run that wrote it; a run resumed with
-        # more epochs cools down to its own last step.
-        base_optimizer(model.optimizer).set_cooldown_end_step(train_config.epochs * train_config.steps_per_epoch)
+    model, start_step = _compiled_model(task, model_config, train_config, strategy, resume, log)
     log(f"Strategy: {describe(strategy)}")
     log(
         f"Model: {model.count_params():,} parameters ({train_config.preset} preset, {train_config.precision}"
@@ -278,6 +295,30 @@ def _train(train_config, strategy, model_overrides, resume, log, extra_callbacks
     write_text_atomically(run_dir / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
     log(f"Summary written to {run_dir / SUMMARY_FILE}")
     return summary
+
+
+def _compiled_model(task, model_config, train_config, strategy, resume, log):
+    """The task's model, built and compiled under `strategy` and the run's dtype policy; restored on resume.
+
+    Args:
+        task: the run's task (`runs.tasks.Task`).
+        model_config: the task's model config.
+        train_config: the run's `TrainConfig`.
+        strategy: the `tf.distribute.Strategy` to build the model under.
+        resume: whether to restore the newest intact checkpoint of the run directory.
+        log: callable taking one line of progress text.
+
+    Returns:
+        `(model, start_step)`: the compiled model and the steps it has already trained.
+    """
+    with strategy.scope(), dtype_policy(train_config.precision):
+        model = compile_transformer(task.build_model(model_config), model_config, train_config)
+        adapt_keras_fit(model)
+        start_step = _restore(model, Path(train_config.run_dir), resume, log)
+        # The checkpoint holds the cooldown's end step of the run that wrote it; a run resumed with
+        # more epochs cools down to its own last step.
+        base_optimizer(model.optimizer).set_cooldown_end_step(train_config.epochs * train_config.steps_per_epoch)
+    return model, start_step
 
 
 def _train_batches(task, data, train_config, replicas, skip=0):

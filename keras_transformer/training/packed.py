@@ -105,7 +105,6 @@ def logits_and_loss(hidden, kernel, bias, labels, epsilon):
 
     @tf.custom_gradient
     def loss_of(hidden, kernel, *bias):
-        vocab_size = tf.shape(kernel)[1]
         logits = tf.matmul(hidden, kernel)  # (N, V)
         kernel_mean = tf.reduce_mean(kernel, axis=1)  # (D,): the mean logit's weights; times V, the row sums
         mean_logit = tf.linalg.matvec(hidden, kernel_mean)  # (N,)
@@ -116,35 +115,63 @@ def logits_and_loss(hidden, kernel, bias, labels, epsilon):
         made.append(logits)
 
         def gradient(upstream):
-            spread = exponentials * (upstream[:, None] / total)  # (N, V): the softmax term
-            gold = upstream * (1.0 - epsilon)  # (N,)
-            uniform = upstream * (epsilon / tf.cast(vocab_size, tf.float32))  # (N,)
-            gold_columns = tf.transpose(tf.gather(kernel, gold_ids, axis=1))  # (N, D)
-            d_hidden = (
-                tf.matmul(spread, kernel, transpose_b=True)
-                - gold[:, None] * gold_columns
-                - (upstream * epsilon)[:, None] * kernel_mean[None, :]  # uniform * the kernel's row sums
+            return _loss_gradients(
+                upstream, hidden, kernel, kernel_mean, exponentials, total, gold_ids, epsilon, bool(bias)
             )
-            at_gold = tf.math.unsorted_segment_sum(hidden * gold[:, None], gold_ids, vocab_size)  # (V, D)
-            d_kernel = (
-                tf.matmul(hidden, spread, transpose_a=True)
-                - tf.transpose(at_gold)
-                - tf.linalg.matvec(hidden, uniform, transpose_a=True)[:, None]
-            )
-            if not bias:
-                return d_hidden, d_kernel
-            d_bias = (
-                tf.reduce_sum(spread, axis=0)
-                - tf.math.unsorted_segment_sum(gold, gold_ids, vocab_size)
-                - tf.reduce_sum(uniform)
-            )
-            return d_hidden, d_kernel, d_bias
 
         return loss, gradient
 
     weights = [tf.convert_to_tensor(kernel)] + ([] if bias is None else [tf.convert_to_tensor(bias)])
     loss = loss_of(tf.cast(hidden, tf.float32), *weights)
     return tf.stop_gradient(made[0]), loss
+
+
+def _loss_gradients(upstream, hidden, kernel, kernel_mean, exponentials, total, gold_ids, epsilon, with_bias):
+    """The gradients of `logits_and_loss`'s loss, without the `[N, V]` gradient of the logits.
+
+    The logits' gradient `a - c * one_hot(y) - d` (see `logits_and_loss`) is taken through the
+    matmuls term by term: the softmax term `a` through both matmuls, the gold term `c` at the gold
+    columns, the constant term `d` through the kernel's row sums and the states' column sums.
+
+    Args:
+        upstream: float32 `[N]`, the gradient of each position's loss.
+        hidden: float32 `[N, D]`, the decoder states at the real target positions.
+        kernel: float32 `[D, V]`.
+        kernel_mean: float32 `[D]`, the kernel's mean over V.
+        exponentials: float32 `[N, V]`, the forward pass's `exp(logits - max)`.
+        total: float32 `[N, 1]`, their sums over V.
+        gold_ids: int32 `[N]`, the target ids, in [0, V).
+        epsilon: float label smoothing in [0, 1).
+        with_bias: whether the logits have a bias, whose gradient is then returned too.
+
+    Returns:
+        `(d_hidden, d_kernel)`, float32 `[N, D]` and `[D, V]`, and after them `d_bias` `[V]` when
+        `with_bias`.
+    """
+    vocab_size = tf.shape(kernel)[1]
+    spread = exponentials * (upstream[:, None] / total)  # (N, V): the softmax term
+    gold = upstream * (1.0 - epsilon)  # (N,)
+    uniform = upstream * (epsilon / tf.cast(vocab_size, tf.float32))  # (N,)
+    gold_columns = tf.transpose(tf.gather(kernel, gold_ids, axis=1))  # (N, D)
+    d_hidden = (
+        tf.matmul(spread, kernel, transpose_b=True)
+        - gold[:, None] * gold_columns
+        - (upstream * epsilon)[:, None] * kernel_mean[None, :]  # uniform * the kernel's row sums
+    )
+    at_gold = tf.math.unsorted_segment_sum(hidden * gold[:, None], gold_ids, vocab_size)  # (V, D)
+    d_kernel = (
+        tf.matmul(hidden, spread, transpose_a=True)
+        - tf.transpose(at_gold)
+        - tf.linalg.matvec(hidden, uniform, transpose_a=True)[:, None]
+    )
+    if not with_bias:
+        return d_hidden, d_kernel
+    d_bias = (
+        tf.reduce_sum(spread, axis=0)
+        - tf.math.unsorted_segment_sum(gold, gold_ids, vocab_size)
+        - tf.reduce_sum(uniform)
+    )
+    return d_hidden, d_kernel, d_bias
 
 
 def train_step(model, data):

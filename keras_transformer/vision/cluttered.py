@@ -203,6 +203,52 @@ def generate(
     Raises:
         ValueError: an argument out of range; the message names it and its value.
     """
+    fragment_size = _check_arguments(
+        num_examples, split, size, object_scale, max_rotation, clutter, fragment_size, noise
+    )
+    characters = GLYPH_SETS.get(glyphs, glyphs)
+    bitmaps = glyph_bitmaps(characters)
+    rng = np.random.default_rng([seed, SPLITS.index(split)])
+    n = num_examples
+    labels, heights, angles, centres = _placements(rng, n, len(characters), object_scale, max_rotation, size)
+    objects = _draw_glyphs(bitmaps, labels, centres, heights, angles, size)
+    boxes = _ink_boxes(objects)
+    canvases = objects.reshape(n, -1).copy()
+    if clutter and n:
+        _add_clutter(canvases, boxes, bitmaps, rng, clutter, object_scale, max_rotation, fragment_size, size)
+    images = canvases.reshape(n, size, size, 1)
+    if noise:
+        images = np.clip(images + rng.normal(0.0, noise, images.shape), 0.0, 1.0)
+    return ClutteredGlyphs(
+        images=images.astype(np.float32),
+        labels=labels,
+        boxes=boxes,
+        centres=centres,
+        heights=heights,
+        angles=angles,
+        characters=characters,
+    )
+
+
+def _check_arguments(num_examples, split, size, object_scale, max_rotation, clutter, fragment_size, noise):
+    """Check the arguments of `generate` (see there) and resolve the default fragment size.
+
+    Args:
+        num_examples: int >= 0.
+        split: one of `SPLITS`.
+        size: int >= 16.
+        object_scale: `(low, high)`, 0.1 <= low <= high <= 0.9.
+        max_rotation: float in [0, 180].
+        clutter: int >= 0.
+        fragment_size: int in [1, size], or None for a quarter of `size` (at least 2).
+        noise: float >= 0.
+
+    Returns:
+        int, the fragment size: `fragment_size`, or its default when None.
+
+    Raises:
+        ValueError: an argument out of range; the message names it and its value.
+    """
     if split not in SPLITS:
         raise ValueError(f"`split` must be one of {SPLITS}. Received: split={split!r}")
     if not isinstance(num_examples, int) or num_examples < 0:
@@ -221,12 +267,26 @@ def generate(
     fragment_size = max(2, size // 4) if fragment_size is None else fragment_size
     if not isinstance(fragment_size, int) or not 1 <= fragment_size <= size:
         raise ValueError(f"`fragment_size` must be an int in [1, size]. Received: fragment_size={fragment_size!r}")
-    characters = GLYPH_SETS.get(glyphs, glyphs)
-    bitmaps = glyph_bitmaps(characters)
-    glyph_shape = bitmaps.shape[1:]
-    rng = np.random.default_rng([seed, SPLITS.index(split)])
-    n, classes = num_examples, len(characters)
+    return fragment_size
 
+
+def _placements(rng, n, classes, object_scale, max_rotation, size):
+    """Each example's class and its glyph's placement, drawn from `rng` in this order.
+
+    Args:
+        rng: the split's `np.random.Generator`.
+        n: int, the number of examples N.
+        classes: int, the number of glyph classes.
+        object_scale: `(low, high)`, the glyph's height as a fraction of `size`, drawn uniformly.
+        max_rotation: float, the largest rotation in degrees, either way.
+        size: int, the canvas side in pixels.
+
+    Returns:
+        `(labels, heights, angles, centres)`: int32 `[N]`, float32 `[N]` in pixels, float32 `[N]`
+        in radians, float32 `[N, 2]` as `(row, column)`, a centre that keeps the rotated glyph on
+        the canvas.
+    """
+    low, high = object_scale
     labels = rng.integers(0, classes, n).astype(np.int32)
     heights = (rng.uniform(low, high, n) * size).astype(np.float32)
     angles = np.radians(rng.uniform(-max_rotation, max_rotation, n)).astype(np.float32)
@@ -237,7 +297,24 @@ def generate(
     centres = np.stack(
         [rng.uniform(reach_rows, size - 1 - reach_rows), rng.uniform(reach_columns, size - 1 - reach_columns)], axis=1
     ).astype(np.float32)
+    return labels, heights, angles, centres
 
+
+def _draw_glyphs(bitmaps, labels, centres, heights, angles, size):
+    """Each example's glyph alone on its canvas, sampled bilinearly through its placement.
+
+    Args:
+        bitmaps: float32 `[classes, 32, 24]`, the `glyph_bitmaps` of the glyph set.
+        labels: int `[N]`, each example's class.
+        centres: float32 `[N, 2]`, each glyph's centre `(row, column)` in pixels.
+        heights: float32 `[N]`, each glyph's height in pixels.
+        angles: float32 `[N]`, each glyph's rotation in radians.
+        size: int, the canvas side in pixels.
+
+    Returns:
+        float32 `[N, size, size]`, values in [0, 1], background 0.
+    """
+    n, glyph_shape = len(labels), bitmaps.shape[1:]
     axis = np.arange(size, dtype=np.float32)
     grid_rows, grid_columns = np.meshgrid(axis, axis, indexing="ij")  # (size, size): row index, column index
     objects = np.zeros((n, size, size), np.float32)
@@ -248,9 +325,22 @@ def generate(
         columns = np.broadcast_to(grid_columns, (count, size, size))
         q_rows, q_columns = _glyph_coordinates(rows, columns, centres[part], heights[part], angles[part], glyph_shape)
         objects[part] = _sample(bitmaps, labels[part][:, None, None], q_rows, q_columns)
+    return objects
+
+
+def _ink_boxes(objects):
+    """The tight box of each glyph's pixels above `_INK`.
+
+    Args:
+        objects: float32 `[N, size, size]`, each glyph alone on its canvas.
+
+    Returns:
+        float32 `[N, 4]`, `(top, left, bottom, right)` in pixels, bottom and right exclusive.
+    """
+    size = objects.shape[1]
     ink = objects > _INK
     any_row, any_column = ink.any(axis=2), ink.any(axis=1)
-    boxes = np.stack(
+    return np.stack(
         [
             any_row.argmax(axis=1),
             any_column.argmax(axis=1),
@@ -260,52 +350,79 @@ def generate(
         axis=1,
     ).astype(np.float32)
 
-    canvases = objects.reshape(n, -1).copy()
-    if clutter and n:
-        m = n * clutter
-        owner = np.repeat(np.arange(n), clutter)
-        which = rng.integers(0, classes, m)
-        fragment_heights = rng.uniform(low, high, m) * size
-        fragment_angles = np.radians(rng.uniform(-max_rotation, max_rotation, m))
-        # The fragment's middle sits on a random point of its glyph's ink box, so it has strokes.
-        scale = fragment_heights / (7 * _UPSAMPLE)
-        on_glyph = np.stack([rng.uniform(-0.4, 0.4, m) * 7, rng.uniform(-0.4, 0.4, m) * 5], axis=1) * _UPSAMPLE
-        # The fragment's top-left on the canvas: the first of three random tries that keeps it off the
-        # glyph's box (a fragment whose three tries all overlap the box is left out).
-        tries = rng.integers(0, size - fragment_size + 1, (3, m, 2))
-        box = boxes[owner]
-        clear = (
-            (tries[..., 0] + fragment_size <= box[:, 0])
-            | (tries[..., 0] >= box[:, 2])
-            | (tries[..., 1] + fragment_size <= box[:, 1])
-            | (tries[..., 1] >= box[:, 3])
-        )  # (3, m)
-        corner = tries[clear.argmax(axis=0), np.arange(m)]  # (m, 2)
-        offsets = np.arange(fragment_size, dtype=np.float64) - (fragment_size - 1) / 2.0
-        d_rows, d_columns = np.meshgrid(offsets, offsets, indexing="ij")  # (f, f)
-        cos, sin = np.cos(fragment_angles)[:, None, None], np.sin(fragment_angles)[:, None, None]
-        q_x = (cos * d_columns + sin * d_rows) / scale[:, None, None] + on_glyph[:, 1, None, None]
-        q_y = (-sin * d_columns + cos * d_rows) / scale[:, None, None] + on_glyph[:, 0, None, None]
-        values = _sample(
-            bitmaps, which[:, None, None], q_y + (glyph_shape[0] - 1) / 2.0, q_x + (glyph_shape[1] - 1) / 2.0
-        )  # (m, f, f)
-        values = values * clear.any(axis=0)[:, None, None]
-        rows = corner[:, 0, None, None] + np.arange(fragment_size)[None, :, None]
-        columns = corner[:, 1, None, None] + np.arange(fragment_size)[None, None, :]
-        flat_index = owner[:, None, None] * size * size + rows * size + columns
-        np.maximum.at(canvases.reshape(-1), flat_index.reshape(-1), values.reshape(-1))
-    images = canvases.reshape(n, size, size, 1)
-    if noise:
-        images = np.clip(images + rng.normal(0.0, noise, images.shape), 0.0, 1.0)
-    return ClutteredGlyphs(
-        images=images.astype(np.float32),
-        labels=labels,
-        boxes=boxes,
-        centres=centres,
-        heights=heights,
-        angles=angles,
-        characters=characters,
-    )
+
+def _add_clutter(canvases, boxes, bitmaps, rng, clutter, object_scale, max_rotation, fragment_size, size):
+    """Paste `clutter` fragments of random glyphs on every canvas, off its glyph's box, in place.
+
+    Each fragment is a square cut from a random glyph of the set (the glyphs' size and rotation
+    ranges), centred on a random point of that glyph's ink box; it is pasted where the first of
+    three random tries keeps it off the canvas's glyph box, or left out when all three overlap it.
+    Where fragments overlap each other, the canvas takes the maximum.
+
+    Args:
+        canvases: float32 `[N, size * size]`, the canvases with their glyphs, flattened; written in place.
+        boxes: float32 `[N, 4]`, each glyph's box `(top, left, bottom, right)`.
+        bitmaps: float32 `[classes, 32, 24]`, the `glyph_bitmaps` of the glyph set.
+        rng: the split's `np.random.Generator`, after the glyphs' placements were drawn.
+        clutter: int >= 1, fragments per canvas.
+        object_scale: `(low, high)`, the fragment's glyph height as a fraction of `size`.
+        max_rotation: float, the fragment glyph's largest rotation in degrees, either way.
+        fragment_size: int, the side f of a fragment in pixels.
+        size: int, the canvas side in pixels.
+    """
+    low, high = object_scale
+    n, classes = len(canvases), len(bitmaps)
+    m = n * clutter
+    owner = np.repeat(np.arange(n), clutter)
+    which = rng.integers(0, classes, m)
+    fragment_heights = rng.uniform(low, high, m) * size
+    fragment_angles = np.radians(rng.uniform(-max_rotation, max_rotation, m))
+    # The fragment's middle sits on a random point of its glyph's ink box, so it has strokes.
+    on_glyph = np.stack([rng.uniform(-0.4, 0.4, m) * 7, rng.uniform(-0.4, 0.4, m) * 5], axis=1) * _UPSAMPLE
+    # The fragment's top-left on the canvas: the first of three random tries that keeps it off the
+    # glyph's box (a fragment whose three tries all overlap the box is left out).
+    tries = rng.integers(0, size - fragment_size + 1, (3, m, 2))
+    box = boxes[owner]
+    clear = (
+        (tries[..., 0] + fragment_size <= box[:, 0])
+        | (tries[..., 0] >= box[:, 2])
+        | (tries[..., 1] + fragment_size <= box[:, 1])
+        | (tries[..., 1] >= box[:, 3])
+    )  # (3, m)
+    corner = tries[clear.argmax(axis=0), np.arange(m)]  # (m, 2)
+    values = _fragment_pixels(bitmaps, which, fragment_heights, fragment_angles, on_glyph, fragment_size)
+    values = values * clear.any(axis=0)[:, None, None]
+    rows = corner[:, 0, None, None] + np.arange(fragment_size)[None, :, None]
+    columns = corner[:, 1, None, None] + np.arange(fragment_size)[None, None, :]
+    flat_index = owner[:, None, None] * size * size + rows * size + columns
+    np.maximum.at(canvases.reshape(-1), flat_index.reshape(-1), values.reshape(-1))
+
+
+def _fragment_pixels(bitmaps, which, heights, angles, on_glyph, fragment_size):
+    """The pixels of fragments: squares cut from glyphs through their placements, sampled bilinearly.
+
+    Args:
+        bitmaps: float32 `[classes, 32, 24]`, the `glyph_bitmaps` of the glyph set.
+        which: int `[M]`, each fragment's glyph class.
+        heights: float `[M]`, each fragment glyph's height in canvas pixels.
+        angles: float `[M]`, each fragment glyph's rotation in radians.
+        on_glyph: float `[M, 2]`, the fragment's middle `(row, column)` in glyph pixels from the
+            glyph's centre.
+        fragment_size: int, the side f of a fragment in pixels.
+
+    Returns:
+        float32 `[M, f, f]`, values in [0, 1].
+    """
+    glyph_shape = bitmaps.shape[1:]
+    scale = heights / (7 * _UPSAMPLE)
+    offsets = np.arange(fragment_size, dtype=np.float64) - (fragment_size - 1) / 2.0
+    d_rows, d_columns = np.meshgrid(offsets, offsets, indexing="ij")  # (f, f)
+    cos, sin = np.cos(angles)[:, None, None], np.sin(angles)[:, None, None]
+    q_x = (cos * d_columns + sin * d_rows) / scale[:, None, None] + on_glyph[:, 1, None, None]
+    q_y = (-sin * d_columns + cos * d_rows) / scale[:, None, None] + on_glyph[:, 0, None, None]
+    return _sample(
+        bitmaps, which[:, None, None], q_y + (glyph_shape[0] - 1) / 2.0, q_x + (glyph_shape[1] - 1) / 2.0
+    )  # (m, f, f)
 
 
 def generate_splits(sizes, seed=0, **options):

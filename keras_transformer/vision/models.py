@@ -166,48 +166,83 @@ def build_classifier(
     if not filters:
         raise ValueError(f"`filters` must name at least one block. Received: filters={filters!r}")
     images = keras.Input((None, None, channels), name="images")
-    x = images
+    x, theta = images, None
     if attention == "stn":
         x, theta = SpatialTransformer(output_size=tuple(glimpse_size), name="spatial_transformer")(
             x, return_attention_scores=True
         )
     for i, width in enumerate(filters, start=1):
-        shortcut = x
-        if attention == "sk":
-            x = SelectiveKernel(width, (3, 5), reduction=reduction, min_units=8, name=f"block_{i}_sk")(x)
-        elif attention == "residual":
-            x, mask = ResidualAttention(width, name=f"block_{i}_residual_attention")(x, return_attention_scores=True)
-        else:
-            activation = "relu" if block == "plain" else None  # residual: the relu comes after the addition
-            x = keras.layers.Conv2D(width, 3, padding="same", activation=activation, name=f"block_{i}_conv")(x)
-        if attention == "se":
-            x = SqueezeExcitation(reduction, name=f"block_{i}_se")(x)
-        elif attention == "cbam":
-            x, cbam = CBAM(reduction, spatial_kernel_size, name=f"block_{i}_cbam")(x, return_attention_scores=True)
-        if block == "residual":
-            if shortcut.shape[-1] != width:
-                shortcut = keras.layers.Conv2D(width, 1, use_bias=False, name=f"block_{i}_shortcut")(shortcut)
-            x = keras.layers.Add(name=f"block_{i}_add")([shortcut, x])
-            x = keras.layers.ReLU(name=f"block_{i}_relu")(x)
+        x, scores = _block(x, i, width, attention, block, reduction, spatial_kernel_size)
         last_features = x
         x = keras.layers.MaxPooling2D(2, padding="same", name=f"block_{i}_pool")(x)
     x = keras.layers.GlobalAveragePooling2D(name="pool")(x)
     logits = keras.layers.Dense(num_classes, name="logits")(x)
-
-    if attention == "stn":
-        attention_map = GlimpseFootprint(name="attention_map")(theta, images)
-    else:
-        if attention == "cbam":
-            grid_map = cbam["spatial"][..., 0]
-        elif attention == "residual":
-            grid_map = ops.mean(mask, axis=-1)
-        else:
-            grid_map = ops.mean(last_features, axis=-1)
-        attention_map = UpsampleToImage(name="attention_map")(grid_map, images)
+    attention_map = _attention_map(attention, images, theta, scores, last_features)
     name = f"classifier_{attention}" if block == "residual" else f"classifier_{attention}_plain"
     model = keras.Model(images, logits, name=name)
     attention_model = keras.Model(images, {"logits": logits, "attention_map": attention_map}, name=f"{name}_with_map")
     return Classifier(model, attention_model)
+
+
+def _block(x, index, width, attention, block, reduction, spatial_kernel_size):
+    """One block of the classifier, before its pooling: the branch with its attention, and the shortcut.
+
+    Args:
+        x: symbolic `[B, h, w, c]`, the block's input.
+        index: int, the block's number from 1, in its layers' names.
+        width: int, the block's convolution channels f_i.
+        attention: one of `ATTENTIONS`.
+        block: one of `BLOCKS`.
+        reduction: int, the reduction ratio of SE, SK and CBAM's channel MLP.
+        spatial_kernel_size: odd int, the size of CBAM's spatial convolution.
+
+    Returns:
+        `(x, scores)`: the block's output `[B, h, w, f_i]`, and the attention scores its spatial
+        map is made of: ResidualAttention's mask `[B, h, w, f_i]` (`"residual"`), CBAM's
+        `{"channel": [B, f_i], "spatial": [B, h, w, 1]}` (`"cbam"`), or None.
+    """
+    shortcut, scores = x, None
+    if attention == "sk":
+        x = SelectiveKernel(width, (3, 5), reduction=reduction, min_units=8, name=f"block_{index}_sk")(x)
+    elif attention == "residual":
+        x, scores = ResidualAttention(width, name=f"block_{index}_residual_attention")(x, return_attention_scores=True)
+    else:
+        activation = "relu" if block == "plain" else None  # residual: the relu comes after the addition
+        x = keras.layers.Conv2D(width, 3, padding="same", activation=activation, name=f"block_{index}_conv")(x)
+    if attention == "se":
+        x = SqueezeExcitation(reduction, name=f"block_{index}_se")(x)
+    elif attention == "cbam":
+        x, scores = CBAM(reduction, spatial_kernel_size, name=f"block_{index}_cbam")(x, return_attention_scores=True)
+    if block == "residual":
+        if shortcut.shape[-1] != width:
+            shortcut = keras.layers.Conv2D(width, 1, use_bias=False, name=f"block_{index}_shortcut")(shortcut)
+        x = keras.layers.Add(name=f"block_{index}_add")([shortcut, x])
+        x = keras.layers.ReLU(name=f"block_{index}_relu")(x)
+    return x, scores
+
+
+def _attention_map(attention, images, theta, scores, last_features):
+    """The classifier's spatial map over the input image (the module docstring says which, per attention).
+
+    Args:
+        attention: one of `ATTENTIONS`.
+        images: symbolic `[B, H, W, C]`, the classifier's input.
+        theta: symbolic `[B, 2, 3]`, the spatial transformer's transforms (`"stn"`), or None.
+        scores: the last block's attention scores (see `_block`), or None.
+        last_features: symbolic `[B, h, w, f]`, the last block's output before its pooling.
+
+    Returns:
+        Symbolic `[B, H, W]`.
+    """
+    if attention == "stn":
+        return GlimpseFootprint(name="attention_map")(theta, images)
+    if attention == "cbam":
+        grid_map = scores["spatial"][..., 0]
+    elif attention == "residual":
+        grid_map = ops.mean(scores, axis=-1)
+    else:
+        grid_map = ops.mean(last_features, axis=-1)
+    return UpsampleToImage(name="attention_map")(grid_map, images)
 
 
 def channel_weights_by_class(model, images, labels, num_classes, batch_size=250):

@@ -1,0 +1,58 @@
+"""Configuration dataclasses: `ModelConfig` rebuilds the network, `TrainConfig` says how to train.
+
+`LanguageModelConfig` rebuilds a decoder-only or encoder-only language model from the same sizes
+(`language_model_preset`) and attention options.
+
+Every hyperparameter has one name everywhere: the dataclass field, the CLI flag (`--d-model`,
+also accepted as `--d_model`), the JSON key saved beside checkpoints and exports, and the layer
+argument. Help texts live in the field metadata and become the CLI's `--help`.
+
+The modules: `base` (the field declaration, the JSON round trip and the validation helpers every
+config shares, `check_choice` among them), `model` (the model configs, their attention options
+and presets), `train` (`TrainConfig` and the choices of its fields). Every public name is
+importable from here.
+"""
+
+from keras_transformer.config.base import check_choice
+from keras_transformer.config.model import (
+    ATTENTION_INITIALIZATIONS,
+    ATTENTION_SCORES,
+    EMBEDDING_SHARING,
+    LANGUAGE_MODEL_KINDS,
+    PRESETS,
+    PROJECTION_ACTIVATIONS,
+    LanguageModelConfig,
+    ModelConfig,
+    language_model_preset,
+    preset,
+)
+from keras_transformer.config.train import (
+    DECODING_FIELDS,
+    LM_SAMPLERS,
+    NORMALIZATION_CHOICES,
+    PRECISIONS,
+    STRATEGIES,
+    TASKS,
+    TrainConfig,
+)
+
+__all__ = [
+    "ATTENTION_INITIALIZATIONS",
+    "ATTENTION_SCORES",
+    "DECODING_FIELDS",
+    "EMBEDDING_SHARING",
+    "LANGUAGE_MODEL_KINDS",
+    "LM_SAMPLERS",
+    "NORMALIZATION_CHOICES",
+    "PRECISIONS",
+    "PRESETS",
+    "PROJECTION_ACTIVATIONS",
+    "STRATEGIES",
+    "TASKS",
+    "LanguageModelConfig",
+    "ModelConfig",
+    "TrainConfig",
+    "check_choice",
+    "language_model_preset",
+    "preset",
+]

@@ -1,0 +1,224 @@
+"""The model configs and their presets: `ModelConfig` (translation) and `LanguageModelConfig` (GPT / BERT).
+
+Both share the sizes (`d_model`, `num_heads`, `num_blocks`, `d_ff`, `dropout_rate`) and the
+attention options (`_ATTENTION_OPTIONS`: the output projection, the projections' activation and
+initialization, the score function), declared once and checked once (`_check_model_sizes`).
+`PRESETS` names model sizes; `preset` and `language_model_preset` build a validated config
+of a named size with overrides.
+"""
+
+import dataclasses
+
+from keras_transformer.config.base import _check_positive, _check_rate, _field, _JsonConfig, check_choice
+
+ATTENTION_INITIALIZATIONS = ("glorot", "per_head")  # MultiheadAttention's `initialization`
+# The score functions s(x, q) of `keras_transformer.layers.AttentionScore`, the paper's first.
+ATTENTION_SCORES = ("scaled_dot", "dot", "additive", "bilinear", "cosine")
+
+
+PROJECTION_ACTIVATIONS = ("linear", "relu")
+# Which of a translation model's [V, D] tables are one (`ModelConfig.embedding_sharing`).
+EMBEDDING_SHARING = ("none", "decoder", "all")
+# The attention options of every model kind: (default, help, choices) of each field.
+_ATTENTION_OPTIONS = {
+    "use_output_projection": (True, "Apply the paper's attention output projection W^O (the tutorial omits it).", None),
+    "projection_activation": (
+        "linear",
+        "Activation of the Q/K/V projections: linear (paper) or relu (tutorial).",
+        PROJECTION_ACTIVATIONS,
+    ),
+    "attention_initialization": (
+        "glorot",
+        "Initialization of the attention projections: glorot (tutorial) or per_head (Glorot with the fans of the "
+        "[D, H, K] per-head kernel views: smaller, a faster start).",
+        ATTENTION_INITIALIZATIONS,
+    ),
+    "attention_score": (
+        "scaled_dot",
+        "Score function of every attention sublayer: scaled_dot (paper), dot or bilinear (Luong et al. 2015), "
+        "additive (Bahdanau et al. 2015), cosine (cosine similarity times a learned per-head scale).",
+        ATTENTION_SCORES,
+    ),
+}
+
+
+def _attention_field(name):
+    """The dataclass field of the attention option `name`, the same in every model config."""
+    default, help, choices = _ATTENTION_OPTIONS[name]
+    return _field(default, help, choices=choices)
+
+
+def _check_model_sizes(config):
+    """Check the fields every model config has: sizes, dropout and the attention options.
+
+    Raises:
+        ValueError: a value is out of range or not one of its choices (the message names it).
+    """
+    _check_positive(config, "d_model", "num_heads", "num_blocks", "d_ff")
+    _check_rate(config, "dropout_rate")
+    if config.d_model % config.num_heads:
+        raise ValueError(
+            f"`d_model` must be divisible by `num_heads`. Received: d_model={config.d_model}, "
+            f"num_heads={config.num_heads}"
+        )
+    if config.attention_initialization not in ATTENTION_INITIALIZATIONS:
+        raise ValueError(
+            f"`attention_initialization` must be one of {ATTENTION_INITIALIZATIONS}. "
+            f"Received: {config.attention_initialization!r}"
+        )
+    check_choice("attention_score", config.attention_score, ATTENTION_SCORES)
+    if config.projection_activation not in PROJECTION_ACTIVATIONS:
+        raise ValueError(
+            f"`projection_activation` must be 'linear' or 'relu'. Received: {config.projection_activation!r}"
+        )
+
+
+@dataclasses.dataclass
+class ModelConfig(_JsonConfig):
+    """Everything needed to rebuild the network. Defaults are the paper's base model.
+
+    Each field's help text (its `help` metadata, also shown by `keras-transformer train --help`)
+    documents it; `validate` checks them.
+    """
+
+    source_vocab_size: int = _field(8000, "Source vocabulary size V_s (set from the learned vocabulary).", cli=False)
+    target_vocab_size: int = _field(8000, "Target vocabulary size V_t (set from the learned vocabulary).", cli=False)
+    d_model: int = _field(512, "Width D of embeddings and of every block's output.")
+    num_heads: int = _field(8, "Attention heads H; d_model must be divisible by it.")
+    num_blocks: int = _field(6, "Encoder blocks, and as many decoder blocks.")
+    d_ff: int = _field(2048, "Inner width F of the feed-forward sublayers.")
+    dropout_rate: float = _field(0.1, "Dropout on embeddings, attention weights and sublayer outputs.")
+    max_source_len: int = _field(64, "Longest source in tokens; longer training pairs are dropped.")
+    max_target_len: int = _field(64, "Longest target in tokens, end token included; also the decoding limit.")
+    learned_positions: bool = _field(False, "Learn position embeddings instead of the fixed sinusoids.")
+    use_output_projection: bool = _attention_field("use_output_projection")
+    projection_activation: str = _attention_field("projection_activation")
+    attention_initialization: str = _attention_field("attention_initialization")
+    attention_score: str = _attention_field("attention_score")
+    embedding_sharing: str = _field(
+        "none",
+        "Embedding tables that are one (paper section 3.4): none (three tables: source, target, output logits); "
+        "decoder (the target embedding table also computes the logits, h E^T); all (one table for source, target "
+        "and logits: needs one vocabulary for both sides, --joint-vocab true).",
+        choices=EMBEDDING_SHARING,
+    )
+
+    def validate(self):
+        _check_positive(self, "source_vocab_size", "target_vocab_size", "max_source_len", "max_target_len")
+        _check_model_sizes(self)
+        if self.embedding_sharing not in EMBEDDING_SHARING:
+            raise ValueError(
+                f"`embedding_sharing` must be one of {EMBEDDING_SHARING}. Received: {self.embedding_sharing!r}"
+            )
+        if self.embedding_sharing == "all" and self.source_vocab_size != self.target_vocab_size:
+            raise ValueError(
+                "embedding_sharing='all' uses one table for both sides, so the vocabularies must be one (a joint "
+                f"vocabulary). Received: source_vocab_size={self.source_vocab_size}, "
+                f"target_vocab_size={self.target_vocab_size}"
+            )
+        return self
+
+
+# Named model sizes. "small" is the default of `python train.py` on the built-in corpus.
+PRESETS = {
+    "tiny": dict(d_model=32, num_heads=2, num_blocks=1, d_ff=64, dropout_rate=0.0),
+    "small": dict(d_model=128, num_heads=4, num_blocks=2, d_ff=512, dropout_rate=0.1),
+    "medium": dict(d_model=256, num_heads=4, num_blocks=3, d_ff=1024, dropout_rate=0.1),
+    "base": dict(d_model=512, num_heads=8, num_blocks=6, d_ff=2048, dropout_rate=0.1),
+}
+
+
+def preset(name, **overrides):
+    """`ModelConfig` of a named size with overrides: what a new run builds.
+
+    Args:
+        name: `tiny`, `small`, `medium` or `base` (see `PRESETS`).
+        **overrides: `ModelConfig` fields that replace the preset's (or the defaults).
+
+    Returns:
+        The validated `ModelConfig`.
+
+    Raises:
+        ValueError: an unknown preset, or an invalid combination (e.g. `d_model` not divisible
+            by the preset's `num_heads`).
+    """
+    if name not in PRESETS:
+        raise ValueError(f"Unknown preset {name!r}; expected one of {sorted(PRESETS)}")
+    return ModelConfig(**{**PRESETS[name], **overrides}).validate()
+
+
+# The two language-model families built from the same layers: GPT-style and BERT-style.
+LANGUAGE_MODEL_KINDS = ("decoder", "encoder")
+
+
+@dataclasses.dataclass
+class LanguageModelConfig(_JsonConfig):
+    """Everything needed to rebuild a language model: decoder-only (GPT) or encoder-only (BERT).
+
+    `kind="decoder"` is a causal language model (each position predicts the next token from the
+    ones before it); `kind="encoder"` is a bidirectional masked language model (each position sees
+    the whole sequence), with an optional classification head on its first position. The sizes
+    and attention options mean what they mean in `ModelConfig`; each field's help text documents
+    it, and `validate` checks them.
+    """
+
+    kind: str = _field(
+        "decoder",
+        "decoder: a causal (GPT-style) language model; encoder: a bidirectional (BERT-style) masked language model.",
+        cli=False,
+        choices=LANGUAGE_MODEL_KINDS,
+    )
+    vocab_size: int = _field(8000, "Vocabulary size V (set from the learned vocabulary).", cli=False)
+    d_model: int = _field(512, "Width D of embeddings and of every block's output.")
+    num_heads: int = _field(8, "Attention heads H; d_model must be divisible by it.")
+    num_blocks: int = _field(6, "Transformer blocks.")
+    d_ff: int = _field(2048, "Inner width F of the feed-forward sublayers.")
+    dropout_rate: float = _field(0.1, "Dropout on embeddings, attention weights and sublayer outputs.")
+    max_length: int = _field(128, "Longest sequence in tokens (training and generation, prompt included).")
+    learned_positions: bool = _field(False, "Learn position embeddings instead of the fixed sinusoids.")
+    tie_embeddings: bool = _field(
+        True, "Compute the output logits with the token embedding matrix (one [V, D] table) instead of their own."
+    )
+    num_classes: int = _field(
+        0, "Classes of the encoder's classification head on the first position; 0 = no head.", cli=False
+    )
+    use_output_projection: bool = _attention_field("use_output_projection")
+    projection_activation: str = _attention_field("projection_activation")
+    attention_initialization: str = _attention_field("attention_initialization")
+    attention_score: str = _attention_field("attention_score")
+
+    def validate(self):
+        if self.kind not in LANGUAGE_MODEL_KINDS:
+            raise ValueError(f"`kind` must be one of {LANGUAGE_MODEL_KINDS}. Received: kind={self.kind!r}")
+        _check_positive(self, "vocab_size", "max_length")
+        _check_model_sizes(self)
+        for name in ("learned_positions", "tie_embeddings"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"`{name}` must be a bool. Received: {name}={getattr(self, name)!r}")
+        if not isinstance(self.num_classes, int) or isinstance(self.num_classes, bool) or self.num_classes < 0:
+            raise ValueError(f"`num_classes` must be an int >= 0. Received: num_classes={self.num_classes!r}")
+        if self.num_classes and self.kind != "encoder":
+            raise ValueError(
+                f"Only an encoder has a classification head. Received: kind={self.kind!r}, "
+                f"num_classes={self.num_classes}"
+            )
+        return self
+
+
+def language_model_preset(name, kind, **overrides):
+    """`LanguageModelConfig` of a named size (the sizes of `PRESETS`) and kind, with overrides.
+
+    Args:
+        name: `tiny`, `small`, `medium` or `base` (see `PRESETS`).
+        kind: `"decoder"` (GPT-style) or `"encoder"` (BERT-style).
+        **overrides: `LanguageModelConfig` fields that replace the preset's (or the defaults).
+
+    Returns:
+        The validated `LanguageModelConfig`.
+
+    Raises:
+        ValueError: an unknown preset or kind, or an invalid combination.
+    """
+    if name not in PRESETS:
+        raise ValueError(f"Unknown preset {name!r}; expected one of {sorted(PRESETS)}")
+    return LanguageModelConfig(**{**PRESETS[name], **overrides, "kind": kind}).validate()
