@@ -40,6 +40,7 @@ Deterministic: the corpus, the initial weights, the shuffling and the masking fo
 """
 
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import keras
@@ -47,7 +48,12 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.config import language_model_preset
-from keras_transformer.data.date_classification import DATE_LABELS, classification_dataset, date_classification
+from keras_transformer.data.date_classification import (
+    DATE_LABELS,
+    DateClassification,
+    classification_dataset,
+    date_classification,
+)
 from keras_transformer.data.masked_lm_batches import masked_lm_dataset
 from keras_transformer.data.special_tokens import MASK_TOKEN
 from keras_transformer.data.texts import builtin_texts, encode_texts
@@ -138,24 +144,10 @@ def _rows(ids, labels, seq_len):
 
 
 def compare_pretraining(
-    label="decade",
-    preset="small",
-    vocab_size=400,
-    corpus_size=20000,
-    labeled=300,
-    held_out=1000,
-    pretrain_steps=400,
-    finetune_steps=200,
-    every=50,
-    batch_size=64,
-    seq_len=36,
-    pretrain_warmup_steps=200,
-    finetune_warmup_steps=100,
-    finetune_scale=0.5,
-    precision="float32",
-    seed=0,
-    before_fine_tuning=None,
-):
+    label="decade", preset="small", vocab_size=400, corpus_size=20000, labeled=300, held_out=1000,
+    pretrain_steps=400, finetune_steps=200, every=50, batch_size=64, seq_len=36, pretrain_warmup_steps=200,
+    finetune_warmup_steps=100, finetune_scale=0.5, precision="float32", seed=0, before_fine_tuning=None,
+):  # fmt: skip
     """Pre-train with MLM, fine-tune on few labels, and train the same model from scratch.
 
     Args:
@@ -191,19 +183,46 @@ def compare_pretraining(
     Raises:
         ValueError: an unknown label, or P or F not a positive multiple of `every`.
     """
+    # The arguments, in their order: taken first, while they are the only local names.
+    settings = {name: value for name, value in locals().items() if name != "before_fine_tuning"}
+    _check_arguments(label, pretrain_steps, finetune_steps, every)
+    # tf.data's shuffles take the global seed with their own: set it before any dataset is made.
+    keras.utils.set_random_seed(seed)
+    data = _study_data(label, vocab_size, corpus_size, labeled, held_out, batch_size, seq_len, seed)
+    classes, sizes = data.train.classes, dict(vocab_size=data.tokenizer.vocab_size, max_length=seq_len)
+    settings.update(learned_vocab_size=sizes["vocab_size"], classes=list(classes), chance=1 / len(classes))
+    mlm_config = language_model_preset(preset, "encoder", **sizes)
+    class_config = language_model_preset(preset, "encoder", **sizes, num_classes=len(classes))
+    pretrained, pretraining = _pretrain(mlm_config, data.unlabeled, settings)
+    arms, copied_layers = _train_arms(class_config, pretrained, data, settings, before_fine_tuning)
+    pretraining["copied_layers"] = copied_layers
+    arms["scratch"]["final_accuracy_total_steps"] = arms["scratch"]["accuracy"][-1]
+    return {"settings": settings, "pretraining": pretraining, "arms": arms}
+
+
+def _check_arguments(label, pretrain_steps, finetune_steps, every):
+    """Raise `ValueError` on an unknown label, or on P or F not a positive multiple of `every`."""
     if label not in DATE_LABELS:
         raise ValueError(f"Unknown label {label!r}; expected one of {tuple(DATE_LABELS)}")
     for name, steps in (("pretrain_steps", pretrain_steps), ("finetune_steps", finetune_steps)):
         if steps < 1 or every < 1 or steps % every:
             raise ValueError(f"`{name}` must be a positive multiple of `every`={every}. Received: {steps}")
-    settings = dict(
-        label=label, preset=preset, vocab_size=vocab_size, corpus_size=corpus_size, labeled=labeled,
-        held_out=held_out, pretrain_steps=pretrain_steps, finetune_steps=finetune_steps, every=every,
-        batch_size=batch_size, seq_len=seq_len, pretrain_warmup_steps=pretrain_warmup_steps,
-        finetune_warmup_steps=finetune_warmup_steps, finetune_scale=finetune_scale, precision=precision, seed=seed,
-    )  # fmt: skip
-    # tf.data's shuffles take the global seed with their own: set it before any dataset is made.
-    keras.utils.set_random_seed(seed)
+
+
+@dataclass
+class _StudyData:
+    """The study's text, encoded: the vocabulary, the masked-LM batches and the labeled examples."""
+
+    tokenizer: SubwordTokenizer
+    unlabeled: tf.data.Dataset  # endless masked-LM batches of the unlabeled text
+    train: DateClassification  # the labeled training dates
+    train_ids: tf.RaggedTensor  # their texts' token ids, int32 [N, (T)]
+    test_inputs: np.ndarray  # int32 [N, L], the held-out examples
+    test_labels: np.ndarray  # int32 [N]
+
+
+def _study_data(label, vocab_size, corpus_size, labeled, held_out, batch_size, seq_len, seed):
+    """The corpus, the labeled dates and the held-out ones, the vocabulary learned from the corpus, encoded."""
     texts = builtin_texts("train", size=corpus_size, seed=seed).texts
     train = date_classification("train", size=labeled, seed=seed, label=label)
     test = date_classification("validation", size=held_out, seed=seed, label=label)
@@ -211,65 +230,103 @@ def compare_pretraining(
         vocab_path = Path(folder) / "vocab.txt"
         write_vocabulary(learn_vocabulary(texts, vocab_size, extra_reserved=(MASK_TOKEN,)), vocab_path)
         tokenizer = SubwordTokenizer(str(vocab_path))
-    settings.update(learned_vocab_size=tokenizer.vocab_size, classes=list(train.classes), chance=1 / len(train.classes))
     unlabeled = masked_lm_dataset(
         encode_texts(texts, tokenizer), seq_len, batch_size, tokenizer.vocab_size, mask_id=tokenizer.mask_id,
         num_reserved=tokenizer.num_reserved, shuffle=True, repeat=True, seed=seed,
     )  # fmt: skip
     train_ids = encode_texts(train.texts, tokenizer)
     test_inputs, test_labels = _rows(encode_texts(test.texts, tokenizer), test.labels, seq_len)
+    return _StudyData(tokenizer, unlabeled, train, train_ids, test_inputs, test_labels)
 
-    sizes = dict(vocab_size=tokenizer.vocab_size, max_length=seq_len)
-    mlm_config = language_model_preset(preset, "encoder", **sizes)
-    class_config = language_model_preset(preset, "encoder", **sizes, num_classes=len(train.classes))
 
-    # Pre-training.
-    with dtype_policy(precision):
-        keras.utils.set_random_seed(seed)
-        pretrained = build_encoder_only(mlm_config)
+def _pretrain(config, unlabeled, settings):
+    """Pre-train an encoder as a masked language model, for `pretrain_steps` steps of `unlabeled` batches.
+
+    Args:
+        config: the masked language model's `LanguageModelConfig`.
+        unlabeled: the endless masked-LM batches.
+        settings: `compare_pretraining`'s arguments, by name.
+
+    Returns:
+        `(pretrained, pretraining)`: the model, and `{"seconds", "loss", "accuracy"}` (the
+        masked-LM loss and accuracy on the training batches at the end).
+    """
+    with dtype_policy(settings["precision"]):
+        keras.utils.set_random_seed(settings["seed"])
+        pretrained = build_encoder_only(config)
     _compile(
         pretrained,
-        _adam(mlm_config.d_model, pretrain_warmup_steps, 1.0),
+        _adam(config.d_model, settings["pretrain_warmup_steps"], 1.0),
         MaskedLabelSmoothedLoss(0.0),
         [MaskedAccuracy()],
     )
     timer = tf.timestamp()
-    history = pretrained.fit(unlabeled, epochs=1, steps_per_epoch=pretrain_steps, verbose=0)
-    pretraining = {
+    history = pretrained.fit(unlabeled, epochs=1, steps_per_epoch=settings["pretrain_steps"], verbose=0)
+    return pretrained, {
         "seconds": float(tf.timestamp() - timer),
         "loss": float(history.history["loss"][-1]),
         "accuracy": float(history.history["accuracy"][-1]),
     }
 
-    # The two classifiers: the same initial weights (those the pre-training started from, and
-    # one head), the fine-tuned one's encoder then replaced by the pre-trained encoder.
-    arms = {}
+
+def _train_arms(config, pretrained, data, settings, before_fine_tuning):
+    """Train both arms' classifiers on the labeled batches, in the order of `ARMS`.
+
+    The two start from the same initial weights (those the pre-training started from, and one
+    head); the fine-tuned one's encoder is then replaced by the pre-trained encoder.
+
+    Args:
+        config: the classifier's `LanguageModelConfig`.
+        pretrained: the pre-trained masked language model.
+        data: the study's `_StudyData`.
+        settings: `compare_pretraining`'s arguments, by name.
+        before_fine_tuning: `compare_pretraining`'s, or None.
+
+    Returns:
+        `(arms, copied_layers)`: `{arm: its result}` and the layers copied from `pretrained`.
+    """
+    arms, copied_layers = {}, None
     for arm in ARMS:
-        with dtype_policy(precision):
-            keras.utils.set_random_seed(seed)
-            model = build_encoder_only(class_config)
+        with dtype_policy(settings["precision"]):
+            keras.utils.set_random_seed(settings["seed"])
+            model = build_encoder_only(config)
         if arm == "fine_tuned":
-            pretraining["copied_layers"] = copy_weights_by_name(pretrained, model)
+            copied_layers = copy_weights_by_name(pretrained, model)
         classifier = _compile(
             classifier_of(model),
-            _adam(class_config.d_model, finetune_warmup_steps, finetune_scale),
+            _adam(config.d_model, settings["finetune_warmup_steps"], settings["finetune_scale"]),
             keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             [],
         )
         if before_fine_tuning is not None:
             before_fine_tuning(arm, classifier, pretrained)
+        finetune_steps, pretrain_steps = settings["finetune_steps"], settings["pretrain_steps"]
         steps = finetune_steps if arm == "fine_tuned" else pretrain_steps + finetune_steps
-        labeled_batches = classification_dataset(
-            train_ids, train.labels, seq_len, batch_size, shuffle=True, repeat=True, seed=seed
-        )
-        curve = ClassificationCurve(test_inputs, test_labels, every)
-        timer = tf.timestamp()
-        classifier.fit(labeled_batches, epochs=1, steps_per_epoch=steps, verbose=0, callbacks=[curve])
-        arms[arm] = {
-            "steps": curve.steps,
-            "accuracy": curve.accuracy,
-            "final_accuracy": curve.accuracy[curve.steps.index(finetune_steps)],
-            "seconds": float(tf.timestamp() - timer),
-        }
-    arms["scratch"]["final_accuracy_total_steps"] = arms["scratch"]["accuracy"][-1]
-    return {"settings": settings, "pretraining": pretraining, "arms": arms}
+        arms[arm] = _fit_classifier(classifier, steps, data, settings)
+    return arms, copied_layers
+
+
+def _fit_classifier(classifier, steps, data, settings):
+    """Train `classifier` for `steps` steps on the labeled batches, measuring it every `every` steps.
+
+    Returns:
+        `{"steps", "accuracy", "final_accuracy", "seconds"}`, as in `compare_pretraining`'s arms.
+    """
+    labeled_batches = classification_dataset(
+        data.train_ids,
+        data.train.labels,
+        settings["seq_len"],
+        settings["batch_size"],
+        shuffle=True,
+        repeat=True,
+        seed=settings["seed"],
+    )
+    curve = ClassificationCurve(data.test_inputs, data.test_labels, settings["every"])
+    timer = tf.timestamp()
+    classifier.fit(labeled_batches, epochs=1, steps_per_epoch=steps, verbose=0, callbacks=[curve])
+    return {
+        "steps": curve.steps,
+        "accuracy": curve.accuracy,
+        "final_accuracy": curve.accuracy[curve.steps.index(settings["finetune_steps"])],
+        "seconds": float(tf.timestamp() - timer),
+    }

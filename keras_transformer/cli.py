@@ -99,13 +99,26 @@ def _add_config_flags(parser, config_class, title, only=None, exclude=()):
 
 
 def _build_parser():
+    """The `keras-transformer` parser, its sub-command in the namespace's `command`."""
     parser = argparse.ArgumentParser(
         prog="keras-transformer",
         formatter_class=_HelpFormatter,
         description="Train, evaluate, export and use the Transformer of 'Attention Is All You Need'.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_train_command(commands)
+    _add_run_commands(commands)
+    _add_generate_command(commands)
+    _add_translate_command(commands)
+    return parser
 
+
+def _add_train_command(commands):
+    """`train`: `--config`, `--resume` and one flag per field of the training and model configs.
+
+    Args:
+        commands: the parser's sub-parsers (`add_subparsers`' result).
+    """
     train = commands.add_parser(
         "train",
         formatter_class=_HelpFormatter,
@@ -127,6 +140,13 @@ def _build_parser():
         exclude=model_flags,
     )
 
+
+def _add_run_commands(commands):
+    """`evaluate` and `export`, which read a finished run: `--run-dir` and the decoding flags, defaulting to the run's.
+
+    Args:
+        commands: the parser's sub-parsers (`add_subparsers`' result).
+    """
     evaluate = commands.add_parser(
         "evaluate", formatter_class=_HelpFormatter, help="score a finished run on its test split"
     )
@@ -148,6 +168,13 @@ def _build_parser():
     )
     _add_config_flags(export, TrainConfig, "decoding", only=DECODING_FIELDS)
 
+
+def _add_generate_command(commands):
+    """`generate`: `--model`, `--input` and the prompts to continue.
+
+    Args:
+        commands: the parser's sub-parsers (`add_subparsers`' result).
+    """
     generate = commands.add_parser(
         "generate",
         formatter_class=_HelpFormatter,
@@ -174,6 +201,13 @@ def _build_parser():
     )
     generate.add_argument("prompt", nargs="*", help="prompts to continue (none: read them from --input)")
 
+
+def _add_translate_command(commands):
+    """`translate`: `--model`, `--input` and the sentences to translate.
+
+    Args:
+        commands: the parser's sub-parsers (`add_subparsers`' result).
+    """
     translate = commands.add_parser(
         "translate",
         formatter_class=_HelpFormatter,
@@ -197,7 +231,6 @@ def _build_parser():
         help="read the sentences from FILE, one per line ('-' for standard input, what is read when no TEXT is given)",
     )
     translate.add_argument("text", nargs="*", help="sentences to translate (none: read them from --input)")
-    return parser
 
 
 _TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}
@@ -461,8 +494,8 @@ _COMMANDS = {"train": _train, "evaluate": _evaluate, "export": _export, "transla
 _INTERRUPTED = {
     "train": "the run keeps its last checkpoint; continue it with the same command and --resume",
     "evaluate": "nothing was written (evaluate only reads the run); run the command again for the scores",
-    # export/savedmodel.py writes a version to a staging folder, removes it on any exception and renames
-    # it when complete.
+    # export/savedmodel.py writes a version to a staging folder, removes it on any exception and renames it
+    # when complete.
     "export": "the export did not finish; no partial version is left (a version folder appears only once complete)",
     "translate": "nothing was written (translate only reads the model); run the command again",
     "generate": "nothing was written (generate only reads the model); run the command again",
