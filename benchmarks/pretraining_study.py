@@ -22,18 +22,9 @@ Every `every` steps (and before the first) both classifiers are scored on `held_
 the validation split, which the pre-training never saw: accuracy of the argmax of
 `class_logits`, read with `training=False`.
 
-Which label, and what was measured (small preset, 300 labeled dates, batch 64, float32, on a
-shared 2-core CPU; `benchmarks/README.md` has the benchmark's table). "decade" (20 classes,
-read from a year in digits or in words such as "nineteen eighty-seven") is the default and the
-only label measured at full size so far, and there pre-training did NOT help: after 1,000 masked-LM
-steps (masked-piece accuracy 0.18 on its last batches) the fine-tuned classifier reached 0.36
-held-out accuracy at 500 steps, the same model from scratch 0.52 at 500 steps and 0.56 at 1,500
-(seed 0). The fine-tuned arm learned slower from its first measurement on. "month" and
-"weekday" were started at a smaller size and stopped unfinished when the machine's load left
-them too little CPU; they are not measured. What the text offers a masked LM is a reason to
-expect little: the dates are drawn at random, so most masked pieces (digits, day and year
-words) cannot be predicted from their context, and what can be (the form's fixed words) says
-little about the year.
+The label is `label`: "decade" (20 classes, read from a year in digits or in words such as
+"nineteen eighty-seven", the default), "month" or "weekday". docs/benchmarks/pretraining.md has
+what was measured.
 
 Deterministic: the corpus, the initial weights, the shuffling and the masking follow from
 `seed` (`keras.utils.set_random_seed` before each model is built, seeded tf.data).
