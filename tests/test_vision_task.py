@@ -117,6 +117,14 @@ def test_bad_task_arguments_are_errors_naming_the_value(arguments, message):
         generate(4, **arguments)
 
 
+@pytest.mark.parametrize("options", [{}, {"clutter": 0}, {"noise": 0.2}])
+def test_no_examples_is_an_empty_task_of_the_documented_shapes(options):
+    data = generate(0, size=32, **options)
+    assert data.images.shape == (0, 32, 32, 1) and data.images.dtype == np.float32
+    assert data.labels.shape == (0,) and data.boxes.shape == (0, 4) and data.centres.shape == (0, 2)
+    assert data.heights.shape == (0,) and data.angles.shape == (0,)
+
+
 def test_every_glyph_of_the_font_is_seven_rows_of_five():
     assert all(len(rows) == 7 and all(len(row) == 5 for row in rows) for rows in FONT.values())
     assert len({rows for rows in FONT.values()}) == len(FONT)  # no two glyphs alike

@@ -1,7 +1,8 @@
 """Serving a trained model: SavedModel exports in TF Serving's layout, and clients for the server.
 
-`savedmodel`: the export modules (`Translator`, `IdsTranslator`, `TextGenerator`, `IdsGenerator`,
-`MaskFiller`), their signatures, versions, warm-up requests and `models.config`.
+`savedmodel`: TF Serving's layout, the signatures' names, versions, warm-up requests and
+`models.config`; `translation`: `Translator` and `IdsTranslator`; `language`: `TextGenerator`,
+`IdsGenerator` and `MaskFiller`.
 `clients`: REST and gRPC clients of a TF Serving model server, and the request bodies they send.
 Every public name of both is importable from here.
 """
@@ -16,6 +17,7 @@ from keras_transformer.export.clients import (
     predict_request,
     rest_request_body,
 )
+from keras_transformer.export.language import IdsGenerator, MaskFiller, TextGenerator
 from keras_transformer.export.savedmodel import (
     GENERATE_IDS_SIGNATURE_KEY,
     IDS_SIGNATURE_KEY,
@@ -23,11 +25,7 @@ from keras_transformer.export.savedmodel import (
     MODELS_CONFIG_FILE,
     SIGNATURE_KEY,
     WARMUP_FILE,
-    IdsGenerator,
-    IdsTranslator,
-    MaskFiller,
-    TextGenerator,
-    Translator,
+    ExportModule,
     export_module,
     export_translator,
     latest_version_dir,
@@ -36,6 +34,7 @@ from keras_transformer.export.savedmodel import (
     write_models_config,
     write_warmup_requests,
 )
+from keras_transformer.export.translation import IdsTranslator, Translator
 
 __all__ = [
     "DEFAULT_SIGNATURE",
@@ -47,6 +46,7 @@ __all__ = [
     "SIGNATURE_KEY",
     "UNNAMED_OUTPUT_KEY",
     "WARMUP_FILE",
+    "ExportModule",
     "GrpcClient",
     "IdsGenerator",
     "IdsTranslator",

@@ -1,4 +1,4 @@
-"""SavedModel export in TF Serving's layout: raw text in, translation out, all in the graph.
+"""SavedModel exports in TF Serving's layout: the weights every export carries, versions, warm-up, models.config.
 
     EXPORT_DIR/models.config                          model server config listing every model here
     EXPORT_DIR/MODEL_NAME/1/saved_model.pb
@@ -7,46 +7,12 @@
                            /assets.extra/tf_serving_warmup_requests
     EXPORT_DIR/MODEL_NAME/2/...   (the highest integer version is served)
 
-Two kinds of export, because a SavedModel is loaded whole (one unknown op fails the load):
-
-- the text export (`Translator`), which needs a model server with tensorflow-text ops (the stock
-  TF Serving 2.12+ has them):
-    `serving_default`: `text: string[B]` -> `translation: string[B]`, `score: float32[B]`,
-        `truncated: bool[B]`
-    `translate_ids`:   `source_ids: int32[B, S]` -> `output_ids: int32[B, L]`, `score`, `truncated`
-- the ids-only export (`IdsTranslator`), core TensorFlow ops only, for servers built without
-  tensorflow-text; its `serving_default` is `translate_ids`, and the vocabularies ride along as
-  assets for the client to tokenize with.
-
-Defined results for awkward input: a text with no tokens (empty, whitespace only) and a row of
-ids that is all padding translate to `""` / all padding with score 0; input longer than the
-model's `max_source_len` is cut to it and flagged `truncated`; so is a text longer than
-`MAX_TEXT_BYTES` bytes, of which only the first `MAX_TEXT_BYTES` are read (that bounds the time
-of one text); invalid UTF-8 bytes are replaced (U+FFFD) and unknown characters become `<unk>`
-before translation; an empty batch gives empty outputs; ids outside the vocabulary are rejected
-with an `InvalidArgumentError` naming them.
-
-Decoding (beam size, length penalty, output length `max_target_len`) is fixed at export time.
-A new version is written to a staging folder beside the versions and renamed into place, so a
-model server never sees half a model.
-
-Language models are exported the same way (`export_module`, the same layout, versions, warm-up
-requests and models.config):
-
-- a causal language model (`TextGenerator`, tensorflow-text ops):
-    `serving_default`: `prompt: string[B]` -> `continuation: string[B]`, `output_ids: int32[B, L]`,
-        `truncated: bool[B]`; the prompt is tokenized, `<s>` put in front, continued by cached
-        generation with the sampler chosen at export time (greedy by default; a sampling one
-        with its seed, so that a freshly loaded export samples the same continuations), and the
-        generated tokens (up to `</s>`) detokenized;
-    `generate_ids`:    `prompt_ids: int32[B, P]` -> `output_ids: int32[B, L]`, `truncated: bool[B]`;
-  and its ids-only export (`IdsGenerator`, core ops only), whose `serving_default` is `generate_ids`.
-  `L` is the model's `max_length`, prompt included; a prompt is cut to `L - 1` tokens (flagged
-  `truncated`), so that at least one token is generated.
-- a masked language model (`MaskFiller`, core ops only):
-    `serving_default`: `token_ids: int32[B, T]` -> `filled_ids: int32[B, T']` (each `<mask>` replaced
-        by the likeliest text piece, the other ids kept), `logits: float32[B, T', V]`,
-        `truncated: bool[B]`; `T'` is `T` cut to the model's `max_length`.
+What is exported: a translation model (`translation.py`: `Translator`, `IdsTranslator`), a causal
+language model and a masked one (`language.py`: `TextGenerator`, `IdsGenerator`, `MaskFiller`);
+the signatures' names are defined here. Decoding (a translation's beam size, length penalty and
+output length; a language model's sampler) is fixed at export time. A new version is written to a
+staging folder beside the versions and renamed into place, so a model server never sees half a
+model.
 """
 
 import os
@@ -56,9 +22,6 @@ import tempfile
 from pathlib import Path
 
 import tensorflow as tf
-
-from keras_transformer.data.tokenizers import PAD_ID, START_ID
-from keras_transformer.decoding import beam_search, greedy_decode
 
 SIGNATURE_KEY = "serving_default"
 IDS_SIGNATURE_KEY = "translate_ids"
@@ -73,7 +36,7 @@ MODELS_CONFIG_FILE = "models.config"
 MAX_TEXT_BYTES = 1 << 16
 
 
-class _ExportModule(tf.Module):
+class ExportModule(tf.Module):
     """The weights and assets every export carries.
 
     Only the weights are saved, as a list of `tf.Variable`s, the way `keras.export.ExportArchive`
@@ -99,7 +62,7 @@ class _ExportModule(tf.Module):
         self.vocab_files = [tf.saved_model.Asset(str(path)) for path in vocab_paths]
 
 
-def _checked_ids(ids, vocab_size, name):
+def checked_ids(ids, vocab_size, name):
     """`ids` once checked to be `0 <= id < vocab_size`.
 
     The checks run before anything reads the ids: otherwise an embedding's gather may run first
@@ -111,257 +74,6 @@ def _checked_ids(ids, vocab_size, name):
     ]
     with tf.control_dependencies(checks):
         return tf.identity(ids)
-
-
-class IdsTranslator(_ExportModule):
-    """Token ids to token ids, in core TensorFlow ops only (the ids-only export).
-
-    Args:
-        model: a trained model from `build_transformer`.
-        model_config: its `ModelConfig` (`max_source_len` truncates inputs, `max_target_len`
-            bounds outputs, `source/target_vocab_size` bound the ids).
-        config_path: the `model_config.json` to ship as an asset.
-        vocab_paths: the source and target vocabulary files to ship as assets.
-        beam_size: int, 1 for greedy decoding.
-        length_penalty: float, the beam search's GNMT alpha.
-    """
-
-    def __init__(self, model, model_config, config_path, vocab_paths=(), beam_size=4, length_penalty=0.6):
-        if not isinstance(beam_size, int) or beam_size < 1:
-            raise ValueError(f"`beam_size` must be a positive int. Received: beam_size={beam_size}")
-        super().__init__(model, model_config, config_path, vocab_paths, name="translator")
-        self.beam_size = beam_size
-        self.length_penalty = length_penalty
-
-    def signatures(self):
-        """`{signature name: tf.function}` to save."""
-        return {SIGNATURE_KEY: self.translate_ids}
-
-    # autograph=False here and below: the graphs have explicit control flow (ops.while_loop, ops.cond),
-    # so converting their Python source would only add tracing time (3.8 s of CPU in a tiny `train`).
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")], autograph=False)
-    def translate_ids(self, source_ids):
-        """Translates token ids: `source_ids: int32[B, S]` (0 = padding) -> a dict of outputs.
-
-        The outputs: `{"output_ids": int32[B, L], "score": float32[B], "truncated": bool[B]}`;
-        `L` is `max_target_len`.
-        """
-        source_ids = _checked_ids(source_ids, self.model_config.source_vocab_size, "source_ids")
-        max_source_len = self.model_config.max_source_len
-        truncated = tf.reduce_any(tf.not_equal(source_ids[:, max_source_len:], PAD_ID), axis=1)
-        return {**self._decode(source_ids[:, :max_source_len]), "truncated": truncated}
-
-    def _decode(self, source_ids):
-        """int32 `[B, S <= max_source_len]` -> `{"output_ids": [B, L], "score": [B]}`."""
-        # At least one source position, so that a batch of empty inputs still has keys.
-        source_ids = tf.pad(source_ids, [[0, 0], [0, tf.maximum(1 - tf.shape(source_ids)[1], 0)]])
-        max_length = self.model_config.max_target_len
-        if self.beam_size == 1:
-            output_ids, scores = greedy_decode(self.model, source_ids, max_length)
-        else:
-            output_ids, scores = beam_search(self.model, source_ids, max_length, self.beam_size, self.length_penalty)
-        empty = tf.reduce_all(tf.equal(source_ids, PAD_ID), axis=1)  # (B,): nothing to translate
-        return {
-            "output_ids": tf.where(empty[:, None], PAD_ID, output_ids),
-            "score": tf.where(empty, 0.0, scores),
-        }
-
-
-class Translator(IdsTranslator):
-    """Text to text: tensorflow-text tokenization, decoding and detokenization in one graph.
-
-    Args:
-        model, model_config, config_path, beam_size, length_penalty: see `IdsTranslator`.
-        source_tokenizer, target_tokenizer: `SubwordTokenizer`s of the run (their vocabularies
-            are saved as assets).
-    """
-
-    def __init__(
-        self, model, model_config, source_tokenizer, target_tokenizer, config_path, beam_size=4, length_penalty=0.6
-    ):
-        super().__init__(model, model_config, config_path, (), beam_size, length_penalty)
-        self.source_tokenizer = source_tokenizer
-        self.target_tokenizer = target_tokenizer
-
-    def signatures(self):
-        return {SIGNATURE_KEY: self.translate, IDS_SIGNATURE_KEY: self.translate_ids}
-
-    def ids_only(self):
-        """The `IdsTranslator` of the same model and decoding settings, for the ids-only export."""
-        vocab_paths = (self.source_tokenizer.vocab_path, self.target_tokenizer.vocab_path)
-        return IdsTranslator(
-            self.model,
-            self.model_config,
-            self._config_path,
-            vocab_paths,
-            self.beam_size,
-            self.length_penalty,
-        )
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")], autograph=False)
-    def translate(self, text):
-        """Translates text: `text: string[B]` -> a dict of outputs.
-
-        The outputs: `{"translation": string[B], "score": float32[B], "truncated": bool[B]}`.
-        `truncated` is true where the text has more than `max_source_len` tokens or more than
-        `MAX_TEXT_BYTES` bytes: only its beginning was translated.
-        """
-        too_long = tf.strings.length(text) > MAX_TEXT_BYTES  # (B,)
-        text = tf.strings.substr(text, 0, MAX_TEXT_BYTES)  # a character cut in two reads as U+FFFD
-        max_source_len = self.model_config.max_source_len
-        # One word more than fits: every word gives at least one piece, so that extra word
-        # shows whether the text is longer than `max_source_len` pieces.
-        pieces = self.source_tokenizer.tokenize(text, max_words=max_source_len + 1)  # (B, (S))
-        truncated = tf.logical_or(too_long, pieces.row_lengths() > max_source_len)
-        source_ids = pieces[:, :max_source_len].to_tensor(default_value=PAD_ID)  # (B, S), S <= max_source_len
-        # Through the ids signature's function: one decoder graph in the SavedModel (and one trace
-        # when saving), shared by both signatures.
-        outputs = self.translate_ids(source_ids)
-        return {
-            "translation": self.target_tokenizer.detokenize(outputs["output_ids"]),
-            "score": outputs["score"],
-            "truncated": truncated,
-        }
-
-
-class IdsGenerator(_ExportModule):
-    """Prompt ids to prompt and continuation ids by cached generation, in core TensorFlow ops only.
-
-    Args:
-        model, model_config, config_path, vocab_paths: see `_ExportModule`; `model` from
-            `build_decoder_only`.
-        sampler: a name of `generation.SAMPLERS`: "greedy", "beam", "top_k", "top_p", "random".
-        seed: int, the seed of a sampler that draws at random: its seed generator's state is a
-            variable of the export, so that every freshly loaded export samples alike.
-        **options: the sampler's options (`num_beams`, `k`, `p`, `temperature`).
-    """
-
-    def __init__(self, model, model_config, config_path, vocab_paths=(), sampler="greedy", seed=0, **options):
-        super().__init__(model, model_config, config_path, vocab_paths, name="generator")
-        if model_config.max_length < 2:
-            raise ValueError(f"Generation needs max_length >= 2. Received: max_length={model_config.max_length}")
-        from keras_transformer.decoding.generation import get_sampler  # imports keras-hub: only for a language model
-
-        # Built once, outside the traced function (a sampler made inside would make a new variable per trace).
-        sampler_object = get_sampler(sampler, seed, **options)
-        object.__setattr__(self, "sampler", sampler_object)  # untracked: only its state is saved
-        generator = getattr(sampler_object, "seed_generator", None)
-        self.sampler_state = [] if generator is None else [generator.state.value]
-        self.sampler_settings = dict(sampler=sampler, seed=seed, **options)
-
-    def signatures(self):
-        """`{signature name: tf.function}` to save."""
-        return {SIGNATURE_KEY: self.generate_ids}
-
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="prompt_ids")], autograph=False)
-    def generate_ids(self, prompt_ids):
-        """Continues prompts given as ids: `prompt_ids: int32[B, P]`, right-padded with 0.
-
-        A prompt should start with `<s>` (id 2), as the training texts do; a row of padding
-        only starts from `<s>`.
-
-        Returns:
-            `{"output_ids": int32[B, L], "truncated": bool[B]}`: each prompt, cut to `L - 1`
-            tokens, then its continuation, padding (0) after a generated `</s>`; `truncated`
-            where the prompt was cut. `L` is the model's `max_length`.
-        """
-        prompt_ids = _checked_ids(prompt_ids, self.model_config.vocab_size, "prompt_ids")
-        room = self.model_config.max_length - 1
-        truncated = tf.reduce_any(tf.not_equal(prompt_ids[:, room:], PAD_ID), axis=1)
-        return {"output_ids": self._generate(prompt_ids[:, :room]), "truncated": truncated}
-
-    def _generate(self, prompt_ids):
-        """int32 `[B, P < L]` -> int32 `[B, L]`, the prompts and their continuations."""
-        from keras_transformer.decoding.generation import generate
-
-        return generate(self.model, prompt_ids, self.model_config.max_length, sampler=self.sampler)
-
-
-class TextGenerator(IdsGenerator):
-    """Prompt text to continuation text: tokenization, cached generation and detokenization in one graph.
-
-    Args:
-        model, model_config, config_path, sampler, seed, **options: see `IdsGenerator`.
-        tokenizer: the run's `SubwordTokenizer` (its vocabulary is saved as an asset).
-    """
-
-    def __init__(self, model, model_config, tokenizer, config_path, sampler="greedy", seed=0, **options):
-        super().__init__(model, model_config, config_path, (), sampler, seed, **options)
-        self.tokenizer = tokenizer
-
-    def signatures(self):
-        return {SIGNATURE_KEY: self.generate, GENERATE_IDS_SIGNATURE_KEY: self.generate_ids}
-
-    def ids_only(self):
-        """The `IdsGenerator` of the same model and sampler, for the ids-only export."""
-        return IdsGenerator(
-            self.model, self.model_config, self._config_path, (self.tokenizer.vocab_path,), **self.sampler_settings
-        )
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="prompt")], autograph=False)
-    def generate(self, prompt):
-        """Continues text: `prompt: string[B]` -> a dict of outputs.
-
-        The outputs: `{"continuation": string[B], "output_ids": int32[B, L], "truncated": bool[B]}`:
-        the generated text after the prompt (up to `</s>`), `<s>`, the prompt's ids and the
-        generated ones, and whether the prompt was cut (more than `L - 2` pieces or
-        `MAX_TEXT_BYTES` bytes: only its beginning was continued).
-        """
-        too_long = tf.strings.length(prompt) > MAX_TEXT_BYTES  # (B,)
-        prompt = tf.strings.substr(prompt, 0, MAX_TEXT_BYTES)
-        room = self.model_config.max_length - 2  # pieces after <s>, leaving one position to generate
-        pieces = self.tokenizer.tokenize(prompt, max_words=room + 1)  # (B, (P)); see `Translator.translate`
-        truncated = tf.logical_or(too_long, pieces.row_lengths() > room)
-        starts = tf.fill([pieces.nrows(), 1], tf.constant(START_ID, tf.int32))
-        prompt_ids = tf.concat([starts, pieces[:, :room]], axis=1).to_tensor(default_value=PAD_ID)  # (B, P)
-        output_ids = self.generate_ids(prompt_ids)["output_ids"]  # (B, L); one generation graph, as in `Translator`
-        extra = tf.shape(output_ids)[1] - tf.shape(prompt_ids)[1]
-        in_prompt = tf.pad(tf.not_equal(prompt_ids, PAD_ID), [[0, 0], [0, extra]])  # (B, L)
-        generated = tf.where(in_prompt, PAD_ID, output_ids)  # (B, L)
-        return {
-            "continuation": self.tokenizer.detokenize(generated),
-            "output_ids": output_ids,
-            "truncated": truncated,
-        }
-
-
-class MaskFiller(_ExportModule):
-    """Token ids with `<mask>`s to the masked language model's fill-in, in core TensorFlow ops only.
-
-    Args:
-        model, model_config, config_path, vocab_paths: see `_ExportModule`; `model` from
-            `build_encoder_only`, without a classification head.
-        mask_id: the id of `<mask>`.
-        num_reserved: the number of reserved ids; a mask is filled with a text piece, never one of them.
-    """
-
-    def __init__(self, model, model_config, config_path, vocab_paths, mask_id, num_reserved):
-        super().__init__(model, model_config, config_path, vocab_paths, name="mask_filler")
-        self.mask_id = int(mask_id)
-        self.num_reserved = int(num_reserved)
-
-    def signatures(self):
-        """`{signature name: tf.function}` to save."""
-        return {SIGNATURE_KEY: self.fill_masks}
-
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="token_ids")], autograph=False)
-    def fill_masks(self, token_ids):
-        """Fills the masks of `token_ids: int32[B, T]`, right-padded with 0, `<s>` first as in training.
-
-        Returns:
-            `{"filled_ids": int32[B, T'], "logits": float32[B, T', V], "truncated": bool[B]}`:
-            the ids with each `<mask>` replaced by its likeliest text piece, the model's logits
-            at every position, and where a row was longer than `T' = min(T, max_length)`.
-        """
-        token_ids = _checked_ids(token_ids, self.model_config.vocab_size, "token_ids")
-        max_length = self.model_config.max_length
-        truncated = tf.reduce_any(tf.not_equal(token_ids[:, max_length:], PAD_ID), axis=1)
-        token_ids = token_ids[:, :max_length]
-        logits = tf.cast(self.model(token_ids, training=False), tf.float32)  # (B, T', V)
-        is_piece = tf.range(self.model_config.vocab_size) >= self.num_reserved  # (V,)
-        best = tf.argmax(tf.where(is_piece, logits, float("-inf")), axis=-1, output_type=tf.int32)  # (B, T')
-        filled = tf.where(tf.equal(token_ids, self.mask_id), best, token_ids)
-        return {"filled_ids": filled, "logits": logits, "truncated": truncated}
 
 
 def next_version(model_dir):

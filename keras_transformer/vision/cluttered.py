@@ -213,7 +213,7 @@ def generate(
     labels, heights, angles, centres = _placements(rng, n, len(characters), object_scale, max_rotation, size)
     objects = _draw_glyphs(bitmaps, labels, centres, heights, angles, size)
     boxes = _ink_boxes(objects)
-    canvases = objects.reshape(n, -1).copy()
+    canvases = objects.reshape(n, size * size).copy()
     if clutter and n:
         _add_clutter(canvases, boxes, bitmaps, rng, clutter, object_scale, max_rotation, fragment_size, size)
     images = canvases.reshape(n, size, size, 1)

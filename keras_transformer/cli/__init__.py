@@ -1,0 +1,123 @@
+"""The `keras-transformer` command line: `train`, `evaluate`, `translate`, `export`, `generate`.
+
+Flags of `train` are generated from the fields of `TrainConfig`, `ModelConfig` and
+`LanguageModelConfig` (for `--task lm|mlm`), with their help texts (`parser`); `--config
+FILE.json` loads settings and explicit flags override it. `translate` and `generate` stream texts
+through a text export (`text`). User errors (bad values, missing files, an existing run) print one
+`error:` line and exit with status 2; Ctrl-C says what it left behind and exits with 130.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's C++ start-up chatter quiet
+
+from keras_transformer.cli.parser import build_parser, load_config_file, split_by_config  # noqa: E402
+from keras_transformer.cli.text import generate, translate  # noqa: E402
+from keras_transformer.config import DECODING_FIELDS, TrainConfig  # noqa: E402
+
+
+def _train(args):
+    from keras_transformer import runs
+
+    train_values, model_values = load_config_file(args.config) if args.config else ({}, {})
+    train_flags, model_flags = split_by_config(vars(args))
+    model_overrides = {**model_values, **model_flags}
+    explicit = {**train_values, **train_flags}
+    # File paths are kept absolute, so `evaluate` and `--resume` find them from any directory.
+    for name in ("train_files", "validation_files", "test_files"):
+        if name in explicit:
+            explicit[name] = [os.path.abspath(path) for path in explicit[name]]
+    # --train-files ... or --tfds-name imply the corpus, unless it is given.
+    if "corpus" not in explicit and any(name in explicit for name in ("train_files", "validation_files", "test_files")):
+        explicit["corpus"] = "files"
+    elif "corpus" not in explicit and explicit.get("tfds_name"):
+        explicit["corpus"] = "tfds"
+    # On --resume the saved settings are the base, so only explicit flags count as changes.
+    saved = Path(explicit.get("run_dir", TrainConfig.run_dir)) / runs.TRAIN_CONFIG_FILE
+    base = TrainConfig.load(saved).to_dict() if args.resume and saved.is_file() else {}
+    try:
+        train_config = TrainConfig(**{**base, **explicit}).validate()
+    except ValueError as error:
+        raise runs.RunError(str(error)) from None
+    args.run_dir_resolved = Path(train_config.run_dir)  # for the Ctrl-C message
+    summary = runs.train(train_config, model_overrides, resume=args.resume)
+    test = summary["test"]
+    if "perplexity" in test:  # a language model
+        scores = f"test perplexity {test['perplexity']:.2f}, token accuracy {test['accuracy']:.2%}"
+    else:
+        scores = f"test exact match {test['exact_match']:.2%}, BLEU {test['bleu']}"
+    print(f"Done in {summary['total_seconds']:.0f} s: {scores}; exported to {summary['export_path']}")
+    return 0
+
+
+def _load_run_for_decoding(args):
+    """`(train_config, module)` of `--run-dir`, with explicit decoding (or sampler) flags applied."""
+    from keras_transformer import runs
+
+    train_config, model_config, model, module = runs.load_run(args.run_dir)
+    decoding = {name: getattr(args, name) for name in DECODING_FIELDS if hasattr(args, name)}
+    if decoding:
+        try:
+            train_config = TrainConfig(**{**train_config.to_dict(), **decoding}).validate()
+        except ValueError as error:
+            raise runs.RunError(str(error)) from None
+        task = runs.task_of(train_config)
+        tokenizers = task.load_tokenizers(args.run_dir, train_config)
+        module = runs.make_serving_module(model, model_config, tokenizers, args.run_dir, train_config)
+    return train_config, module
+
+
+def _evaluate(args):
+    from keras_transformer import runs
+
+    train_config, module = _load_run_for_decoding(args)
+    runs.task_of(train_config).evaluate(module, train_config, print)
+    return 0
+
+
+def _export(args):
+    from keras_transformer import runs
+
+    train_config, translator = _load_run_for_decoding(args)
+    print(f"Exported to {runs.export_run(translator, train_config, args.export_dir, ids_only=args.ids_only)}")
+    return 0
+
+
+_COMMANDS = {"train": _train, "evaluate": _evaluate, "export": _export, "translate": translate, "generate": generate}
+# What Ctrl-C leaves behind, per command. Only `train` has anything to continue.
+_INTERRUPTED = {
+    "train": "the run keeps its last checkpoint; continue it with the same command and --resume",
+    "evaluate": "nothing was written (evaluate only reads the run); run the command again for the scores",
+    # export/savedmodel.py writes a version to a staging folder, removes it on any exception and renames it
+    # when complete.
+    "export": "the export did not finish; no partial version is left (a version folder appears only once complete)",
+    "translate": "nothing was written (translate only reads the model); run the command again",
+    "generate": "nothing was written (generate only reads the model); run the command again",
+}
+
+
+def _interrupted_message(args):
+    """What Ctrl-C left behind: `_INTERRUPTED`, unless `train` stopped before its run existed."""
+    run_dir = getattr(args, "run_dir_resolved", None)
+    if args.command == "train" and (run_dir is None or not (run_dir / "train_config.json").is_file()):
+        return "stopped before the run directory was made; nothing to resume, run the command again"
+    return _INTERRUPTED[args.command]
+
+
+def main(argv=None):
+    """Run the CLI on `argv` (default `sys.argv[1:]`); return the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        from keras_transformer.data.parallel_text import CorpusError  # imports TensorFlow: Ctrl-C may come here
+        from keras_transformer.runs import RunError
+
+        try:
+            return _COMMANDS[args.command](args)
+        except (RunError, CorpusError, FileNotFoundError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: {_interrupted_message(args)}", file=sys.stderr)
+        return 130
