@@ -13,7 +13,14 @@ from conftest import tiny_train_config
 
 from keras_transformer import cli, runs
 from keras_transformer.cli import main
-from keras_transformer.config import DECODING_FIELDS, PRESETS, LanguageModelConfig, ModelConfig, TrainConfig
+from keras_transformer.config import (
+    DECODING_FIELDS,
+    PRESETS,
+    VARIANT_SWITCHES,
+    LanguageModelConfig,
+    ModelConfig,
+    TrainConfig,
+)
 from keras_transformer.export import saved_model_op_types
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,6 +73,8 @@ def test_train_help_documents_every_config_field_with_its_help_and_default(capsy
             by_preset = [f"{name} {values[field.name]!r}" for name, values in PRESETS.items() if field.name in values]
             if config_class is not TrainConfig and by_preset:  # what `python train.py` uses is the preset's
                 assert f"(default: set by --preset: {', '.join(by_preset)})" in entry, entry
+            elif field.name in VARIANT_SWITCHES:  # None: the value of --variant's source
+                assert "(default: the --variant's)" in entry, entry
             elif not isinstance(field.default, tuple):
                 assert f"(default: {field.default!r})" in entry, entry
     assert set(entries) == expected_flags

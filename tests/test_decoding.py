@@ -118,6 +118,9 @@ def test_greedy_decode_equals_python_loop_reference(decoding_model, use_cache):
         # The logits from the target embedding table; under "all", the source's too.
         {"embedding_sharing": "decoder"},
         {"embedding_sharing": "all", "source_vocab_size": 9},
+        {"variant": "paper", "dropout_rate": 0.3},
+        {"variant": "document", "dropout_rate": 0.3},
+        {"variant": "repository", "dropout_rate": 0.3},
     ],
     ids=[
         "default",
@@ -128,6 +131,9 @@ def test_greedy_decode_equals_python_loop_reference(decoding_model, use_cache):
         "cosine-score",
         "decoder-sharing",
         "all-sharing",
+        "paper",
+        "document",
+        "repository",
     ],
 )
 def test_cached_greedy_is_token_for_token_the_uncached_decode(overrides):

@@ -996,6 +996,7 @@ def test_block_projection_activation_config_is_json_and_round_trips(activation):
         (lambda: MultiheadAttention(num_heads=0), r"num_heads=0"),
         (lambda: MultiheadAttention(num_heads=H, dropout_rate=1.0), r"dropout_rate=1.0"),
         (lambda: MultiheadAttention(num_heads=H, dropout_rate=-0.1), r"dropout_rate=-0.1"),
+        (lambda: MultiheadAttention(num_heads=H, residual_dropout_rate=1.0), r"`residual_dropout_rate`.*=1.0"),
         (lambda: FeedForward((F, D), dropout_rate=1.5), r"dropout_rate=1.5"),
         (lambda: FeedForward((F, D), inner_dropout_rate=1.0), r"`inner_dropout_rate`.*inner_dropout_rate=1.0"),
         (lambda: FeedForward((F, D), inner_dropout_rate=-0.1), r"`inner_dropout_rate`.*inner_dropout_rate=-0.1"),
@@ -1010,6 +1011,7 @@ def test_block_projection_activation_config_is_json_and_round_trips(activation):
         "attention_num_heads",
         "attention_dropout_one",
         "attention_dropout_negative",
+        "attention_residual_dropout_one",
         "feed_forward_dropout",
         "feed_forward_inner_dropout_one",
         "feed_forward_inner_dropout_negative",
@@ -1101,13 +1103,24 @@ def test_decoder_block_parameter_count_follows_formula():
     "make",
     [
         lambda: MultiheadAttention(H, dropout_rate=0.5),
+        lambda: MultiheadAttention(H, residual_dropout_rate=0.5),
         lambda: FeedForward((F, D), dropout_rate=0.5),
         lambda: FeedForward((F, D), inner_dropout_rate=0.5),
         lambda: EncoderBlock(H, F, dropout_rate=0.5),
         lambda: EncoderBlock(H, F, inner_dropout_rate=0.5),
         lambda: DecoderBlock(H, F, dropout_rate=0.5),
+        lambda: DecoderBlock(H, F, attention_residual_dropout_rate=0.5),
     ],
-    ids=["attention", "feed_forward", "feed_forward_inner", "encoder", "encoder_inner", "decoder"],
+    ids=[
+        "attention",
+        "attention_residual",
+        "feed_forward",
+        "feed_forward_inner",
+        "encoder",
+        "encoder_inner",
+        "decoder",
+        "decoder_attention_residual",
+    ],
 )
 def test_dropout_is_active_only_in_training_and_keeps_padding_rows_zero(make):
     rng = np.random.default_rng(0)
@@ -1202,6 +1215,42 @@ def test_dropout_config_round_trips_as_keras_dropout_config():
     assert type(restored) is Dropout and isinstance(restored, keras.layers.Dropout)
     assert restored.get_config() == layer.get_config()
     assert {"rate", "noise_shape", "seed"} <= set(layer.get_config())
+
+
+def test_attention_residual_dropout_drops_the_sublayer_output_before_the_residual():
+    """The paper's residual dropout (section 5.4): `queries + dropout(context)`, then LayerNorm.
+
+    Without LayerNorm, `outputs - queries` is the sub-layer's output: in training each element
+    is that of inference, dropped (zero) or kept and scaled by `1 / (1 - rate)`; the weights
+    are not dropped (`dropout_rate=0`), so nothing else changes.
+    """
+    rng = np.random.default_rng(0)
+    x = padded(rng, [T, T], T)
+    layer = built(MultiheadAttention(H, residual_dropout_rate=0.5, normalize=False), x, x, rng=rng)
+    context = to_numpy(layer(x, x, training=False)) - x
+    dropped = to_numpy(layer(x, x, training=True)) - x
+    real = real_positions(x)
+    kept = np.isclose(dropped, 2.0 * context, atol=ATOL)
+    zeroed = np.abs(dropped) < ATOL
+    assert np.all((kept | zeroed)[real])
+    assert 0.3 < zeroed[real].mean() < 0.7
+    plain = built(MultiheadAttention(H, normalize=False), x, x)
+    plain.set_weights(layer.get_weights())
+    np.testing.assert_array_equal(to_numpy(layer(x, x, training=False)), to_numpy(plain(x, x)))
+
+
+def test_block_dropout_rates_reach_their_sublayers_and_round_trip():
+    x, memory = np.ones((B, T, D), "float32"), np.ones((B, S, D), "float32")
+    rates = dict(attention_dropout_rate=0.2, attention_residual_dropout_rate=0.3, feed_forward_dropout_rate=0.4)
+    block = built(DecoderBlock(H, F, dropout_rate=0.1, inner_dropout_rate=0.5, **rates), x, memory)
+    for attention in (block.self_attention, block.cross_attention):
+        assert (attention.dropout_rate, attention.residual_dropout_rate) == (0.2, 0.3)
+    assert (block.feed_forward.dropout_rate, block.feed_forward.inner_dropout_rate) == (0.4, 0.5)
+    clone = DecoderBlock.from_config(json.loads(json.dumps(block.get_config())))
+    assert clone.get_config() == block.get_config()
+    follows = built(DecoderBlock(H, F, dropout_rate=0.1), x, memory)  # the rates left None follow dropout_rate
+    assert (follows.self_attention.dropout_rate, follows.self_attention.residual_dropout_rate) == (0.1, 0.0)
+    assert follows.feed_forward.dropout_rate == 0.1
 
 
 def test_feed_forward_outside_training_equals_feed_forward_without_dropout():

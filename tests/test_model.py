@@ -21,7 +21,7 @@ import pytest
 from conftest import V_S, V_T, B, D, H, N, S, T, ids, pad, tiny_config, tiny_model, to_numpy
 
 from keras_transformer import masks
-from keras_transformer.config import PRESETS, ModelConfig, preset
+from keras_transformer.config import PRESETS, ModelConfig, preset, variant_switches
 from keras_transformer.data.tokenizers import PAD_ID
 from keras_transformer.models import TransformerLayers, attention_weights, build_transformer
 from keras_transformer.training import MaskedLabelSmoothedLoss
@@ -92,11 +92,12 @@ def expected_parameter_count(config):
     decoder block: two attentions with their LayerNorms, plus the feed-forward and its LayerNorm;
     output projection D V_t + V_t; learned positions max_source_len D + max_target_len D.
     Shared tables (`embedding_sharing`) drop the output projection ("decoder"), and the source
-    table too ("all").
+    table too ("all"). Without `normalize` (the document's variant) there is no LayerNorm.
     """
     d, f = config.d_model, config.d_ff
-    attention = (4 * d * d + 4 * d) if config.use_output_projection else (3 * d * d + 3 * d)
-    layer_norm = 2 * d
+    switches = variant_switches(config)
+    attention = (4 * d * d + 4 * d) if switches["use_output_projection"] else (3 * d * d + 3 * d)
+    layer_norm = 2 * d if switches["normalize"] else 0
     feed_forward = 2 * d * f + f + d
     encoder_block = attention + layer_norm + feed_forward + layer_norm
     decoder_block = 2 * (attention + layer_norm) + feed_forward + layer_norm
@@ -121,6 +122,9 @@ def expected_parameter_count(config):
         preset("tiny", source_vocab_size=50, target_vocab_size=40),
         tiny_config(embedding_sharing="decoder"),
         tiny_config(embedding_sharing="all", source_vocab_size=V_T),
+        tiny_config(variant="document"),
+        tiny_config(variant="repository"),
+        tiny_config(variant="paper", normalize=False),
     ],
     ids=[
         "default",
@@ -131,6 +135,9 @@ def expected_parameter_count(config):
         "preset_tiny",
         "decoder_sharing",
         "all_sharing",
+        "document",
+        "repository",
+        "paper_without_layernorm",
     ],
 )
 def test_parameter_count_follows_closed_form_formula(config):

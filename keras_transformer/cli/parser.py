@@ -12,7 +12,14 @@ import json
 import textwrap
 from pathlib import Path
 
-from keras_transformer.config import DECODING_FIELDS, PRESETS, LanguageModelConfig, ModelConfig, TrainConfig
+from keras_transformer.config import (
+    DECODING_FIELDS,
+    PRESETS,
+    VARIANT_SWITCHES,
+    LanguageModelConfig,
+    ModelConfig,
+    TrainConfig,
+)
 
 _BOOLEAN_CHOICES = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
 
@@ -43,10 +50,17 @@ def _default_text(config_class, field, only):
     """What `--help` says a flag defaults to: the value used when the flag is left out."""
     if only is not None:  # evaluate / export: the run's saved settings
         return "(default: the run's)"
+    if field.name in VARIANT_SWITCHES:
+        return "(default: the --variant's)"
     by_preset = [f"{name} {values[field.name]!r}" for name, values in PRESETS.items() if field.name in values]
     if config_class in (ModelConfig, LanguageModelConfig) and by_preset:
         return f"(default: set by --preset: {', '.join(by_preset)})"
     return f"(default: {field.default!r})"
+
+
+def _value_type(field):
+    """The type of a field's values: its default's, or its annotation's where the default is None."""
+    return field.type if field.default is None else type(field.default)
 
 
 def _add_config_flags(parser, config_class, title, only=None, exclude=()):
@@ -76,7 +90,7 @@ def _add_config_flags(parser, config_class, title, only=None, exclude=()):
         # File paths: SOURCE TARGET for translation, one or more text files for a language model
         # (`TrainConfig.validate` checks the count for the task).
         paths = isinstance(field.default, tuple)
-        kind = str if paths else {int: int, float: float, bool: _boolean, str: str}[type(field.default)]
+        kind = str if paths else {int: int, float: float, bool: _boolean, str: str}[_value_type(field)]
         group.add_argument(
             *aliases,
             dest=field.name,

@@ -8,8 +8,9 @@ also accepted as `--d_model`), the JSON key saved beside checkpoints and exports
 argument. Help texts live in the field metadata and become the CLI's `--help`.
 
 The modules: `base` (the field declaration, the JSON round trip and the validation helpers every
-config shares, `check_choice` among them), `model` (the model configs, their attention options
-and presets), `train` (`TrainConfig` and the choices of its fields). Every public name is
+config shares, `check_choice` among them), `model` (the model configs, their attention options,
+the variants and their switches, and presets), `train` (`TrainConfig` and the choices of its
+fields). Every public name is
 importable from here.
 """
 
@@ -21,10 +22,13 @@ from keras_transformer.config.model import (
     LANGUAGE_MODEL_KINDS,
     PRESETS,
     PROJECTION_ACTIVATIONS,
+    VARIANT_SWITCHES,
+    VARIANTS,
     LanguageModelConfig,
     ModelConfig,
     language_model_preset,
     preset,
+    variant_switches,
 )
 from keras_transformer.config.train import (
     DECODING_FIELDS,
@@ -49,10 +53,13 @@ __all__ = [
     "PROJECTION_ACTIVATIONS",
     "STRATEGIES",
     "TASKS",
+    "VARIANTS",
+    "VARIANT_SWITCHES",
     "LanguageModelConfig",
     "ModelConfig",
     "TrainConfig",
     "check_choice",
     "language_model_preset",
     "preset",
+    "variant_switches",
 ]

@@ -1,8 +1,11 @@
 """The model configs and their presets: `ModelConfig` (translation) and `LanguageModelConfig` (GPT / BERT).
 
-Both share the sizes (`d_model`, `num_heads`, `num_blocks`, `d_ff`, `dropout_rate`) and the
-attention options (`_ATTENTION_OPTIONS`: the output projection, the projections' activation and
-initialization, the score function), declared once and checked once (`_check_model_sizes`).
+Both share the sizes (`d_model`, `num_heads`, `num_blocks`, `d_ff`, `dropout_rate`), the
+attention options (`_ATTENTION_OPTIONS`: the projections' initialization, the score function)
+and the variant with its switches (`variant`, `VARIANT_SWITCHES`: where the paper, the
+document's tutorial code and Kyubyong's repository differ), declared once and checked once
+(`_check_model_sizes`). `variant_switches` resolves a config's switches: an explicit field, else
+its variant's value.
 `PRESETS` names model sizes; `preset` and `language_model_preset` build a validated config
 of a named size with overrides.
 """
@@ -21,12 +24,6 @@ PROJECTION_ACTIVATIONS = ("linear", "relu")
 EMBEDDING_SHARING = ("none", "decoder", "all")
 # The attention options of every model kind: (default, help, choices) of each field.
 _ATTENTION_OPTIONS = {
-    "use_output_projection": (True, "Apply the paper's attention output projection W^O (the tutorial omits it).", None),
-    "projection_activation": (
-        "linear",
-        "Activation of the Q/K/V projections: linear (paper) or relu (tutorial).",
-        PROJECTION_ACTIVATIONS,
-    ),
     "attention_initialization": (
         "glorot",
         "Initialization of the attention projections: glorot (tutorial) or per_head (Glorot with the fans of the "
@@ -48,6 +45,81 @@ def _attention_field(name):
     return _field(default, help, choices=choices)
 
 
+# The sources this port follows, which differ in small ways: "paper" (Vaswani et al. 2017),
+# "document" (the tutorial code of the source document) and "repository" (Kyubyong/transformer's
+# modules.py, of which the document's code is a variant). "library" is this package's default
+# before variants existed: the paper's layers with the tutorial's dropout placement.
+VARIANTS = ("library", "paper", "document", "repository")
+# A switch's value "dropout_rate" means the config's `dropout_rate`.
+DROPOUT_RATE = "dropout_rate"
+# Every switch where the sources differ, and each variant's value: the one table of the variants.
+# (switch: (help, choices or None, {variant: value}))
+VARIANT_SWITCHES = {
+    "use_output_projection": (
+        "Apply the attention output projection W^O (the paper; neither version of the tutorial code has it).",
+        None,
+        {"library": True, "paper": True, "document": False, "repository": False},
+    ),
+    "projection_activation": (
+        "Activation of the Q/K/V projections: linear (the paper, the document) or relu (the repository).",
+        PROJECTION_ACTIVATIONS,
+        {"library": "linear", "paper": "linear", "document": "linear", "repository": "relu"},
+    ),
+    "normalize": (
+        "LayerNorm after each residual connection (the paper, the repository; the document has it commented out).",
+        None,
+        {"library": True, "paper": True, "document": False, "repository": True},
+    ),
+    "attention_dropout_rate": (
+        "Dropout on the attention weights (both versions of the tutorial code, at --dropout-rate; not the paper).",
+        None,
+        {"library": DROPOUT_RATE, "paper": 0.0, "document": DROPOUT_RATE, "repository": DROPOUT_RATE},
+    ),
+    "attention_residual_dropout_rate": (
+        "Dropout on each attention sublayer's output before its residual connection (the paper's residual "
+        "dropout, at --dropout-rate; neither version of the tutorial code).",
+        None,
+        {"library": 0.0, "paper": DROPOUT_RATE, "document": 0.0, "repository": 0.0},
+    ),
+    "feed_forward_dropout_rate": (
+        "Dropout on the feed-forward sublayer's output FFN(x) before its residual connection (the paper, at "
+        "--dropout-rate; the document: 0.2; the repository: none).",
+        None,
+        {"library": DROPOUT_RATE, "paper": DROPOUT_RATE, "document": 0.2, "repository": 0.0},
+    ),
+    "inner_dropout_rate": (
+        "Dropout on the feed-forward sublayer's inner relu activation (the document: 0.2; the paper and the "
+        "repository: none).",
+        None,
+        {"library": 0.0, "paper": 0.0, "document": 0.2, "repository": 0.0},
+    ),
+}
+
+
+def _switch_field(name):
+    """The dataclass field of the variant switch `name`: None, the variant's value, unless set."""
+    help, choices, _ = VARIANT_SWITCHES[name]
+    return _field(None, help, choices=choices)
+
+
+def variant_switches(config):
+    """The switches a model config sets: each explicit field, else its variant's value.
+
+    Args:
+        config: a `ModelConfig` or `LanguageModelConfig`.
+
+    Returns:
+        dict of switch name (a key of `VARIANT_SWITCHES`, the blocks' argument of that name) to
+        its value; the rates are floats.
+    """
+    switches = {}
+    for name, (_, _, by_variant) in VARIANT_SWITCHES.items():
+        value = getattr(config, name)
+        value = by_variant[config.variant] if value is None else value
+        switches[name] = config.dropout_rate if value == DROPOUT_RATE else value
+    return switches
+
+
 def _check_model_sizes(config):
     """Check the fields every model config has: sizes, dropout and the attention options.
 
@@ -67,15 +139,22 @@ def _check_model_sizes(config):
             f"Received: {config.attention_initialization!r}"
         )
     check_choice("attention_score", config.attention_score, ATTENTION_SCORES)
-    if config.projection_activation not in PROJECTION_ACTIVATIONS:
+    check_choice("variant", config.variant, VARIANTS)
+    if config.projection_activation not in (None, *PROJECTION_ACTIVATIONS):
         raise ValueError(
             f"`projection_activation` must be 'linear' or 'relu'. Received: {config.projection_activation!r}"
         )
+    for name in ("use_output_projection", "normalize"):
+        if getattr(config, name) is not None and not isinstance(getattr(config, name), bool):
+            raise ValueError(f"`{name}` must be a bool. Received: {name}={getattr(config, name)!r}")
+    _check_rate(
+        config, *[name for name in VARIANT_SWITCHES if name.endswith("_rate") and getattr(config, name) is not None]
+    )
 
 
 @dataclasses.dataclass
 class ModelConfig(_JsonConfig):
-    """Everything needed to rebuild the network. Defaults are the paper's base model.
+    """Everything needed to rebuild the network. The default sizes are the paper's base model.
 
     Each field's help text (its `help` metadata, also shown by `keras-transformer train --help`)
     documents it; `validate` checks them.
@@ -87,14 +166,28 @@ class ModelConfig(_JsonConfig):
     num_heads: int = _field(8, "Attention heads H; d_model must be divisible by it.")
     num_blocks: int = _field(6, "Encoder blocks, and as many decoder blocks.")
     d_ff: int = _field(2048, "Inner width F of the feed-forward sublayers.")
-    dropout_rate: float = _field(0.1, "Dropout on embeddings, attention weights and sublayer outputs.")
+    dropout_rate: float = _field(
+        0.1, "Dropout on the embeddings; the variant's other dropouts at --dropout-rate follow it (see --variant)."
+    )
     max_source_len: int = _field(64, "Longest source in tokens; longer training pairs are dropped.")
     max_target_len: int = _field(64, "Longest target in tokens, end token included; also the decoding limit.")
     learned_positions: bool = _field(False, "Learn position embeddings instead of the fixed sinusoids.")
-    use_output_projection: bool = _attention_field("use_output_projection")
-    projection_activation: str = _attention_field("projection_activation")
     attention_initialization: str = _attention_field("attention_initialization")
     attention_score: str = _attention_field("attention_score")
+    variant: str = _field(
+        "library",
+        "Which source every switch below follows where they differ: paper (Vaswani et al. 2017), document (the "
+        "source document's tutorial code), repository (Kyubyong/transformer), or library (this package's default: "
+        "the paper's layers, the tutorial's dropout placement). An explicit switch overrides it.",
+        choices=VARIANTS,
+    )
+    use_output_projection: bool = _switch_field("use_output_projection")
+    projection_activation: str = _switch_field("projection_activation")
+    normalize: bool = _switch_field("normalize")
+    attention_dropout_rate: float = _switch_field("attention_dropout_rate")
+    attention_residual_dropout_rate: float = _switch_field("attention_residual_dropout_rate")
+    feed_forward_dropout_rate: float = _switch_field("feed_forward_dropout_rate")
+    inner_dropout_rate: float = _switch_field("inner_dropout_rate")
     embedding_sharing: str = _field(
         "none",
         "Embedding tables that are one (paper section 3.4): none (three tables: source, target, output logits); "
@@ -173,7 +266,9 @@ class LanguageModelConfig(_JsonConfig):
     num_heads: int = _field(8, "Attention heads H; d_model must be divisible by it.")
     num_blocks: int = _field(6, "Transformer blocks.")
     d_ff: int = _field(2048, "Inner width F of the feed-forward sublayers.")
-    dropout_rate: float = _field(0.1, "Dropout on embeddings, attention weights and sublayer outputs.")
+    dropout_rate: float = _field(
+        0.1, "Dropout on the embeddings; the variant's other dropouts at --dropout-rate follow it (see --variant)."
+    )
     max_length: int = _field(128, "Longest sequence in tokens (training and generation, prompt included).")
     learned_positions: bool = _field(False, "Learn position embeddings instead of the fixed sinusoids.")
     tie_embeddings: bool = _field(
@@ -182,10 +277,22 @@ class LanguageModelConfig(_JsonConfig):
     num_classes: int = _field(
         0, "Classes of the encoder's classification head on the first position; 0 = no head.", cli=False
     )
-    use_output_projection: bool = _attention_field("use_output_projection")
-    projection_activation: str = _attention_field("projection_activation")
     attention_initialization: str = _attention_field("attention_initialization")
     attention_score: str = _attention_field("attention_score")
+    variant: str = _field(
+        "library",
+        "Which source every switch below follows where they differ: paper (Vaswani et al. 2017), document (the "
+        "source document's tutorial code), repository (Kyubyong/transformer), or library (this package's default: "
+        "the paper's layers, the tutorial's dropout placement). An explicit switch overrides it.",
+        choices=VARIANTS,
+    )
+    use_output_projection: bool = _switch_field("use_output_projection")
+    projection_activation: str = _switch_field("projection_activation")
+    normalize: bool = _switch_field("normalize")
+    attention_dropout_rate: float = _switch_field("attention_dropout_rate")
+    attention_residual_dropout_rate: float = _switch_field("attention_residual_dropout_rate")
+    feed_forward_dropout_rate: float = _switch_field("feed_forward_dropout_rate")
+    inner_dropout_rate: float = _switch_field("inner_dropout_rate")
 
     def validate(self):
         if self.kind not in LANGUAGE_MODEL_KINDS:

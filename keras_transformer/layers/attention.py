@@ -25,7 +25,7 @@ class MultiheadAttention(keras.layers.Layer):
         scores[key is in the future] = -2^32 + 1                tril causality (optional)
         weights = softmax(scores) * (query is real)             query masking
         context = concat_heads(dropout(weights) V) W^O          weighted sum, output projection
-        outputs = LayerNorm(context + queries)                  residual, normalize (optional)
+        outputs = LayerNorm(dropout(context) + queries)         residual dropout, residual, normalize
 
     The function exists in two versions. The document's code has linear projections, masks
     `sign(reduce_sum(abs(x), -1))` and its final `normalize` commented out (residual, no
@@ -49,6 +49,9 @@ class MultiheadAttention(keras.layers.Layer):
     right in every later layer. The document's code gets zero there too (`context` and the
     query are zero there), but not once `W^O` or LayerNorm is added; Kyubyong's repository
     leaves LayerNorm's `beta` there.
+    Deviation: dropout on the sub-layer's output before the residual connection (the paper's
+    residual dropout, section 5.4) is available, `residual_dropout_rate`; neither version of the
+    tutorial code has it, and it is off by default.
     Deviation: scores and softmax are computed in float32 whatever the compute dtype, so the
     tutorial's `-2^32 + 1` cannot overflow under mixed precision.
 
@@ -64,6 +67,9 @@ class MultiheadAttention(keras.layers.Layer):
         num_units: int or None, width of the projected queries/keys/values (H * K). Defaults to
             the width of `queries`. Must be divisible by `num_heads`.
         dropout_rate: float in [0, 1), dropout on the attention weights (as in both versions).
+        residual_dropout_rate: float in [0, 1), dropout on the sub-layer's output (after `W^O`),
+            before it is added to the queries: the paper's residual dropout (0.1 in its base
+            model). Default 0, as in both versions of the tutorial code.
         causality: bool, whether query `i` may only attend to keys `0..i` (decoder
             self-attention).
         use_output_projection: bool, apply the output projection `W^O`.
@@ -118,6 +124,7 @@ class MultiheadAttention(keras.layers.Layer):
         epsilon=1e-8,
         initialization="glorot",
         score="scaled_dot",
+        residual_dropout_rate=0.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -132,11 +139,13 @@ class MultiheadAttention(keras.layers.Layer):
             raise ValueError(
                 f"`num_units` must be divisible by `num_heads`. Received: num_units={num_units}, num_heads={num_heads}"
             )
-        if not 0.0 <= dropout_rate < 1.0:
-            raise ValueError(f"`dropout_rate` must be in [0, 1). Received: dropout_rate={dropout_rate}")
+        for name, rate in (("dropout_rate", dropout_rate), ("residual_dropout_rate", residual_dropout_rate)):
+            if not 0.0 <= rate < 1.0:
+                raise ValueError(f"`{name}` must be in [0, 1). Received: {name}={rate}")
         self.num_heads = num_heads
         self.num_units = num_units
         self.dropout_rate = dropout_rate
+        self.residual_dropout_rate = residual_dropout_rate
         self.causality = causality
         self.use_output_projection = use_output_projection
         self.projection_activation = keras.activations.get(projection_activation)
@@ -203,6 +212,7 @@ class MultiheadAttention(keras.layers.Layer):
             )
             self.output_dense.build(tuple(queries_shape[:-1]) + (num_units,))
         self.attention_dropout = Dropout(self.dropout_rate, dtype=self.dtype_policy, name="attention_dropout")
+        self.residual_dropout = Dropout(self.residual_dropout_rate, dtype=self.dtype_policy, name="residual_dropout")
         if self.normalize:
             self.layer_norm = LayerNorm(epsilon=self.epsilon, dtype=self.dtype_policy, name="layer_norm")
             self.layer_norm.build(queries_shape)
@@ -275,7 +285,7 @@ class MultiheadAttention(keras.layers.Layer):
         if self.use_output_projection:
             context = self.output_dense(context)  # (B, T_q, D)
 
-        outputs = context + queries  # (B, T_q, D) residual connection
+        outputs = self.residual_dropout(context, training=training) + queries  # (B, T_q, D) residual connection
         if self.normalize:
             outputs = self.layer_norm(outputs)
         outputs = zero_padding_rows(outputs, queries_mask)
@@ -290,6 +300,7 @@ class MultiheadAttention(keras.layers.Layer):
                 "num_heads": self.num_heads,
                 "num_units": self.num_units,
                 "dropout_rate": self.dropout_rate,
+                "residual_dropout_rate": self.residual_dropout_rate,
                 "causality": self.causality,
                 "use_output_projection": self.use_output_projection,
                 "projection_activation": keras.activations.serialize(self.projection_activation),

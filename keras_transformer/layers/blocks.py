@@ -7,7 +7,7 @@ whose self-attention is causal.
 import keras
 from keras import ops
 
-from keras_transformer.config import ATTENTION_SCORES, check_choice
+from keras_transformer.config import ATTENTION_SCORES, check_choice, variant_switches
 from keras_transformer.layers.attention import MultiheadAttention
 from keras_transformer.layers.feedforward import FeedForward
 from keras_transformer.masks import attention_masks
@@ -30,6 +30,9 @@ class _Block(keras.layers.Layer):
         epsilon=1e-8,
         attention_initialization="glorot",
         attention_score="scaled_dot",
+        attention_dropout_rate=None,
+        attention_residual_dropout_rate=0.0,
+        feed_forward_dropout_rate=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -40,6 +43,9 @@ class _Block(keras.layers.Layer):
         self.d_ff = d_ff
         self.dropout_rate = dropout_rate
         self.inner_dropout_rate = inner_dropout_rate
+        self.attention_dropout_rate = attention_dropout_rate
+        self.attention_residual_dropout_rate = attention_residual_dropout_rate
+        self.feed_forward_dropout_rate = feed_forward_dropout_rate
         self.use_output_projection = use_output_projection
         self.projection_activation = keras.activations.get(projection_activation)
         self.normalize = normalize
@@ -53,7 +59,8 @@ class _Block(keras.layers.Layer):
     def _attention(self, name, causality=False):
         return MultiheadAttention(
             num_heads=self.num_heads,
-            dropout_rate=self.dropout_rate,
+            dropout_rate=_rate_or(self.attention_dropout_rate, self.dropout_rate),
+            residual_dropout_rate=self.attention_residual_dropout_rate,
             causality=causality,
             use_output_projection=self.use_output_projection,
             projection_activation=self.projection_activation,
@@ -68,7 +75,7 @@ class _Block(keras.layers.Layer):
     def _feed_forward(self, width):
         return FeedForward(
             num_units=(self.d_ff, width),
-            dropout_rate=self.dropout_rate,
+            dropout_rate=_rate_or(self.feed_forward_dropout_rate, self.dropout_rate),
             inner_dropout_rate=self.inner_dropout_rate,
             normalize=self.normalize,
             epsilon=self.epsilon,
@@ -123,9 +130,17 @@ class _Block(keras.layers.Layer):
                 "epsilon": self.epsilon,
                 "attention_initialization": self.attention_initialization,
                 "attention_score": self.attention_score,
+                "attention_dropout_rate": self.attention_dropout_rate,
+                "attention_residual_dropout_rate": self.attention_residual_dropout_rate,
+                "feed_forward_dropout_rate": self.feed_forward_dropout_rate,
             }
         )
         return config
+
+
+def _rate_or(rate, default):
+    """`rate`, or `default` where `rate` is None (a block's rates that follow its `dropout_rate`)."""
+    return default if rate is None else rate
 
 
 def block_arguments(config):
@@ -135,16 +150,16 @@ def block_arguments(config):
         config: a `ModelConfig` or `LanguageModelConfig` (their block and attention fields).
 
     Returns:
-        dict of `EncoderBlock` / `DecoderBlock` / `DecoderOnlyBlock` arguments.
+        dict of `EncoderBlock` / `DecoderBlock` / `DecoderOnlyBlock` arguments: the config's sizes
+        and its variant's switches (`variant_switches`), explicit fields included.
     """
     return dict(
         num_heads=config.num_heads,
         d_ff=config.d_ff,
         dropout_rate=config.dropout_rate,
-        use_output_projection=config.use_output_projection,
-        projection_activation=config.projection_activation,
         attention_initialization=config.attention_initialization,
         attention_score=config.attention_score,
+        **variant_switches(config),
     )
 
 
@@ -155,17 +170,25 @@ class EncoderBlock(_Block):
     The body of the tutorial's `for i in range(num_blocks)` encoder loop, paper section 3.1:
     `multihead_attention(queries=enc, keys=enc)` then `feedforward(enc, [d_ff, D])`. The
     sublayers keep their own deviations from the document's code (see `MultiheadAttention` and
-    `FeedForward`). With `use_output_projection=False, normalize=False, dropout_rate=0.2,
-    inner_dropout_rate=0.2` the sublayers are the document's code (`dropout_rate` is then also
-    the attention-weight dropout rate: one rate serves both).
+    `FeedForward`). With `use_output_projection=False, normalize=False, attention_dropout_rate=0.1,
+    feed_forward_dropout_rate=0.2, inner_dropout_rate=0.2` the sublayers are the document's code;
+    `ModelConfig(variant="document")` gives every block those arguments (`block_arguments`).
 
     Args:
         num_heads: int H.
         d_ff: int F, inner width of the feed-forward sublayer.
         dropout_rate: float, dropout on the attention weights and on `FFN(x)` (the paper's
-            residual dropout of the feed-forward sublayer).
+            residual dropout of the feed-forward sublayer), unless the two rates below say
+            otherwise.
         inner_dropout_rate: float, `FeedForward`'s dropout after its relu convolution (the
             document's code: 0.2; the paper: 0).
+        attention_dropout_rate: float, or None for `dropout_rate`: dropout on the attention
+            weights (both versions of the tutorial code; not the paper).
+        attention_residual_dropout_rate: float, dropout on each attention sublayer's output
+            before its residual connection (the paper's residual dropout, section 5.4; neither
+            version of the tutorial code). Default 0.
+        feed_forward_dropout_rate: float, or None for `dropout_rate`: dropout on `FFN(x)` before
+            its residual connection (the paper's residual dropout; the document's code: 0.2).
         use_output_projection, projection_activation, normalize, epsilon: see
             `MultiheadAttention`; `normalize` also applies to `FeedForward`.
         attention_initialization: `MultiheadAttention`'s `initialization`.

@@ -1,0 +1,173 @@
+"""The model variants: the paper, the document's tutorial code, Kyubyong's repository, and the library's own.
+
+`ModelConfig.variant` sets every switch where the sources differ; these tests hold the table to
+what each source does (written out here from the sources, not read from the table), check that
+explicit fields override it, that configs saved before variants existed still build the model
+they built, and that `train.py --variant` trains and exports each tutorial variant.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import TINY_MODEL, tiny_train_config
+
+from keras_transformer import runs
+from keras_transformer.cli import main
+from keras_transformer.config import LanguageModelConfig, ModelConfig, language_model_preset, preset, variant_switches
+from keras_transformer.models import build_transformer
+
+# Each source's choice at every switch, for a config whose dropout_rate is 0.1.
+# paper: section 3.2.2 (W^O, linear projections), 3.1 (LayerNorm(x + Sublayer(x))), 5.4 (dropout on
+#   each sub-layer's output and on the embeddings; none on the attention weights or inside the FFN).
+# document: multihead_attention (linear Q/K/V, no W^O, dropout on the weights at the model's rate,
+#   normalize commented out) and feedforward (dropout 0.2 after each convolution, normalize commented out).
+# repository: multihead_attention (relu Q/K/V, no W^O, dropout on the weights, normalize applied) and
+#   feedforward (no dropout, normalize applied).
+# library: the paper's layers with the tutorial's dropout placement (weights and FFN(x), not the
+#   attention sub-layer's output): what this package built before variants existed.
+SOURCES = {
+    "paper": dict(
+        use_output_projection=True,
+        projection_activation="linear",
+        normalize=True,
+        attention_dropout_rate=0.0,
+        attention_residual_dropout_rate=0.1,
+        feed_forward_dropout_rate=0.1,
+        inner_dropout_rate=0.0,
+    ),
+    "document": dict(
+        use_output_projection=False,
+        projection_activation="linear",
+        normalize=False,
+        attention_dropout_rate=0.1,
+        attention_residual_dropout_rate=0.0,
+        feed_forward_dropout_rate=0.2,
+        inner_dropout_rate=0.2,
+    ),
+    "repository": dict(
+        use_output_projection=False,
+        projection_activation="relu",
+        normalize=True,
+        attention_dropout_rate=0.1,
+        attention_residual_dropout_rate=0.0,
+        feed_forward_dropout_rate=0.0,
+        inner_dropout_rate=0.0,
+    ),
+    "library": dict(
+        use_output_projection=True,
+        projection_activation="linear",
+        normalize=True,
+        attention_dropout_rate=0.1,
+        attention_residual_dropout_rate=0.0,
+        feed_forward_dropout_rate=0.1,
+        inner_dropout_rate=0.0,
+    ),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(SOURCES))
+def test_each_variant_sets_every_switch_as_its_source_does(variant):
+    assert variant_switches(preset("small", variant=variant)) == SOURCES[variant]
+    assert variant_switches(language_model_preset("small", "decoder", variant=variant)) == SOURCES[variant]
+
+
+def test_the_default_variant_is_the_library_s_as_before_variants_existed():
+    assert ModelConfig().variant == "library" and LanguageModelConfig().variant == "library"
+
+
+@pytest.mark.parametrize("variant", sorted(SOURCES))
+def test_sublayers_of_a_built_model_get_the_variant_s_switches(variant):
+    model = build_transformer(preset("tiny", variant=variant, dropout_rate=0.1, source_vocab_size=11))
+    expected = SOURCES[variant]
+    block = model.get_layer("decoder_block_0")
+    for attention in (block.self_attention, block.cross_attention):
+        assert attention.use_output_projection == expected["use_output_projection"]
+        assert attention.normalize == expected["normalize"]
+        assert attention.dropout_rate == expected["attention_dropout_rate"]
+        assert attention.residual_dropout_rate == expected["attention_residual_dropout_rate"]
+    assert block.feed_forward.dropout_rate == expected["feed_forward_dropout_rate"]
+    assert block.feed_forward.inner_dropout_rate == expected["inner_dropout_rate"]
+
+
+def test_explicit_fields_override_the_variant_and_the_rest_follow_it():
+    config = preset("small", variant="document", normalize=True, inner_dropout_rate=0.05)
+    switches = variant_switches(config)
+    assert switches["normalize"] is True and switches["inner_dropout_rate"] == 0.05
+    assert switches["use_output_projection"] is False and switches["feed_forward_dropout_rate"] == 0.2
+
+
+def test_rates_that_follow_dropout_rate_move_with_it():
+    switches = variant_switches(preset("small", variant="paper", dropout_rate=0.3))
+    assert switches["attention_residual_dropout_rate"] == 0.3 and switches["feed_forward_dropout_rate"] == 0.3
+    assert switches["attention_dropout_rate"] == 0.0
+
+
+def test_a_config_saved_before_variants_loads_and_builds_the_same_switches(tmp_path):
+    values = preset("tiny", source_vocab_size=11, dropout_rate=0.1).to_dict()
+    for name in ("variant", "normalize", "attention_dropout_rate", "attention_residual_dropout_rate"):
+        values.pop(name)
+    for name in ("feed_forward_dropout_rate", "inner_dropout_rate"):
+        values.pop(name)
+    values.update(use_output_projection=False, projection_activation="relu")  # as an old run saved them
+    path = tmp_path / "model_config.json"
+    path.write_text(json.dumps(values))
+    switches = variant_switches(ModelConfig.load(path))
+    assert switches == {**SOURCES["library"], "use_output_projection": False, "projection_activation": "relu"}
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        ({"variant": "tutorial"}, r"`variant` must be one of .*Received: variant='tutorial'"),
+        ({"normalize": "yes"}, r"`normalize` must be a bool. Received: normalize='yes'"),
+        ({"use_output_projection": 1}, r"`use_output_projection` must be a bool"),
+        ({"attention_residual_dropout_rate": 1.0}, r"`attention_residual_dropout_rate` must be in \[0, 1\)"),
+        ({"inner_dropout_rate": -0.1}, r"`inner_dropout_rate` must be in \[0, 1\)"),
+    ],
+)
+def test_bad_variant_settings_are_errors_naming_the_value(overrides, match):
+    with pytest.raises(ValueError, match=match):
+        ModelConfig(**overrides).validate()
+    with pytest.raises(ValueError, match=match):
+        LanguageModelConfig(**overrides).validate()
+
+
+def test_cli_offers_the_variants_and_rejects_others(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--variant {library,paper,document,repository}" in help_text
+    assert "--attention-residual-dropout-rate ATTENTION_RESIDUAL_DROPOUT_RATE" in help_text
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--variant", "tutorial"])
+    assert exit_info.value.code == 2
+
+
+def _train_argv(train_config):
+    """`keras-transformer train` flags of a tiny `TrainConfig`, so a run goes through the command line."""
+    argv = ["train"]
+    for name in ("preset", "train_size", "precision", "validation_size", "test_size", "source_vocab_size"):
+        argv += ["--" + name.replace("_", "-"), str(getattr(train_config, name))]
+    for name in ("target_vocab_size", "epochs", "steps_per_epoch", "batch_size", "warmup_steps", "run_dir"):
+        argv += ["--" + name.replace("_", "-"), str(getattr(train_config, name))]
+    for name in ("export_dir", "model_name"):
+        argv += ["--" + name.replace("_", "-"), str(getattr(train_config, name))]
+    for name, value in TINY_MODEL.items():
+        argv += ["--" + name.replace("_", "-"), str(value)]
+    return argv
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["document", "repository"])
+def test_train_py_trains_and_exports_a_tutorial_variant(variant, tmp_path, capsys):
+    train_config = tiny_train_config(tmp_path)
+    assert main([*_train_argv(train_config), "--variant", variant, "--dropout-rate", "0.1"]) == 0
+    assert "Done in" in capsys.readouterr().out
+    _, model_config, model, _ = runs.load_run(train_config.run_dir)
+    assert model_config.variant == variant
+    assert variant_switches(model_config) == SOURCES[variant]
+    attention = model.get_layer("encoder_block_0").self_attention
+    assert attention.use_output_projection is False and attention.normalize == SOURCES[variant]["normalize"]
+    summary = json.loads((Path(train_config.run_dir) / runs.SUMMARY_FILE).read_text())
+    assert (Path(summary["export_path"]) / "saved_model.pb").is_file()
