@@ -3,19 +3,24 @@
 `ModelConfig.variant` sets every switch where the sources differ; these tests hold the table to
 what each source does (written out here from the sources, not read from the table), check that
 explicit fields override it, that configs saved before variants existed still build the model
-they built, and that `train.py --variant` trains and exports each tutorial variant.
+they built, that a whole model of each variant computes its source's formulas (NumPy, from
+tests/reference.py), and that `train.py --variant` trains and exports each tutorial variant.
 """
 
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+import reference
 from conftest import TINY_MODEL, tiny_train_config
+from test_layers import attention_params, conv_weights, norm_weights, to_numpy
 
 from keras_transformer import runs
 from keras_transformer.cli import main
 from keras_transformer.config import LanguageModelConfig, ModelConfig, language_model_preset, preset, variant_switches
 from keras_transformer.models import build_transformer
+from keras_transformer.models.translation import TransformerLayers
 
 # Each source's choice at every switch, for a config whose dropout_rate is 0.1.
 # paper: section 3.2.2 (W^O, linear projections), 3.1 (LayerNorm(x + Sublayer(x))), 5.4 (dropout on
@@ -171,3 +176,77 @@ def test_train_py_trains_and_exports_a_tutorial_variant(variant, tmp_path, capsy
     assert attention.use_output_projection is False and attention.normalize == SOURCES[variant]["normalize"]
     summary = json.loads((Path(train_config.run_dir) / runs.SUMMARY_FILE).read_text())
     assert (Path(summary["export_path"]) / "saved_model.pb").is_file()
+
+
+# ---------------------------------------------------------------------------
+# The whole model against a NumPy reference, variant by variant
+# ---------------------------------------------------------------------------
+def numpy_transformer(model, config, source_ids, target_in_ids):
+    """A one-or-more-block encoder-decoder's logits, computed by tests/reference.py's formulas.
+
+    Each sublayer is the tutorial's function (`reference.multihead_attention`,
+    `reference.feedforward`) with the variant's switches, on the model's weights; the embeddings
+    are the tutorial's `embedding` (row 0 zero, times sqrt(D)) plus the paper's sinusoids. At
+    padding positions the package's deviations are kept: no positional encoding there, outputs
+    zeroed, masks from the ids (the sources add the encoding everywhere and leave `FFN(0)` or
+    `beta` there; docs/deviations.md). Inference: dropout is left out.
+    """
+    switches = variant_switches(config)
+    layers = TransformerLayers.from_model(model)
+    heads = config.num_heads
+    options = dict(
+        use_output_projection=switches["use_output_projection"],
+        projection_activation="relu" if switches["projection_activation"] == "relu" else None,
+        normalize=switches["normalize"],
+        zero_padding_rows=True,
+    )
+
+    def embedded(ids, embedding):
+        mask = (np.asarray(ids) != 0).astype(float)
+        positions = reference.positional_encoding(ids.shape[1], config.d_model)[None]  # (1, T, D)
+        return reference.embedding(ids, to_numpy(embedding.embeddings)) + positions * mask[:, :, None], mask
+
+    def feed_forward(layer, x, mask):
+        gamma, beta = norm_weights(layer)
+        return reference.feedforward(
+            x, *conv_weights(layer), gamma, beta, normalize=switches["normalize"], mask=mask, zero_padding_rows=True
+        )
+
+    def attention(layer, queries, keys, queries_mask, keys_mask, causality=False):
+        return reference.multihead_attention(
+            queries,
+            keys,
+            None,
+            attention_params(layer),
+            heads,
+            causality,
+            queries_mask=queries_mask,
+            keys_mask=keys_mask,
+            **options,
+        )[0]
+
+    memory, source_mask = embedded(source_ids, layers.source_embedding)
+    for block in layers.encoder_blocks:
+        memory = attention(block.self_attention, memory, memory, source_mask, source_mask)
+        memory = feed_forward(block.feed_forward, memory, source_mask)
+    hidden, target_mask = embedded(target_in_ids, layers.target_embedding)
+    for block in layers.decoder_blocks:
+        hidden = attention(block.self_attention, hidden, hidden, target_mask, target_mask, causality=True)
+        hidden = attention(block.cross_attention, hidden, memory, target_mask, source_mask)
+        hidden = feed_forward(block.feed_forward, hidden, target_mask)
+    kernel, bias = (to_numpy(weight) for weight in layers.logits_weights())
+    return hidden @ kernel + bias
+
+
+@pytest.mark.parametrize("variant", sorted(SOURCES))
+def test_the_whole_model_of_each_variant_is_its_source_s_formulas(variant):
+    config = preset("tiny", variant=variant, num_blocks=2, dropout_rate=0.1, source_vocab_size=13, target_vocab_size=11)
+    model = build_transformer(config)
+    rng = np.random.default_rng(0)
+    model.set_weights([rng.normal(scale=0.5, size=w.shape).astype("float32") for w in model.get_weights()])
+    source_ids = np.array([[3, 5, 7, 2, 0, 0], [4, 12, 6, 9, 8, 1]], "int32")
+    target_in_ids = np.array([[1, 6, 9, 0, 0], [1, 2, 10, 7, 4]], "int32")
+    logits = to_numpy(model([source_ids, target_in_ids], training=False))
+    expected = numpy_transformer(model, config, source_ids, target_in_ids)
+    real = target_in_ids != 0
+    np.testing.assert_allclose(logits[real], expected[real], rtol=1e-4, atol=1e-4)
