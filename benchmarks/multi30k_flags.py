@@ -169,6 +169,14 @@ def add_dropout_flags(parser):
         "preset's, 0.1 at medium).",
     )
     parser.add_argument(
+        "--attention-residual-dropout",
+        type=float,
+        default=None,
+        help="Our model's dropout on each attention sub-layer's output before its residual connection (the "
+        "paper's residual dropout, ModelConfig.attention_residual_dropout_rate; default: the variant's, 0 in "
+        "the library default).",
+    )
+    parser.add_argument(
         "--late-dropout",
         type=float,
         default=0.0,
@@ -259,6 +267,8 @@ def check_args(parser, args):
         parser.error(f"--lr-cooldown must be in [0, 1). Received: {args.lr_cooldown}")
     if args.dropout is not None and not 0 <= args.dropout < 1:
         parser.error(f"--dropout must be in [0, 1). Received: {args.dropout}")
+    if args.attention_residual_dropout is not None and not 0 <= args.attention_residual_dropout < 1:
+        parser.error(f"--attention-residual-dropout must be in [0, 1). Received: {args.attention_residual_dropout}")
     if not 0 <= args.late_dropout < 1:
         parser.error(f"--late-dropout must be in [0, 1). Received: {args.late_dropout}")
     our_dropout = PRESETS[args.preset]["dropout_rate"] if args.dropout is None else args.dropout

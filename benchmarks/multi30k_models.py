@@ -78,6 +78,11 @@ def save_worker_configs(args, name, data, run_dir):
         attention_initialization=args.attention_initialization,
         embedding_sharing=args.embedding_sharing if name == "ours" else "none",
         **({"dropout_rate": args.dropout} if name == "ours" and args.dropout is not None else {}),
+        **(
+            {"attention_residual_dropout_rate": args.attention_residual_dropout}
+            if name == "ours" and args.attention_residual_dropout is not None
+            else {}
+        ),
     )
     model_config.save(run_dir / MODEL_CONFIG_FILE)
     train_config = worker_train_config(args, name)

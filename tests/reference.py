@@ -404,3 +404,15 @@ def positional_encoding(length, depth):
             if 2 * i + 1 < depth:
                 encoding[pos, 2 * i + 1] = np.cos(angle)
     return encoding
+
+
+def tutorial_positional_encoding(length, depth):
+    """The tutorial code's sinusoids, `[length, depth]`, as its `positional_encoding` writes them.
+
+    `position_enc[pos, i] = pos / 10000^(2 i / depth)` for every column `i`, then the sine of the
+    even columns and the cosine of the odd ones: a pair's two columns have different frequencies.
+    """
+    position_enc = np.array([[pos / np.power(10000, 2.0 * i / depth) for i in range(depth)] for pos in range(length)])
+    position_enc[:, 0::2] = np.sin(position_enc[:, 0::2])  # dim 2i
+    position_enc[:, 1::2] = np.cos(position_enc[:, 1::2])  # dim 2i+1
+    return position_enc

@@ -26,7 +26,7 @@ import train_throughput_models as throughput_models  # noqa: E402
 import train_throughput_rounds as throughput_rounds  # noqa: E402
 from conftest import run_main
 
-from keras_transformer.config import preset
+from keras_transformer.config import preset, variant_switches
 from keras_transformer.models import build_transformer
 
 
@@ -375,6 +375,26 @@ def test_multi30k_dropout_flag_sets_ours_only_and_refuses_a_rate_outside_0_1(tmp
         with pytest.raises(SystemExit):
             multi30k.parse_args(["--data", str(data), "--minutes", "30", "--dropout", rate])
         assert f"--dropout must be in [0, 1). Received: {float(rate)}" in capsys.readouterr().err
+
+
+def test_multi30k_attention_residual_dropout_sets_ours_only_and_refuses_a_rate_outside_0_1(tmp_path, capsys):
+    import multi30k
+    import multi30k_models
+
+    data = multi30k_folder(tmp_path)
+    args = multi30k.parse_args(["--data", str(data), "--minutes", "30", "--attention-residual-dropout", "0.1"])
+    joint = types.SimpleNamespace(vocab_size=100)
+    vocabularies = types.SimpleNamespace(source_tokenizer=joint, target_tokenizer=joint)
+    rates = {}
+    for name in ("ours", "keras-hub"):
+        run_dir = tmp_path / name
+        run_dir.mkdir()
+        config = multi30k_models.save_worker_configs(args, name, vocabularies, run_dir)[0]
+        rates[name] = variant_switches(config)["attention_residual_dropout_rate"]
+    assert rates == {"ours": 0.1, "keras-hub": 0.0}
+    with pytest.raises(SystemExit):
+        multi30k.parse_args(["--data", str(data), "--minutes", "30", "--attention-residual-dropout", "1"])
+    assert "--attention-residual-dropout must be in [0, 1). Received: 1.0" in capsys.readouterr().err
 
 
 def test_multi30k_late_dropout_starts_after_its_epochs_of_batches_for_ours_only(tmp_path, capsys):

@@ -840,6 +840,22 @@ def test_sinusoidal_encoding_matches_paper_formula(length, depth):
     np.testing.assert_allclose(encoding, reference.positional_encoding(length, depth), atol=ATOL)
 
 
+@pytest.mark.parametrize("length, depth", [(T, D), (50, 16), (6, 7)])
+def test_tutorial_frequencies_match_the_tutorial_code_and_differ_from_the_paper(length, depth):
+    encoding = to_numpy(sinusoidal_encoding(length, depth, frequencies="tutorial"))
+    np.testing.assert_allclose(encoding, reference.tutorial_positional_encoding(length, depth), atol=ATOL)
+    assert not np.allclose(encoding, reference.positional_encoding(length, depth), atol=1e-3)
+    shifted = to_numpy(sinusoidal_encoding(3, depth, start=length - 3, frequencies="tutorial"))
+    np.testing.assert_allclose(shifted, encoding[-3:], atol=ATOL)  # what cached decoding reads, one position at a time
+
+
+def test_positional_encoding_frequencies_round_trip_and_bad_ones_are_errors():
+    layer = PositionalEncoding(frequencies="tutorial")
+    assert PositionalEncoding.from_config(json.loads(json.dumps(layer.get_config()))).frequencies == "tutorial"
+    with pytest.raises(ValueError, match=r"`frequencies` must be one of .*Received: frequencies='column'"):
+        PositionalEncoding(frequencies="column")
+
+
 def test_positional_encoding_adds_sinusoids_only_at_real_positions():
     rng = np.random.default_rng(0)
     x = padded(rng, [2, T], T)

@@ -26,13 +26,15 @@ from keras_transformer.models.translation import TransformerLayers
 # paper: section 3.2.2 (W^O, linear projections), 3.1 (LayerNorm(x + Sublayer(x))), 5.4 (dropout on
 #   each sub-layer's output and on the embeddings; none on the attention weights or inside the FFN).
 # document: multihead_attention (linear Q/K/V, no W^O, dropout on the weights at the model's rate,
-#   normalize commented out) and feedforward (dropout 0.2 after each convolution, normalize commented out).
+#   normalize commented out) and feedforward (dropout 0.2 after each convolution, normalize commented out);
+#   positional_encoding, as in the repository, with a frequency per column (10000^(2i/D) at column i).
 # repository: multihead_attention (relu Q/K/V, no W^O, dropout on the weights, normalize applied) and
-#   feedforward (no dropout, normalize applied).
+#   feedforward (no dropout, normalize applied); positional_encoding with a frequency per column.
 # library: the paper's layers with the tutorial's dropout placement (weights and FFN(x), not the
 #   attention sub-layer's output): what this package built before variants existed.
 SOURCES = {
     "paper": dict(
+        positional_frequencies="paper",
         use_output_projection=True,
         projection_activation="linear",
         normalize=True,
@@ -42,6 +44,7 @@ SOURCES = {
         inner_dropout_rate=0.0,
     ),
     "document": dict(
+        positional_frequencies="tutorial",
         use_output_projection=False,
         projection_activation="linear",
         normalize=False,
@@ -51,6 +54,7 @@ SOURCES = {
         inner_dropout_rate=0.2,
     ),
     "repository": dict(
+        positional_frequencies="tutorial",
         use_output_projection=False,
         projection_activation="relu",
         normalize=True,
@@ -60,6 +64,7 @@ SOURCES = {
         inner_dropout_rate=0.0,
     ),
     "library": dict(
+        positional_frequencies="paper",
         use_output_projection=True,
         projection_activation="linear",
         normalize=True,
@@ -112,6 +117,7 @@ def test_a_config_saved_before_variants_loads_and_builds_the_same_switches(tmp_p
     values = preset("tiny", source_vocab_size=11, dropout_rate=0.1).to_dict()
     for name in ("variant", "normalize", "attention_dropout_rate", "attention_residual_dropout_rate"):
         values.pop(name)
+    values.pop("positional_frequencies")
     for name in ("feed_forward_dropout_rate", "inner_dropout_rate"):
         values.pop(name)
     values.update(use_output_projection=False, projection_activation="relu")  # as an old run saved them
@@ -186,7 +192,7 @@ def numpy_transformer(model, config, source_ids, target_in_ids):
 
     Each sublayer is the tutorial's function (`reference.multihead_attention`,
     `reference.feedforward`) with the variant's switches, on the model's weights; the embeddings
-    are the tutorial's `embedding` (row 0 zero, times sqrt(D)) plus the paper's sinusoids. At
+    are the tutorial's `embedding` (row 0 zero, times sqrt(D)) plus the variant's sinusoids. At
     padding positions the package's deviations are kept: no positional encoding there, outputs
     zeroed, masks from the ids (the sources add the encoding everywhere and leave `FFN(0)` or
     `beta` there; docs/deviations.md). Inference: dropout is left out.
@@ -203,7 +209,8 @@ def numpy_transformer(model, config, source_ids, target_in_ids):
 
     def embedded(ids, embedding):
         mask = (np.asarray(ids) != 0).astype(float)
-        positions = reference.positional_encoding(ids.shape[1], config.d_model)[None]  # (1, T, D)
+        sinusoids = {"paper": reference.positional_encoding, "tutorial": reference.tutorial_positional_encoding}
+        positions = sinusoids[switches["positional_frequencies"]](ids.shape[1], config.d_model)[None]  # (1, T, D)
         return reference.embedding(ids, to_numpy(embedding.embeddings)) + positions * mask[:, :, None], mask
 
     def feed_forward(layer, x, mask):
@@ -243,7 +250,7 @@ def test_the_whole_model_of_each_variant_is_its_source_s_formulas(variant):
     config = preset("tiny", variant=variant, num_blocks=2, dropout_rate=0.1, source_vocab_size=13, target_vocab_size=11)
     model = build_transformer(config)
     rng = np.random.default_rng(0)
-    model.set_weights([rng.normal(scale=0.5, size=w.shape).astype("float32") for w in model.get_weights()])
+    model.set_weights([rng.normal(scale=0.2, size=w.shape).astype("float32") for w in model.get_weights()])
     source_ids = np.array([[3, 5, 7, 2, 0, 0], [4, 12, 6, 9, 8, 1]], "int32")
     target_in_ids = np.array([[1, 6, 9, 0, 0], [1, 2, 10, 7, 4]], "int32")
     logits = to_numpy(model([source_ids, target_in_ids], training=False))

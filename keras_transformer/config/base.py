@@ -121,7 +121,7 @@ def _check_rate(config, *names):
 
 
 def check_choice(name, value, choices):
-    """Check that an argument is one of its choices: the one check of the attention score, wherever it is given.
+    """Check that an argument is one of its choices: the one check of a choice (the attention score, the variant...).
 
     Args:
         name: str, the argument's name (`attention_score` in a config or block, `score` in a layer).

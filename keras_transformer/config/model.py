@@ -20,6 +20,8 @@ ATTENTION_SCORES = ("scaled_dot", "dot", "additive", "bilinear", "cosine")
 
 
 PROJECTION_ACTIVATIONS = ("linear", "relu")
+# The frequencies of the sinusoidal positional encodings: the paper's, or the tutorial code's.
+POSITIONAL_FREQUENCIES = ("paper", "tutorial")
 # Which of a translation model's [V, D] tables are one (`ModelConfig.embedding_sharing`).
 EMBEDDING_SHARING = ("none", "decoder", "all")
 # The attention options of every model kind: (default, help, choices) of each field.
@@ -69,6 +71,12 @@ VARIANT_SWITCHES = {
         "LayerNorm after each residual connection (the paper, the repository; the document has it commented out).",
         None,
         {"library": True, "paper": True, "document": False, "repository": True},
+    ),
+    "positional_frequencies": (
+        "Frequencies of the sinusoidal positional encodings: paper (columns 2i and 2i+1 share 1/10000^(2i/D)) or "
+        "tutorial (both versions of the tutorial code: column j has its own, 1/10000^(2j/D)).",
+        POSITIONAL_FREQUENCIES,
+        {"library": "paper", "paper": "paper", "document": "tutorial", "repository": "tutorial"},
     ),
     "attention_dropout_rate": (
         "Dropout on the attention weights (both versions of the tutorial code, at --dropout-rate; not the paper).",
@@ -184,6 +192,7 @@ class ModelConfig(_JsonConfig):
     use_output_projection: bool = _switch_field("use_output_projection")
     projection_activation: str = _switch_field("projection_activation")
     normalize: bool = _switch_field("normalize")
+    positional_frequencies: str = _switch_field("positional_frequencies")
     attention_dropout_rate: float = _switch_field("attention_dropout_rate")
     attention_residual_dropout_rate: float = _switch_field("attention_residual_dropout_rate")
     feed_forward_dropout_rate: float = _switch_field("feed_forward_dropout_rate")
@@ -289,6 +298,7 @@ class LanguageModelConfig(_JsonConfig):
     use_output_projection: bool = _switch_field("use_output_projection")
     projection_activation: str = _switch_field("projection_activation")
     normalize: bool = _switch_field("normalize")
+    positional_frequencies: str = _switch_field("positional_frequencies")
     attention_dropout_rate: float = _switch_field("attention_dropout_rate")
     attention_residual_dropout_rate: float = _switch_field("attention_residual_dropout_rate")
     feed_forward_dropout_rate: float = _switch_field("feed_forward_dropout_rate")

@@ -151,7 +151,8 @@ def block_arguments(config):
 
     Returns:
         dict of `EncoderBlock` / `DecoderBlock` / `DecoderOnlyBlock` arguments: the config's sizes
-        and its variant's switches (`variant_switches`), explicit fields included.
+        and its variant's switches (`variant_switches`), explicit fields included, but for the
+        positional encodings' frequencies, which are the embeddings'.
     """
     return dict(
         num_heads=config.num_heads,
@@ -159,7 +160,7 @@ def block_arguments(config):
         dropout_rate=config.dropout_rate,
         attention_initialization=config.attention_initialization,
         attention_score=config.attention_score,
-        **variant_switches(config),
+        **{name: value for name, value in variant_switches(config).items() if name != "positional_frequencies"},
     )
 
 

@@ -8,6 +8,8 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer.config import POSITIONAL_FREQUENCIES as FREQUENCIES
+from keras_transformer.config import check_choice
 from keras_transformer.masks import sign_mask, zero_padding_rows
 
 
@@ -109,29 +111,34 @@ class TokenEmbedding(keras.layers.Layer):
         return config
 
 
-def sinusoidal_encoding(length, depth, dtype="float32", start=0):
+def sinusoidal_encoding(length, depth, dtype="float32", start=0, frequencies="paper"):
     """The paper's positional encodings (section 3.5) as a `[length, depth]` tensor.
 
     The rows are positions `start .. start + length - 1`:
     `PE(pos, 2i) = sin(pos / 10000^(2i / depth))`, `PE(pos, 2i + 1) = cos(pos / 10000^(2i / depth))`.
 
-    Deviation: the tutorial computes `pos / 10000^(2j / depth)` with the column index `j` itself
-    (not `2 * (j // 2)`), so its sine and cosine pairs have different frequencies; this follows
-    the paper.
+    Deviation: the tutorial code computes `pos / 10000^(2j / depth)` at column `j`, with the
+    column index itself (not `2 * (j // 2)`), so its sine and cosine of a pair have different
+    frequencies;
+    `frequencies="tutorial"` reproduces it, the default follows the paper.
 
     Args:
         length: int, number of positions (rows).
         depth: int, width of an encoding (columns), the model width D.
         dtype: dtype of the result; the encodings are computed in float32.
         start: int, position of the first row.
+        frequencies: `"paper"` (a pair of columns shares a frequency) or `"tutorial"` (each
+            column its own).
 
     Returns:
         float tensor `[length, depth]`.
     """
+    check_choice("frequencies", frequencies, FREQUENCIES)
     positions = ops.cast(ops.arange(length) + start, "float32")[:, None]  # (T, 1)
     columns = ops.arange(depth)  # (D,)
-    pair_index = ops.cast((columns // 2) * 2, "float32")  # 2i for columns 2i and 2i + 1
-    angles = positions / ops.power(10000.0, pair_index / depth)[None, :]  # (T, D)
+    # 2i for columns 2i and 2i + 1 (the paper); 2j for column j (the tutorial code)
+    exponent = 2 * columns if frequencies == "tutorial" else (columns // 2) * 2
+    angles = positions / ops.power(10000.0, ops.cast(exponent, "float32") / depth)[None, :]  # (T, D)
     encoding = ops.where(ops.equal(columns % 2, 0)[None, :], ops.sin(angles), ops.cos(angles))
     return ops.cast(encoding, dtype)
 
@@ -151,6 +158,8 @@ class PositionalEncoding(keras.layers.Layer):
         learned: bool, learn a `[max_length, D]` table instead of the fixed sinusoids.
         max_length: int, longest sequence; required when `learned`, unused otherwise
             (sinusoids are computed for any length).
+        frequencies: the sinusoids' frequencies, `"paper"` or `"tutorial"` (see
+            `sinusoidal_encoding`); unused when `learned`.
 
     Call arguments:
         inputs: float tensor `[B, T, D]` (scaled token embeddings).
@@ -163,12 +172,14 @@ class PositionalEncoding(keras.layers.Layer):
         float tensor `[B, T, D]`.
     """
 
-    def __init__(self, learned=False, max_length=None, **kwargs):
+    def __init__(self, learned=False, max_length=None, frequencies="paper", **kwargs):
         super().__init__(**kwargs)
+        check_choice("frequencies", frequencies, FREQUENCIES)
         if learned and (not isinstance(max_length, int) or max_length < 1):
             raise ValueError(f"Learned positions need a positive int `max_length`. Received: max_length={max_length}")
         self.learned = learned
         self.max_length = max_length
+        self.frequencies = frequencies
         self.supports_masking = True
 
     def build(self, input_shape):
@@ -192,7 +203,7 @@ class PositionalEncoding(keras.layers.Layer):
             table = ops.take(self.position_embeddings, ops.arange(length) + start, axis=0)  # (T, D)
             encoding = ops.cast(table, self.compute_dtype)
         else:
-            encoding = sinusoidal_encoding(length, depth, self.compute_dtype, start)  # (T, D)
+            encoding = sinusoidal_encoding(length, depth, self.compute_dtype, start, self.frequencies)  # (T, D)
         batch = ops.shape(inputs)[0]
         encoding = ops.broadcast_to(encoding[None, :, :], (batch, length, depth))  # (B, T, D)
         return inputs + zero_padding_rows(encoding, mask)
@@ -202,5 +213,5 @@ class PositionalEncoding(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"learned": self.learned, "max_length": self.max_length})
+        config.update({"learned": self.learned, "max_length": self.max_length, "frequencies": self.frequencies})
         return config

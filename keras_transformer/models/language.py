@@ -17,7 +17,7 @@ import dataclasses
 
 import keras
 
-from keras_transformer.config import LanguageModelConfig
+from keras_transformer.config import LanguageModelConfig, variant_switches
 from keras_transformer.layers import DecoderOnlyBlock, Dropout, EncoderBlock, PositionalEncoding, TokenEmbedding
 from keras_transformer.layers.blocks import block_arguments
 from keras_transformer.masks import padding_mask
@@ -57,7 +57,10 @@ class LanguageModelLayers:
         return cls(
             token_embedding=TokenEmbedding(config.vocab_size, config.d_model, name="token_embedding"),
             positions=PositionalEncoding(
-                learned=config.learned_positions, max_length=config.max_length, name="positions"
+                learned=config.learned_positions,
+                max_length=config.max_length,
+                frequencies=variant_switches(config)["positional_frequencies"],
+                name="positions",
             ),
             embedding_dropout=Dropout(config.dropout_rate, name="embedding_dropout"),
             blocks=[block_class(**block_args, name=f"{BLOCK_PREFIX}{i}") for i in range(config.num_blocks)],

@@ -23,7 +23,7 @@ import dataclasses
 import keras
 from keras import ops
 
-from keras_transformer.config import ModelConfig
+from keras_transformer.config import ModelConfig, variant_switches
 from keras_transformer.layers import DecoderBlock, Dropout, EncoderBlock, PositionalEncoding, TokenEmbedding
 from keras_transformer.layers.blocks import block_arguments
 from keras_transformer.masks import padding_mask
@@ -53,7 +53,12 @@ class TransformerLayers:
     @classmethod
     def create(cls, config: ModelConfig):
         def positions(name, max_length):
-            return PositionalEncoding(learned=config.learned_positions, max_length=max_length, name=name)
+            return PositionalEncoding(
+                learned=config.learned_positions,
+                max_length=max_length,
+                frequencies=variant_switches(config)["positional_frequencies"],
+                name=name,
+            )
 
         block_args = block_arguments(config)
         if config.embedding_sharing == "all":
