@@ -3,10 +3,10 @@
 Both share the sizes (`d_model`, `num_heads`, `num_blocks`, `d_ff`, `dropout_rate`), the
 attention options (`_ATTENTION_OPTIONS`: the projections' initialization, the score function)
 and the variant with its switches (`variant`, `VARIANT_SWITCHES`: where the paper, the
-document's tutorial code and Kyubyong's repository differ), declared once and checked once
-(`_check_model_sizes`). `variant_switches` resolves a config's switches: an explicit field, else
-its variant's value.
-`PRESETS` names model sizes; `preset` and `language_model_preset` build a validated config
+document's tutorial code and Kyubyong's repository differ): the options and the switches are
+declared once (`_with_model_options` adds them to both classes) and every shared field is checked
+once (`_check_model_sizes`). `variant_switches` resolves a config's switches: an explicit field,
+else its variant's value. `PRESETS` names model sizes; `preset` and `language_model_preset` build a validated config
 of a named size with overrides.
 """
 
@@ -110,6 +110,33 @@ def _switch_field(name):
     return _field(None, help, choices=choices)
 
 
+def _with_model_options(cls):
+    """Give a model config class the fields every model config shares, declared once here.
+
+    They are the attention options (`_ATTENTION_OPTIONS`), `variant` and its switches
+    (`VARIANT_SWITCHES`), appended after the class's own fields; apply it under
+    `@dataclasses.dataclass`, which then makes them fields like the others.
+    """
+    fields = {name: (str, _attention_field(name)) for name in _ATTENTION_OPTIONS}
+    fields["variant"] = (
+        str,
+        _field(
+            "library",
+            "Which source every switch below follows where they differ: paper (Vaswani et al. 2017), document (the "
+            "source document's tutorial code), repository (Kyubyong/transformer), or library (this package's "
+            "default: the paper's layers, the tutorial's dropout placement). An explicit switch overrides it.",
+            choices=VARIANTS,
+        ),
+    )
+    for name, (_, choices, _) in VARIANT_SWITCHES.items():
+        kind = float if name.endswith("_rate") else bool if choices is None else str
+        fields[name] = (kind, _switch_field(name))
+    for name, (kind, field) in fields.items():
+        cls.__annotations__[name] = kind
+        setattr(cls, name, field)
+    return cls
+
+
 def variant_switches(config):
     """The switches a model config sets: each explicit field, else its variant's value.
 
@@ -161,6 +188,7 @@ def _check_model_sizes(config):
 
 
 @dataclasses.dataclass
+@_with_model_options
 class ModelConfig(_JsonConfig):
     """Everything needed to rebuild the network. The default sizes are the paper's base model.
 
@@ -180,23 +208,6 @@ class ModelConfig(_JsonConfig):
     max_source_len: int = _field(64, "Longest source in tokens; longer training pairs are dropped.")
     max_target_len: int = _field(64, "Longest target in tokens, end token included; also the decoding limit.")
     learned_positions: bool = _field(False, "Learn position embeddings instead of the fixed sinusoids.")
-    attention_initialization: str = _attention_field("attention_initialization")
-    attention_score: str = _attention_field("attention_score")
-    variant: str = _field(
-        "library",
-        "Which source every switch below follows where they differ: paper (Vaswani et al. 2017), document (the "
-        "source document's tutorial code), repository (Kyubyong/transformer), or library (this package's default: "
-        "the paper's layers, the tutorial's dropout placement). An explicit switch overrides it.",
-        choices=VARIANTS,
-    )
-    use_output_projection: bool = _switch_field("use_output_projection")
-    projection_activation: str = _switch_field("projection_activation")
-    normalize: bool = _switch_field("normalize")
-    positional_frequencies: str = _switch_field("positional_frequencies")
-    attention_dropout_rate: float = _switch_field("attention_dropout_rate")
-    attention_residual_dropout_rate: float = _switch_field("attention_residual_dropout_rate")
-    feed_forward_dropout_rate: float = _switch_field("feed_forward_dropout_rate")
-    inner_dropout_rate: float = _switch_field("inner_dropout_rate")
     embedding_sharing: str = _field(
         "none",
         "Embedding tables that are one (paper section 3.4): none (three tables: source, target, output logits); "
@@ -254,6 +265,7 @@ LANGUAGE_MODEL_KINDS = ("decoder", "encoder")
 
 
 @dataclasses.dataclass
+@_with_model_options
 class LanguageModelConfig(_JsonConfig):
     """Everything needed to rebuild a language model: decoder-only (GPT) or encoder-only (BERT).
 
@@ -286,23 +298,6 @@ class LanguageModelConfig(_JsonConfig):
     num_classes: int = _field(
         0, "Classes of the encoder's classification head on the first position; 0 = no head.", cli=False
     )
-    attention_initialization: str = _attention_field("attention_initialization")
-    attention_score: str = _attention_field("attention_score")
-    variant: str = _field(
-        "library",
-        "Which source every switch below follows where they differ: paper (Vaswani et al. 2017), document (the "
-        "source document's tutorial code), repository (Kyubyong/transformer), or library (this package's default: "
-        "the paper's layers, the tutorial's dropout placement). An explicit switch overrides it.",
-        choices=VARIANTS,
-    )
-    use_output_projection: bool = _switch_field("use_output_projection")
-    projection_activation: str = _switch_field("projection_activation")
-    normalize: bool = _switch_field("normalize")
-    positional_frequencies: str = _switch_field("positional_frequencies")
-    attention_dropout_rate: float = _switch_field("attention_dropout_rate")
-    attention_residual_dropout_rate: float = _switch_field("attention_residual_dropout_rate")
-    feed_forward_dropout_rate: float = _switch_field("feed_forward_dropout_rate")
-    inner_dropout_rate: float = _switch_field("inner_dropout_rate")
 
     def validate(self):
         if self.kind not in LANGUAGE_MODEL_KINDS:

@@ -179,8 +179,8 @@ class EncoderBlock(_Block):
         num_heads: int H.
         d_ff: int F, inner width of the feed-forward sublayer.
         dropout_rate: float, dropout on the attention weights and on `FFN(x)` (the paper's
-            residual dropout of the feed-forward sublayer), unless the two rates below say
-            otherwise.
+            residual dropout of the feed-forward sublayer), unless `attention_dropout_rate` or
+            `feed_forward_dropout_rate` is given.
         inner_dropout_rate: float, `FeedForward`'s dropout after its relu convolution (the
             document's code: 0.2; the paper: 0).
         attention_dropout_rate: float, or None for `dropout_rate`: dropout on the attention
