@@ -18,7 +18,14 @@ from test_layers import attention_params, conv_weights, norm_weights, to_numpy
 
 from keras_transformer import runs
 from keras_transformer.cli import main
-from keras_transformer.config import LanguageModelConfig, ModelConfig, language_model_preset, preset, variant_switches
+from keras_transformer.config import (
+    VARIANT_SWITCHES,
+    LanguageModelConfig,
+    ModelConfig,
+    language_model_preset,
+    preset,
+    variant_switches,
+)
 from keras_transformer.models import build_transformer
 from keras_transformer.models.translation import TransformerLayers
 
@@ -115,10 +122,7 @@ def test_rates_that_follow_dropout_rate_move_with_it():
 
 def test_a_config_saved_before_variants_loads_and_builds_the_same_switches(tmp_path):
     values = preset("tiny", source_vocab_size=11, dropout_rate=0.1).to_dict()
-    for name in ("variant", "normalize", "attention_dropout_rate", "attention_residual_dropout_rate"):
-        values.pop(name)
-    values.pop("positional_frequencies")
-    for name in ("feed_forward_dropout_rate", "inner_dropout_rate"):
+    for name in ("variant", *VARIANT_SWITCHES):  # the fields variants added
         values.pop(name)
     values.update(use_output_projection=False, projection_activation="relu")  # as an old run saved them
     path = tmp_path / "model_config.json"
@@ -157,14 +161,12 @@ def test_cli_offers_the_variants_and_rejects_others(capsys):
 
 def _train_argv(train_config):
     """`keras-transformer train` flags of a tiny `TrainConfig`, so a run goes through the command line."""
+    names = ("preset", "train_size", "precision", "validation_size", "test_size", "source_vocab_size")
+    names += ("target_vocab_size", "epochs", "steps_per_epoch", "batch_size", "warmup_steps", "run_dir")
+    names += ("export_dir", "model_name")
+    values = {**{name: getattr(train_config, name) for name in names}, **TINY_MODEL}
     argv = ["train"]
-    for name in ("preset", "train_size", "precision", "validation_size", "test_size", "source_vocab_size"):
-        argv += ["--" + name.replace("_", "-"), str(getattr(train_config, name))]
-    for name in ("target_vocab_size", "epochs", "steps_per_epoch", "batch_size", "warmup_steps", "run_dir"):
-        argv += ["--" + name.replace("_", "-"), str(getattr(train_config, name))]
-    for name in ("export_dir", "model_name"):
-        argv += ["--" + name.replace("_", "-"), str(getattr(train_config, name))]
-    for name, value in TINY_MODEL.items():
+    for name, value in values.items():
         argv += ["--" + name.replace("_", "-"), str(value)]
     return argv
 
