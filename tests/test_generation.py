@@ -10,7 +10,7 @@ import keras
 import keras_hub
 import numpy as np
 import pytest
-from conftest import to_numpy
+from conftest import to_numpy, trained_like_betas
 
 from keras_transformer.config import LanguageModelConfig
 from keras_transformer.data.special_tokens import PAD_ID, START_ID
@@ -136,11 +136,19 @@ def test_cached_logits_equal_the_model_and_are_causal(model):
 
 @pytest.mark.parametrize(
     "overrides",
-    [{}, {"tie_embeddings": False, "learned_positions": True, "attention_score": "additive"}],
-    ids=["tied", "untied-learned-positions-additive"],
+    [
+        {},
+        {"tie_embeddings": False, "learned_positions": True, "attention_score": "additive"},
+        # Masks from each sublayer's inputs, kept per position in the cache.
+        {"variant": "document"},
+        {"variant": "repository"},
+    ],
+    ids=["tied", "untied-learned-positions-additive", "document", "repository"],
 )
 def test_cached_greedy_generation_equals_the_uncached_loop(overrides):
     model = decoder_model(seed=3, **overrides)
+    if overrides.get("variant") == "repository":
+        trained_like_betas(model)  # its zero-sum masks would otherwise be rounding's choice
     reference = reference_greedy(model, PROMPTS, MAX_LENGTH)
     end_id = an_end_id(reference)
     generated = to_numpy(generate(model, PROMPTS, MAX_LENGTH, end_id=end_id))

@@ -19,6 +19,7 @@ from test_layers import attention_params, conv_weights, norm_weights, to_numpy
 from keras_transformer import runs
 from keras_transformer.cli import main
 from keras_transformer.config import (
+    TRANSLATION_SWITCHES,
     VARIANT_SWITCHES,
     LanguageModelConfig,
     ModelConfig,
@@ -31,12 +32,16 @@ from keras_transformer.models.translation import TransformerLayers
 
 # Each source's choice at every switch, for a config whose dropout_rate is 0.1.
 # paper: section 3.2.2 (W^O, linear projections), 3.1 (LayerNorm(x + Sublayer(x))), 5.4 (dropout on
-#   each sub-layer's output and on the embeddings; none on the attention weights or inside the FFN).
+#   each sub-layer's output and on the embeddings; none on the attention weights or inside the FFN),
+#   3.5 (sinusoids), 3.4 (one embedding matrix for both embeddings and the pre-softmax transformation).
+#   It does not say how padding is masked; its implementation (tensor2tensor) masks from the ids.
 # document: multihead_attention (linear Q/K/V, no W^O, dropout on the weights at the model's rate,
 #   normalize commented out) and feedforward (dropout 0.2 after each convolution, normalize commented out);
-#   positional_encoding, as in the repository, with a frequency per column (10000^(2i/D) at column i).
+#   positional_encoding, as in the repository, with a frequency per column (10000^(2i/D) at column i);
+#   masks sign(reduce_sum(abs(x))) of each sub-layer's inputs, nothing zeroed after a sub-layer.
 # repository: multihead_attention (relu Q/K/V, no W^O, dropout on the weights, normalize applied) and
-#   feedforward (no dropout, normalize applied); positional_encoding with a frequency per column.
+#   feedforward (no dropout, normalize applied); positional_encoding with a frequency per column, but
+#   hyperparams.py's default is learned positions (sinusoid = False); masks sign(abs(reduce_sum(x))).
 # library: the paper's layers with the tutorial's dropout placement (weights and FFN(x), not the
 #   attention sub-layer's output): what this package built before variants existed.
 SOURCES = {
@@ -49,6 +54,9 @@ SOURCES = {
         attention_residual_dropout_rate=0.1,
         feed_forward_dropout_rate=0.1,
         inner_dropout_rate=0.0,
+        padding_masks="ids",
+        learned_positions=False,
+        embedding_sharing="all",
     ),
     "document": dict(
         positional_frequencies="tutorial",
@@ -59,6 +67,9 @@ SOURCES = {
         attention_residual_dropout_rate=0.0,
         feed_forward_dropout_rate=0.2,
         inner_dropout_rate=0.2,
+        padding_masks="abs_sum",
+        learned_positions=False,
+        embedding_sharing="none",
     ),
     "repository": dict(
         positional_frequencies="tutorial",
@@ -69,6 +80,9 @@ SOURCES = {
         attention_residual_dropout_rate=0.0,
         feed_forward_dropout_rate=0.0,
         inner_dropout_rate=0.0,
+        padding_masks="sum",
+        learned_positions=True,
+        embedding_sharing="none",
     ),
     "library": dict(
         positional_frequencies="paper",
@@ -79,6 +93,9 @@ SOURCES = {
         attention_residual_dropout_rate=0.0,
         feed_forward_dropout_rate=0.1,
         inner_dropout_rate=0.0,
+        padding_masks="ids",
+        learned_positions=False,
+        embedding_sharing="none",
     ),
 }
 
@@ -86,7 +103,8 @@ SOURCES = {
 @pytest.mark.parametrize("variant", sorted(SOURCES))
 def test_each_variant_sets_every_switch_as_its_source_does(variant):
     assert variant_switches(preset("small", variant=variant)) == SOURCES[variant]
-    assert variant_switches(language_model_preset("small", "decoder", variant=variant)) == SOURCES[variant]
+    language_model = {name: value for name, value in SOURCES[variant].items() if name not in TRANSLATION_SWITCHES}
+    assert variant_switches(language_model_preset("small", "decoder", variant=variant)) == language_model
 
 
 def test_the_default_variant_is_the_library_s_as_before_variants_existed():
@@ -95,16 +113,28 @@ def test_the_default_variant_is_the_library_s_as_before_variants_existed():
 
 @pytest.mark.parametrize("variant", sorted(SOURCES))
 def test_sublayers_of_a_built_model_get_the_variant_s_switches(variant):
-    model = build_transformer(preset("tiny", variant=variant, dropout_rate=0.1, source_vocab_size=11))
+    model = build_transformer(
+        preset("tiny", variant=variant, dropout_rate=0.1, source_vocab_size=11, target_vocab_size=11)
+    )
     expected = SOURCES[variant]
     block = model.get_layer("decoder_block_0")
+    zeroed = expected["padding_masks"] == "ids"
     for attention in (block.self_attention, block.cross_attention):
         assert attention.use_output_projection == expected["use_output_projection"]
         assert attention.normalize == expected["normalize"]
         assert attention.dropout_rate == expected["attention_dropout_rate"]
         assert attention.residual_dropout_rate == expected["attention_residual_dropout_rate"]
+        assert attention.zero_padding == zeroed
+        assert attention.sign_mask_rule == ("abs_sum" if zeroed else expected["padding_masks"])
     assert block.feed_forward.dropout_rate == expected["feed_forward_dropout_rate"]
     assert block.feed_forward.inner_dropout_rate == expected["inner_dropout_rate"]
+    assert block.feed_forward.zero_padding == zeroed
+    assert model.get_layer("target_positions").learned == expected["learned_positions"]
+    shared = {"all": ["embedding"], "none": ["logits", "source_embedding", "target_embedding"]}
+    assert (
+        sorted(name for name in shared["none"] + shared["all"] if name in [layer.name for layer in model.layers])
+        == (shared[expected["embedding_sharing"]])
+    )
 
 
 def test_explicit_fields_override_the_variant_and_the_rest_follow_it():
@@ -194,62 +224,72 @@ def numpy_transformer(model, config, source_ids, target_in_ids):
 
     Each sublayer is the tutorial's function (`reference.multihead_attention`,
     `reference.feedforward`) with the variant's switches, on the model's weights; the embeddings
-    are the tutorial's `embedding` (row 0 zero, times sqrt(D)) plus the variant's sinusoids. At
-    padding positions the package's deviations are kept: no positional encoding there, outputs
-    zeroed, masks from the ids (the sources add the encoding everywhere and leave `FFN(0)` or
-    `beta` there; docs/deviations.md). Inference: dropout is left out.
+    are the tutorial's `embedding` (row 0 zero, times sqrt(D)) plus the variant's positions
+    (sinusoids or the learned table), at real positions only (Kyubyong's train.py multiplies the
+    sum by the embedding's sign mask). Padding: with `padding_masks="ids"` the package's masks
+    from the ids and outputs zeroed there; else each sublayer's sign masks of its own inputs
+    (`reference.sign_mask` or `reference.repository_sign_mask`) and nothing zeroed, as the
+    tutorial code. Inference: dropout is left out.
     """
     switches = variant_switches(config)
     layers = TransformerLayers.from_model(model)
     heads = config.num_heads
+    from_ids = switches["padding_masks"] == "ids"
+    rule = {"abs_sum": reference.sign_mask, "sum": reference.repository_sign_mask}.get(switches["padding_masks"])
     options = dict(
         use_output_projection=switches["use_output_projection"],
         projection_activation="relu" if switches["projection_activation"] == "relu" else None,
         normalize=switches["normalize"],
-        zero_padding_rows=True,
+        zero_padding_rows=from_ids,
+        **({} if from_ids else {"mask_function": rule}),
     )
 
-    def embedded(ids, embedding):
+    def embedded(ids, embedding, positions_layer):
         mask = (np.asarray(ids) != 0).astype(float)
-        sinusoids = {"paper": reference.positional_encoding, "tutorial": reference.tutorial_positional_encoding}
-        positions = sinusoids[switches["positional_frequencies"]](ids.shape[1], config.d_model)[None]  # (1, T, D)
+        if switches["learned_positions"]:
+            positions = to_numpy(positions_layer.position_embeddings)[: ids.shape[1]][None]  # (1, T, D)
+        else:
+            sinusoids = {"paper": reference.positional_encoding, "tutorial": reference.tutorial_positional_encoding}
+            positions = sinusoids[switches["positional_frequencies"]](ids.shape[1], config.d_model)[None]
         return reference.embedding(ids, to_numpy(embedding.embeddings)) + positions * mask[:, :, None], mask
 
     def feed_forward(layer, x, mask):
         gamma, beta = norm_weights(layer)
         return reference.feedforward(
-            x, *conv_weights(layer), gamma, beta, normalize=switches["normalize"], mask=mask, zero_padding_rows=True
+            x, *conv_weights(layer), gamma, beta, normalize=switches["normalize"], mask=mask, zero_padding_rows=from_ids
         )
 
     def attention(layer, queries, keys, queries_mask, keys_mask, causality=False):
+        masks = dict(queries_mask=queries_mask, keys_mask=keys_mask) if from_ids else {}
         return reference.multihead_attention(
-            queries,
-            keys,
-            None,
-            attention_params(layer),
-            heads,
-            causality,
-            queries_mask=queries_mask,
-            keys_mask=keys_mask,
-            **options,
+            queries, keys, None, attention_params(layer), heads, causality, **masks, **options
         )[0]
 
-    memory, source_mask = embedded(source_ids, layers.source_embedding)
+    memory, source_mask = embedded(source_ids, layers.source_embedding, layers.source_positions)
     for block in layers.encoder_blocks:
         memory = attention(block.self_attention, memory, memory, source_mask, source_mask)
         memory = feed_forward(block.feed_forward, memory, source_mask)
-    hidden, target_mask = embedded(target_in_ids, layers.target_embedding)
+    hidden, target_mask = embedded(target_in_ids, layers.target_embedding, layers.target_positions)
     for block in layers.decoder_blocks:
         hidden = attention(block.self_attention, hidden, hidden, target_mask, target_mask, causality=True)
         hidden = attention(block.cross_attention, hidden, memory, target_mask, source_mask)
         hidden = feed_forward(block.feed_forward, hidden, target_mask)
-    kernel, bias = (to_numpy(weight) for weight in layers.logits_weights())
-    return hidden @ kernel + bias
+    kernel, bias = (None if weight is None else to_numpy(weight) for weight in layers.logits_weights())
+    return hidden @ kernel + (0.0 if bias is None else bias)
 
 
 @pytest.mark.parametrize("variant", sorted(SOURCES))
 def test_the_whole_model_of_each_variant_is_its_source_s_formulas(variant):
-    config = preset("tiny", variant=variant, num_blocks=2, dropout_rate=0.1, source_vocab_size=13, target_vocab_size=11)
+    """Every position's logits, padding included: what the tutorial variants leave there is theirs too."""
+    target_vocab_size = 13 if variant == "paper" else 11  # the paper's one table needs one vocabulary
+    config = preset(
+        "tiny",
+        variant=variant,
+        num_blocks=2,
+        dropout_rate=0.1,
+        source_vocab_size=13,
+        target_vocab_size=target_vocab_size,
+    )
     model = build_transformer(config)
     rng = np.random.default_rng(0)
     model.set_weights([rng.normal(scale=0.2, size=w.shape).astype("float32") for w in model.get_weights()])
@@ -257,5 +297,4 @@ def test_the_whole_model_of_each_variant_is_its_source_s_formulas(variant):
     target_in_ids = np.array([[1, 6, 9, 0, 0], [1, 2, 10, 7, 4]], "int32")
     logits = to_numpy(model([source_ids, target_in_ids], training=False))
     expected = numpy_transformer(model, config, source_ids, target_in_ids)
-    real = target_in_ids != 0
-    np.testing.assert_allclose(logits[real], expected[real], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(logits, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())

@@ -24,6 +24,8 @@ PROJECTION_ACTIVATIONS = ("linear", "relu")
 POSITIONAL_FREQUENCIES = ("paper", "tutorial")
 # Which of a translation model's [V, D] tables are one (`ModelConfig.embedding_sharing`).
 EMBEDDING_SHARING = ("none", "decoder", "all")
+# How a model's sub-layers find padding: from the token ids, or from their inputs by a sign rule.
+PADDING_MASKS = ("ids", "abs_sum", "sum")
 # The attention options of every model kind: (default, help, choices) of each field.
 _ATTENTION_OPTIONS = {
     "attention_initialization": (
@@ -101,7 +103,32 @@ VARIANT_SWITCHES = {
         None,
         {"library": 0.0, "paper": 0.0, "document": 0.2, "repository": 0.0},
     ),
+    "padding_masks": (
+        "How every sublayer finds padding: ids (masks from the token ids, and padding rows set to zero after "
+        "each sublayer, so real positions never depend on padding), or the tutorial code's sign masks of each "
+        "attention sublayer's inputs, abs_sum (the document: an all-zero vector is padding) or sum (the "
+        "repository: a vector summing to zero), with padding rows left as the sublayers leave them.",
+        PADDING_MASKS,
+        {"library": "ids", "paper": "ids", "document": "abs_sum", "repository": "sum"},
+    ),
+    "learned_positions": (
+        "Learn position embeddings instead of the fixed sinusoids (the repository's default, sinusoid = False; "
+        "the paper and the document: sinusoids).",
+        None,
+        {"library": False, "paper": False, "document": False, "repository": True},
+    ),
+    "embedding_sharing": (
+        "Embedding tables that are one (paper section 3.4): none (three tables: source, target, output logits); "
+        "decoder (the target embedding table also computes the logits, h E^T); all (one table for source, target "
+        "and logits: the paper's, over one vocabulary for both sides, which a run then learns).",
+        EMBEDDING_SHARING,
+        {"library": "none", "paper": "all", "document": "none", "repository": "none"},
+    ),
 }
+# The switches of a translation model only (a language model has `tie_embeddings` instead).
+TRANSLATION_SWITCHES = ("embedding_sharing",)
+# The switches of the embeddings, not of the blocks (`keras_transformer.layers.blocks.block_arguments`).
+EMBEDDING_SWITCHES = ("positional_frequencies", "learned_positions", "embedding_sharing")
 
 
 def _switch_field(name):
@@ -114,8 +141,9 @@ def _with_model_options(cls):
     """Give a model config class the fields every model config shares, declared once here.
 
     They are the attention options (`_ATTENTION_OPTIONS`), `variant` and its switches
-    (`VARIANT_SWITCHES`), appended after the class's own fields; apply it under
-    `@dataclasses.dataclass`, which then makes them fields like the others.
+    (`VARIANT_SWITCHES`; `TRANSLATION_SWITCHES` only where the class is `ModelConfig`), appended
+    after the class's own fields; apply it under `@dataclasses.dataclass`, which then makes them
+    fields like the others.
     """
     fields = {name: (str, _attention_field(name)) for name in _ATTENTION_OPTIONS}
     fields["variant"] = (
@@ -129,6 +157,8 @@ def _with_model_options(cls):
         ),
     )
     for name, (_, choices, _) in VARIANT_SWITCHES.items():
+        if name in TRANSLATION_SWITCHES and cls.__name__ != "ModelConfig":
+            continue
         kind = float if name.endswith("_rate") else bool if choices is None else str
         fields[name] = (kind, _switch_field(name))
     for name, (kind, field) in fields.items():
@@ -149,6 +179,8 @@ def variant_switches(config):
     """
     switches = {}
     for name, (_, _, by_variant) in VARIANT_SWITCHES.items():
+        if not hasattr(config, name):  # a switch of the other kind of model
+            continue
         value = getattr(config, name)
         value = by_variant[config.variant] if value is None else value
         switches[name] = config.dropout_rate if value == DROPOUT_RATE else value
@@ -179,9 +211,11 @@ def _check_model_sizes(config):
         raise ValueError(
             f"`projection_activation` must be 'linear' or 'relu'. Received: {config.projection_activation!r}"
         )
-    for name in ("use_output_projection", "normalize"):
+    for name in ("use_output_projection", "normalize", "learned_positions"):
         if getattr(config, name) is not None and not isinstance(getattr(config, name), bool):
             raise ValueError(f"`{name}` must be a bool. Received: {name}={getattr(config, name)!r}")
+    if config.padding_masks is not None:
+        check_choice("padding_masks", config.padding_masks, PADDING_MASKS)
     _check_rate(
         config, *[name for name in VARIANT_SWITCHES if name.endswith("_rate") and getattr(config, name) is not None]
     )
@@ -207,27 +241,18 @@ class ModelConfig(_JsonConfig):
     )
     max_source_len: int = _field(64, "Longest source in tokens; longer training pairs are dropped.")
     max_target_len: int = _field(64, "Longest target in tokens, end token included; also the decoding limit.")
-    learned_positions: bool = _field(False, "Learn position embeddings instead of the fixed sinusoids.")
-    embedding_sharing: str = _field(
-        "none",
-        "Embedding tables that are one (paper section 3.4): none (three tables: source, target, output logits); "
-        "decoder (the target embedding table also computes the logits, h E^T); all (one table for source, target "
-        "and logits: needs one vocabulary for both sides, --joint-vocab true).",
-        choices=EMBEDDING_SHARING,
-    )
 
     def validate(self):
         _check_positive(self, "source_vocab_size", "target_vocab_size", "max_source_len", "max_target_len")
         _check_model_sizes(self)
-        if self.embedding_sharing not in EMBEDDING_SHARING:
+        if self.embedding_sharing is not None:
+            check_choice("embedding_sharing", self.embedding_sharing, EMBEDDING_SHARING)
+        if variant_switches(self)["embedding_sharing"] == "all" and self.source_vocab_size != self.target_vocab_size:
+            origin = "" if self.embedding_sharing else f" (the {self.variant} variant's)"
             raise ValueError(
-                f"`embedding_sharing` must be one of {EMBEDDING_SHARING}. Received: {self.embedding_sharing!r}"
-            )
-        if self.embedding_sharing == "all" and self.source_vocab_size != self.target_vocab_size:
-            raise ValueError(
-                "embedding_sharing='all' uses one table for both sides, so the vocabularies must be one (a joint "
-                f"vocabulary). Received: source_vocab_size={self.source_vocab_size}, "
-                f"target_vocab_size={self.target_vocab_size}"
+                f"embedding_sharing='all'{origin} uses one table for both sides, so the vocabularies must be one (a "
+                f"joint vocabulary). Received: source_vocab_size={self.source_vocab_size}, "
+                f"target_vocab_size={self.target_vocab_size}; set embedding_sharing='decoder' or 'none' to keep two"
             )
         return self
 
@@ -291,7 +316,6 @@ class LanguageModelConfig(_JsonConfig):
         0.1, "Dropout on the embeddings; the variant's other dropouts at --dropout-rate follow it (see --variant)."
     )
     max_length: int = _field(128, "Longest sequence in tokens (training and generation, prompt included).")
-    learned_positions: bool = _field(False, "Learn position embeddings instead of the fixed sinusoids.")
     tie_embeddings: bool = _field(
         True, "Compute the output logits with the token embedding matrix (one [V, D] table) instead of their own."
     )
@@ -304,9 +328,8 @@ class LanguageModelConfig(_JsonConfig):
             raise ValueError(f"`kind` must be one of {LANGUAGE_MODEL_KINDS}. Received: kind={self.kind!r}")
         _check_positive(self, "vocab_size", "max_length")
         _check_model_sizes(self)
-        for name in ("learned_positions", "tie_embeddings"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"`{name}` must be a bool. Received: {name}={getattr(self, name)!r}")
+        if not isinstance(self.tie_embeddings, bool):
+            raise ValueError(f"`tie_embeddings` must be a bool. Received: tie_embeddings={self.tie_embeddings!r}")
         if not isinstance(self.num_classes, int) or isinstance(self.num_classes, bool) or self.num_classes < 0:
             raise ValueError(f"`num_classes` must be an int >= 0. Received: num_classes={self.num_classes!r}")
         if self.num_classes and self.kind != "encoder":

@@ -76,7 +76,8 @@ class CachedDecoderOnly:
     `prefill` runs the model once over whole prompts and returns the cache; `next_token_logits`
     is keras-hub's `next(prompt, cache, index)`, the function a sampler calls at each step (and
     the one to trace, e.g. in a `tf.function`, for an export that steps itself). The cache is a
-    tuple with one `(key, value)` pair of float tensors `[B, H, L, K]` per block.
+    tuple with one block cache per block: `(key, value)`, float tensors `[B, H, L, K]` (and, under a
+    tutorial variant's sign rule, `real` `[B, L]`; see `DecoderOnlyBlock.prefill`).
 
     Args:
         model: a model from `keras_transformer.models.build_decoder_only`.
@@ -112,8 +113,8 @@ class CachedDecoderOnly:
         hidden, mask = embed(self.layers, token_ids, training=False)  # (B, P, D), (B, P)
         cache = []
         for block in self.layers.blocks:
-            hidden, block_cache = block.prefill(hidden, mask)  # (B, P, D), (B, H, P, K) x 2
-            cache.append(tuple(ops.pad(t, ((0, 0), (0, 0), (0, extra), (0, 0))) for t in block_cache))
+            hidden, block_cache = block.prefill(hidden, mask)  # (B, P, D), (B, H, P, K) x 2, ...
+            cache.append(block.pad_self_cache(block_cache, extra))
         return ops.pad(hidden, ((0, 0), (0, extra), (0, 0))), tuple(cache)
 
     def next_token_logits(self, token_ids, cache, index):

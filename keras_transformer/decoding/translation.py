@@ -131,13 +131,8 @@ class _CachedDecoder:
         self.rows = ops.shape(source_ids)[0] * repeats
 
     def initial_caches(self):
-        """Per block, zero self-attention keys and values `[B*k, H, L, K]`."""
-        caches = []
-        for block in self.layers.decoder_blocks:
-            attention = block.self_attention
-            shape = (self.rows, attention.num_heads, self.max_length, attention.head_width)
-            caches.append((ops.zeros(shape, attention.compute_dtype), ops.zeros(shape, attention.compute_dtype)))
-        return caches
+        """Per block, an empty self-attention cache (zero keys and values `[B*k, H, L, K]`, ...)."""
+        return [block.self_cache(self.rows, self.max_length) for block in self.layers.decoder_blocks]
 
     def step(self, tokens, index, caches):
         """Log-probabilities of the token after position `index`.

@@ -8,7 +8,7 @@ from keras_transformer.config import ATTENTION_SCORES, check_choice
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.normalization import LayerNorm
 from keras_transformer.layers.scoring import AttentionScore, softmax_over_keys, weighted_sum
-from keras_transformer.masks import attention_masks, zero_padding_rows
+from keras_transformer.masks import SIGN_MASK_RULES, attention_masks, zero_padding_rows
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -33,13 +33,14 @@ class MultiheadAttention(keras.layers.Layer):
     and the final `normalize` applied. Neither has the output projection `W^O`. The defaults here
     are the paper's: linear projections, `W^O`, LayerNorm after the residual.
     `use_output_projection=False, normalize=False` is the document's code;
-    `use_output_projection=False, projection_activation="relu"` is Kyubyong's repository, but for
-    its masks (see `keras_transformer.masks.sign_mask`).
+    `use_output_projection=False, projection_activation="relu", sign_mask_rule="sum",
+    zero_padding=False` is Kyubyong's repository.
 
     Padding masks are, in order of precedence: the `queries_mask` / `keys_mask` arguments, the
     Keras masks attached to `queries` / `keys` (e.g. from a `mask_zero` embedding; Keras passes
-    them in those arguments automatically), and otherwise the document's sign masks, computed
-    from the raw `queries` and `keys`: a position whose vector is all zeros is padding.
+    them in those arguments automatically), and otherwise the sign masks, computed from the raw
+    `queries` and `keys` by `sign_mask_rule`: by default (the document's rule) a position whose
+    vector is all zeros is padding.
 
     Deviation: `W^O` (the paper's output projection) is applied by default; the document's code
     has none. `use_output_projection=False` reproduces it.
@@ -48,7 +49,7 @@ class MultiheadAttention(keras.layers.Layer):
     Deviation: the outputs at padding queries are set to exactly zero, so that sign masks stay
     right in every later layer. The document's code gets zero there too (`context` and the
     query are zero there), but not once `W^O` or LayerNorm is added; Kyubyong's repository
-    leaves LayerNorm's `beta` there.
+    leaves LayerNorm's `beta` there. `zero_padding=False` reproduces both.
     Deviation: dropout on the sub-layer's output before the residual connection (the paper's
     residual dropout, section 5.4) is available, `residual_dropout_rate`; neither version of the
     tutorial code has it, and it is off by default.
@@ -87,6 +88,12 @@ class MultiheadAttention(keras.layers.Layer):
             docs/benchmarks/multi30k.md).
         score: the score function of each head: `"scaled_dot"` (default, the paper), `"dot"`,
             `"additive"`, `"bilinear"` or `"cosine"`; see `AttentionScore`.
+        sign_mask_rule: the rule of the sign masks, used where no mask is given: `"abs_sum"`
+            (the document's code: padding is an all-zero vector) or `"sum"` (Kyubyong's
+            repository: a vector whose entries sum to zero); see `keras_transformer.masks.sign_mask`.
+        zero_padding: bool, set the outputs at padding queries to zero (default). False leaves
+            what the tutorial code leaves there: `W^O`'s bias plus the query (zero context, by
+            query masking), after LayerNorm if `normalize`.
 
     Call arguments:
         queries: float tensor `[B, T_q, D]`.
@@ -100,7 +107,8 @@ class MultiheadAttention(keras.layers.Layer):
             `[B, H, T_q, T_k]` (after masking, before dropout).
 
     Returns:
-        float tensor `[B, T_q, D]`, zero at padding queries; and the weights if requested.
+        float tensor `[B, T_q, D]`, zero at padding queries (with `zero_padding`); and the
+        weights if requested.
 
     Example:
     >>> attention = MultiheadAttention(num_heads=2)
@@ -125,10 +133,13 @@ class MultiheadAttention(keras.layers.Layer):
         initialization="glorot",
         score="scaled_dot",
         residual_dropout_rate=0.0,
+        sign_mask_rule="abs_sum",
+        zero_padding=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
         check_choice("score", score, ATTENTION_SCORES)
+        check_choice("sign_mask_rule", sign_mask_rule, SIGN_MASK_RULES)
         if initialization not in INITIALIZATIONS:
             raise ValueError(
                 f"`initialization` must be one of {INITIALIZATIONS}. Received: initialization={initialization!r}"
@@ -153,6 +164,8 @@ class MultiheadAttention(keras.layers.Layer):
         self.epsilon = epsilon
         self.initialization = initialization
         self.score = score
+        self.sign_mask_rule = sign_mask_rule
+        self.zero_padding = zero_padding
         self.supports_masking = True
         self._head_width = None  # K, known in `build`
 
@@ -248,7 +261,9 @@ class MultiheadAttention(keras.layers.Layer):
         keys_mask=None,
         return_attention_scores=False,
     ):
-        queries_mask, allowed = attention_masks(queries, keys, queries_mask, keys_mask, self.causality)
+        queries_mask, allowed = attention_masks(
+            queries, keys, queries_mask, keys_mask, self.causality, self.sign_mask_rule
+        )
         key, value = self.project_keys_values(keys, values)  # (B, H, T_k, K) each
         return self.attend(queries, key, value, allowed, queries_mask, training, return_attention_scores)
 
@@ -269,26 +284,31 @@ class MultiheadAttention(keras.layers.Layer):
             return_attention_scores: bool; also return the weights `[B, H, T_q, T_k]`.
 
         Returns:
-            float tensor `[B, T_q, D]`, zero at padding queries; and the weights if requested.
+            float tensor `[B, T_q, D]`, zero at padding queries (with `zero_padding`); and the
+            weights if requested.
         """
         query = self._split_heads(self.query_dense(queries))  # (B, H, T_q, K)
         scores = self.scoring(query, key, allowed)  # float32 (B, H, T_q, T_k), masked
         weights = ops.cast(softmax_over_keys(scores), self.compute_dtype)  # (B, H, T_q, T_k)
         # Query masking (the tutorial's `outputs *= query_masks`) is applied to the returned
-        # weights only: the rows of padding queries are zeroed at the end anyway, so the outputs
-        # and gradients are the same without a pass over [B, H, T_q, T_k].
+        # weights only: the rows of padding queries are zeroed at the end (with `zero_padding`),
+        # or their context is (without), so the outputs and gradients are the same without a
+        # pass over [B, H, T_q, T_k].
 
         context = weighted_sum(self.attention_dropout(weights, training=training), value)  # (B, H, T_q, K)
         context = ops.transpose(context, (0, 2, 1, 3))  # (B, T_q, H, K)
         batch, query_length = ops.shape(context)[0], ops.shape(context)[1]
         context = ops.reshape(context, (batch, query_length, self.num_heads * self._head_width))  # (B, T_q, H*K)
+        if not self.zero_padding:  # the query-masked weights' zero context at padding queries
+            context = zero_padding_rows(context, queries_mask)
         if self.use_output_projection:
             context = self.output_dense(context)  # (B, T_q, D)
 
         outputs = self.residual_dropout(context, training=training) + queries  # (B, T_q, D) residual connection
         if self.normalize:
             outputs = self.layer_norm(outputs)
-        outputs = zero_padding_rows(outputs, queries_mask)
+        if self.zero_padding:
+            outputs = zero_padding_rows(outputs, queries_mask)
         if return_attention_scores:
             return outputs, weights * ops.cast(queries_mask[:, None, :, None], weights.dtype)
         return outputs
@@ -308,6 +328,8 @@ class MultiheadAttention(keras.layers.Layer):
                 "epsilon": self.epsilon,
                 "initialization": self.initialization,
                 "score": self.score,
+                "sign_mask_rule": self.sign_mask_rule,
+                "zero_padding": self.zero_padding,
             }
         )
         return config

@@ -7,14 +7,29 @@ whose self-attention is causal.
 import keras
 from keras import ops
 
-from keras_transformer.config import ATTENTION_SCORES, check_choice, variant_switches
+from keras_transformer.config import (
+    ATTENTION_SCORES,
+    EMBEDDING_SWITCHES,
+    PADDING_MASKS,
+    check_choice,
+    variant_switches,
+)
 from keras_transformer.layers.attention import MultiheadAttention
 from keras_transformer.layers.feedforward import FeedForward
-from keras_transformer.masks import attention_masks
+from keras_transformer.masks import attention_masks, sign_mask
 
 
 class _Block(keras.layers.Layer):
-    """Hyperparameters, config and the cached self-attention step shared by every block."""
+    """Hyperparameters, config and the cached self-attention step shared by every block.
+
+    With `padding_masks="ids"` (the default) the block uses the masks it is given, and its
+    sublayers zero their padding rows. With `"abs_sum"` or `"sum"` it ignores them, as the
+    tutorial code has none: each attention sublayer gets the masks that sign rule finds in its
+    own inputs (`keras_transformer.masks.sign_mask`; given explicitly, so that no Keras mask
+    attached to the inputs replaces them), and padding rows keep what the sublayers leave there.
+    Its self-attention cache then also holds, per position, whether the rule found a real vector
+    there (`self_cache`).
+    """
 
     causal_self_attention = False
 
@@ -33,12 +48,14 @@ class _Block(keras.layers.Layer):
         attention_dropout_rate=None,
         attention_residual_dropout_rate=0.0,
         feed_forward_dropout_rate=None,
+        padding_masks="ids",
         **kwargs,
     ):
         super().__init__(**kwargs)
         if not isinstance(d_ff, int) or d_ff < 1:
             raise ValueError(f"`d_ff` must be a positive int. Received: d_ff={d_ff}")
         check_choice("attention_score", attention_score, ATTENTION_SCORES)
+        check_choice("padding_masks", padding_masks, PADDING_MASKS)
         self.num_heads = num_heads
         self.d_ff = d_ff
         self.dropout_rate = dropout_rate
@@ -52,6 +69,7 @@ class _Block(keras.layers.Layer):
         self.epsilon = epsilon
         self.attention_initialization = attention_initialization
         self.attention_score = attention_score
+        self.padding_masks = padding_masks
         self.supports_masking = True
         # Attention sublayers are made here, so bad arguments fail at construction.
         self.self_attention = self._attention("self_attention", causality=self.causal_self_attention)
@@ -68,6 +86,8 @@ class _Block(keras.layers.Layer):
             epsilon=self.epsilon,
             initialization=self.attention_initialization,
             score=self.attention_score,
+            sign_mask_rule="abs_sum" if self._uses_ids else self.padding_masks,
+            zero_padding=self._uses_ids,
             dtype=self.dtype_policy,
             name=name,
         )
@@ -79,8 +99,38 @@ class _Block(keras.layers.Layer):
             inner_dropout_rate=self.inner_dropout_rate,
             normalize=self.normalize,
             epsilon=self.epsilon,
+            zero_padding=self._uses_ids,
             dtype=self.dtype_policy,
             name="feed_forward",
+        )
+
+    @property
+    def _uses_ids(self):
+        """Whether the block uses the masks it is given (`padding_masks="ids"`)."""
+        return self.padding_masks == "ids"
+
+    def _mask(self, inputs, given):
+        """The padding mask `[B, T]` of a sublayer's `inputs [B, T, D]`: `given`, or the sign rule's."""
+        return given if self._uses_ids else sign_mask(inputs, self.padding_masks)
+
+    def self_cache(self, batch, length):
+        """An empty self-attention cache of `length` positions for `decode_step`.
+
+        Returns:
+            `(key, value)`, zero float tensors `[B, H, L, K]`; under a sign rule also `real`, a
+            False bool tensor `[B, L]` (whether the rule finds a real input at each position).
+        """
+        attention = self.self_attention
+        shape = (batch, attention.num_heads, length, attention.head_width)
+        cache = (ops.zeros(shape, attention.compute_dtype), ops.zeros(shape, attention.compute_dtype))
+        return cache if self._uses_ids else (*cache, ops.zeros((batch, length), "bool"))
+
+    @staticmethod
+    def pad_self_cache(cache, extra):
+        """A self-attention cache with `extra` empty positions appended (any of `self_cache`'s forms)."""
+        return tuple(
+            ops.pad(t, ((0, 0), (0, extra)) if len(t.shape) == 2 else ((0, 0), (0, 0), (0, extra), (0, 0)))
+            for t in cache
         )
 
     def _cached_self_attention(self, inputs, index, self_cache, inputs_mask):
@@ -89,19 +139,31 @@ class _Block(keras.layers.Layer):
         Args:
             inputs: float tensor `[B, 1, D]`, the new position's input.
             index: int scalar, its position `t`.
-            self_cache: `(key, value)`, float tensors `[B, H, L, K]` holding positions `0 .. t-1`.
+            self_cache: from `self_cache` or the previous step (`(key, value)`, float tensors
+                `[B, H, L, K]`, ...), holding positions `0 .. t-1`.
             inputs_mask: bool tensor `[B, L]`, True at the positions position `t` may attend to
-                (its causality: False from `t + 1` on).
+                (its causality: False from `t + 1` on). Under a sign rule only its causality is
+                used; which positions are real is the rule's, kept in the cache.
 
         Returns:
             `(outputs, self_cache, query_mask)`: float tensor `[B, 1, D]`, the cache with position
             `t` written, and bool `[B, 1]`, whether position `t` is real.
         """
-        new_key, new_value = self.self_attention.project_keys_values(inputs)  # (B, H, 1, K) each
-        at_index = ops.equal(ops.arange(ops.shape(inputs_mask)[1]), index)[None, None, :, None]  # (1, 1, L, 1)
-        self_cache = tuple(ops.where(at_index, new, cached) for new, cached in zip((new_key, new_value), self_cache))
-        query_mask = ops.take(inputs_mask, ops.reshape(index, (1,)), axis=1)  # (B, 1)
-        outputs = self.self_attention.attend(inputs, *self_cache, inputs_mask[:, None, None, :], query_mask)
+        attention = self.self_attention
+        new_key, new_value = attention.project_keys_values(inputs)  # (B, H, 1, K) each
+        positions = ops.arange(ops.shape(inputs_mask)[1])  # (L,)
+        at_index = ops.equal(positions, index)[None, None, :, None]  # (1, 1, L, 1)
+        key, value = (ops.where(at_index, new, cached) for new, cached in zip((new_key, new_value), self_cache))
+        if self._uses_ids:
+            self_cache = (key, value)
+            query_mask = ops.take(inputs_mask, ops.reshape(index, (1,)), axis=1)  # (B, 1)
+            keys_mask = inputs_mask  # (B, L)
+        else:
+            query_mask = sign_mask(inputs, attention.sign_mask_rule)  # (B, 1)
+            real = ops.where(at_index[:, 0, :, 0], query_mask, self_cache[2])  # (B, L)
+            self_cache = (key, value, real)
+            keys_mask = ops.logical_and(real, ops.less_equal(positions, index)[None, :])  # (B, L)
+        outputs = attention.attend(inputs, key, value, keys_mask[:, None, None, :], query_mask)
         return outputs, self_cache, query_mask
 
     def compute_output_spec(self, inputs, *args, return_attention_scores=False, **kwargs):
@@ -133,6 +195,7 @@ class _Block(keras.layers.Layer):
                 "attention_dropout_rate": self.attention_dropout_rate,
                 "attention_residual_dropout_rate": self.attention_residual_dropout_rate,
                 "feed_forward_dropout_rate": self.feed_forward_dropout_rate,
+                "padding_masks": self.padding_masks,
             }
         )
         return config
@@ -151,8 +214,8 @@ def block_arguments(config):
 
     Returns:
         dict of `EncoderBlock` / `DecoderBlock` / `DecoderOnlyBlock` arguments: the config's sizes
-        and its variant's switches (`variant_switches`), explicit fields included, but for the
-        positional encodings' frequencies, which are the embeddings'.
+        and its variant's switches (`variant_switches`), explicit fields included, but for those
+        of the embeddings (`EMBEDDING_SWITCHES`).
     """
     return dict(
         num_heads=config.num_heads,
@@ -160,7 +223,7 @@ def block_arguments(config):
         dropout_rate=config.dropout_rate,
         attention_initialization=config.attention_initialization,
         attention_score=config.attention_score,
-        **{name: value for name, value in variant_switches(config).items() if name != "positional_frequencies"},
+        **{name: value for name, value in variant_switches(config).items() if name not in EMBEDDING_SWITCHES},
     )
 
 
@@ -214,12 +277,13 @@ class EncoderBlock(_Block):
         self.feed_forward.build(input_shape)
 
     def call(self, inputs, training=None, mask=None, return_attention_scores=False):
+        inputs_mask = self._mask(inputs, mask)
         outputs, weights = self.self_attention(
             inputs,
             inputs,
             training=training,
-            queries_mask=mask,
-            keys_mask=mask,
+            queries_mask=inputs_mask,
+            keys_mask=inputs_mask,
             return_attention_scores=True,
         )  # (B, S, D), (B, H, S, S)
         outputs = self.feed_forward(outputs, training=training, mask=mask)  # (B, S, D)
@@ -261,12 +325,16 @@ class DecoderOnlyBlock(EncoderBlock):
             mask: bool tensor `[B, T]`, True at real positions.
 
         Returns:
-            `(outputs, cache)`: float tensor `[B, T, D]` and `(key, value)`, float tensors
-            `[B, H, T, K]`, the cache of `decode_step` for positions `0 .. T-1`.
+            `(outputs, cache)`: float tensor `[B, T, D]` and the cache of `decode_step` for
+            positions `0 .. T-1` (as `self_cache` makes it): `(key, value)`, float tensors
+            `[B, H, T, K]`, and under a sign rule `real` `[B, T]`.
         """
+        mask = self._mask(inputs, mask)
         queries_mask, allowed = attention_masks(inputs, inputs, mask, mask, causality=True)
         cache = self.self_attention.project_keys_values(inputs)  # (B, H, T, K) each
         outputs = self.self_attention.attend(inputs, *cache, allowed, queries_mask)  # (B, T, D)
+        if not self._uses_ids:
+            cache = (*cache, queries_mask)
         return self.feed_forward(outputs, mask=mask), cache
 
     def decode_step(self, inputs, index, cache, inputs_mask):
@@ -278,8 +346,9 @@ class DecoderOnlyBlock(EncoderBlock):
         Args:
             inputs: float tensor `[B, 1, D]`, the new position's input.
             index: int scalar, its position `t`.
-            cache: `(key, value)`, float tensors `[B, H, L, K]` holding positions `0 .. t-1`
-                (later positions are ignored).
+            cache: from `self_cache`, `prefill` or the previous step (`(key, value)`, float
+                tensors `[B, H, L, K]`, ...), holding positions `0 .. t-1` (later positions are
+                ignored).
             inputs_mask: bool tensor `[B, L]`, True at the positions `0 .. t` position `t` may
                 attend to, False from `t + 1` on (the causality of the step).
 
@@ -337,20 +406,21 @@ class DecoderBlock(_Block):
         memory_mask=None,
         return_attention_scores=False,
     ):
+        self_mask = self._mask(inputs, inputs_mask)
         outputs, self_weights = self.self_attention(
             inputs,
             inputs,
             training=training,
-            queries_mask=inputs_mask,
-            keys_mask=inputs_mask,
+            queries_mask=self_mask,
+            keys_mask=self_mask,
             return_attention_scores=True,
         )  # (B, T, D), (B, H, T, T)
         outputs, cross_weights = self.cross_attention(
             outputs,
             memory,
             training=training,
-            queries_mask=inputs_mask,
-            keys_mask=memory_mask,
+            queries_mask=self._mask(outputs, inputs_mask),
+            keys_mask=self._mask(memory, memory_mask),
             return_attention_scores=True,
         )  # (B, T, D), (B, H, T, S)
         outputs = self.feed_forward(outputs, training=training, mask=inputs_mask)  # (B, T, D)
@@ -378,12 +448,13 @@ class DecoderBlock(_Block):
         Args:
             inputs: float tensor `[B, 1, D]`, the new position's input.
             index: int scalar, its position `t` in the target.
-            self_cache: `(key, value)`, float tensors `[B, H, L, K]` holding positions `0 .. t-1`
-                (later positions are ignored).
+            self_cache: from `self_cache` or the previous step (`(key, value)`, float tensors
+                `[B, H, L, K]`, ...), holding positions `0 .. t-1` (later positions are ignored).
             cross_cache: `(key, value)` from `cross_attention_cache`.
             inputs_mask: bool tensor `[B, L]`, True at the real target positions `0 .. t`
                 (False from `t + 1` on: the causality of the step).
-            memory_mask: bool tensor `[B, S]`.
+            memory_mask: bool tensor `[B, S]`, the encoder output's padding mask (under a sign
+                rule, the rule's mask of `memory`, which `call` would compute).
 
         Returns:
             `(outputs, self_cache)`: float tensor `[B, 1, D]` and the cache with position `t`

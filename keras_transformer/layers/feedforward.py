@@ -31,7 +31,7 @@ class FeedForward(keras.layers.Layer):
     document's code has one. `inner_dropout_rate=0.2` reproduces it.
     Deviation: outputs at padding positions are set to exactly zero (the document's code leaves
     a non-zero `FFN(0)` there, Kyubyong's repository `LayerNorm(FFN(0))`), so that sign masks
-    stay right in every later layer.
+    stay right in every later layer. `zero_padding=False` reproduces both.
 
     Args:
         num_units: pair of ints `(F, D)`: inner width and output width. The output width must
@@ -42,15 +42,18 @@ class FeedForward(keras.layers.Layer):
         normalize: bool, apply LayerNorm after the residual connection (False: the document's
             code). No LayerNorm weights are created when False.
         epsilon: LayerNorm epsilon.
+        zero_padding: bool, set the outputs at padding positions to zero (default); False
+            leaves what the tutorial code leaves there.
 
     Call arguments:
         inputs: float tensor `[B, T, D]`.
         training: bool, whether dropout is active.
         mask: optional bool tensor `[B, T]`, True at real positions. Defaults to the Keras mask
-            of `inputs`, else to the document's sign mask of `inputs`.
+            of `inputs`, else to the document's sign mask of `inputs`. Unused without
+            `zero_padding`.
 
     Returns:
-        float tensor `[B, T, D]`, zero at padding positions.
+        float tensor `[B, T, D]`, zero at padding positions (with `zero_padding`).
 
     Example:
     >>> FeedForward(num_units=(32, 8))(np.random.rand(2, 5, 8)).shape
@@ -65,6 +68,7 @@ class FeedForward(keras.layers.Layer):
         inner_dropout_rate=0.0,
         normalize=True,
         epsilon=1e-8,
+        zero_padding=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -82,6 +86,7 @@ class FeedForward(keras.layers.Layer):
         self.inner_dropout_rate = inner_dropout_rate
         self.normalize = normalize
         self.epsilon = epsilon
+        self.zero_padding = zero_padding
         self.supports_masking = True
 
     def build(self, input_shape):
@@ -104,13 +109,14 @@ class FeedForward(keras.layers.Layer):
             self.layer_norm.build(input_shape)
 
     def call(self, inputs, training=None, mask=None):
-        mask = sign_mask(inputs) if mask is None else mask
         hidden = self.inner_dropout(_position_wise(self.inner_conv, inputs), training=training)  # (B, T, F)
         outputs = self.output_dropout(_position_wise(self.outer_conv, hidden), training=training)  # (B, T, D)
         outputs = outputs + inputs  # residual connection
         if self.normalize:
             outputs = self.layer_norm(outputs)
-        return zero_padding_rows(outputs, mask)
+        if not self.zero_padding:
+            return outputs
+        return zero_padding_rows(outputs, sign_mask(inputs) if mask is None else mask)
 
     def get_config(self):
         config = super().get_config()
@@ -121,6 +127,7 @@ class FeedForward(keras.layers.Layer):
                 "inner_dropout_rate": self.inner_dropout_rate,
                 "normalize": self.normalize,
                 "epsilon": self.epsilon,
+                "zero_padding": self.zero_padding,
             }
         )
         return config

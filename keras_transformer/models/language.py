@@ -57,7 +57,7 @@ class LanguageModelLayers:
         return cls(
             token_embedding=TokenEmbedding(config.vocab_size, config.d_model, name="token_embedding"),
             positions=PositionalEncoding(
-                learned=config.learned_positions,
+                learned=variant_switches(config)["learned_positions"],
                 max_length=config.max_length,
                 frequencies=variant_switches(config)["positional_frequencies"],
                 name="positions",

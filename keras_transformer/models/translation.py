@@ -15,7 +15,9 @@ source with it (one `[V, D]` table, one vocabulary for both sides).
 The wiring is written once, in `encode` and `decode`, which run on Keras symbolic tensors to
 build the model and on real tensors to decode step by step or to collect attention weights.
 Padding masks come from the token ids (id 0), passed to every block explicitly; the layers'
-own sign masks agree with them at every depth because padding rows stay exactly zero.
+own sign masks agree with them at every depth because padding rows stay exactly zero. Under the
+tutorial variants' `padding_masks` ("abs_sum", "sum") the blocks ignore them and every attention
+sublayer finds padding from its inputs, as the tutorial code does.
 """
 
 import dataclasses
@@ -26,7 +28,7 @@ from keras import ops
 from keras_transformer.config import ModelConfig, variant_switches
 from keras_transformer.layers import DecoderBlock, Dropout, EncoderBlock, PositionalEncoding, TokenEmbedding
 from keras_transformer.layers.blocks import block_arguments
-from keras_transformer.masks import padding_mask
+from keras_transformer.masks import padding_mask, sign_mask
 
 SHARED = "embedding"  # the one table's layer name under embedding_sharing="all"
 
@@ -52,22 +54,25 @@ class TransformerLayers:
 
     @classmethod
     def create(cls, config: ModelConfig):
+        switches = variant_switches(config)
+
         def positions(name, max_length):
             return PositionalEncoding(
-                learned=config.learned_positions,
+                learned=switches["learned_positions"],
                 max_length=max_length,
-                frequencies=variant_switches(config)["positional_frequencies"],
+                frequencies=switches["positional_frequencies"],
                 name=name,
             )
 
         block_args = block_arguments(config)
-        if config.embedding_sharing == "all":
+        sharing = switches["embedding_sharing"]
+        if sharing == "all":
             source_embedding = target_embedding = TokenEmbedding(config.target_vocab_size, config.d_model, name=SHARED)
         else:
             source_embedding = TokenEmbedding(config.source_vocab_size, config.d_model, name="source_embedding")
             target_embedding = TokenEmbedding(config.target_vocab_size, config.d_model, name="target_embedding")
         output_projection = None
-        if config.embedding_sharing == "none":
+        if sharing == "none":
             # Logits stay float32 under mixed precision, for a stable softmax and loss.
             output_projection = keras.layers.Dense(config.target_vocab_size, dtype="float32", name="logits")
         return cls(
@@ -134,7 +139,9 @@ def encode(layers: TransformerLayers, source_ids, training=None, return_attentio
         return_attention_scores: also return a list (one per block) of dicts of weights.
 
     Returns:
-        `(memory, source_mask)`: float `[B, S, D]` and bool `[B, S]`; plus the weights if asked.
+        `(memory, source_mask)`: float `[B, S, D]` and bool `[B, S]`, the padding mask the
+        encoder-decoder attention uses (under a sign rule, the rule's mask of `memory`); plus the
+        weights if asked.
     """
     source_mask = padding_mask(source_ids)  # (B, S)
     hidden = layers.source_embedding(source_ids)  # (B, S, D)
@@ -144,6 +151,9 @@ def encode(layers: TransformerLayers, source_ids, training=None, return_attentio
     for block in layers.encoder_blocks:
         outputs = block(hidden, training=training, mask=source_mask, return_attention_scores=return_attention_scores)
         hidden = _collect_weights(outputs, weights, return_attention_scores)  # (B, S, D)
+    rule = layers.decoder_blocks[0].padding_masks
+    if rule != "ids":  # what the encoder-decoder attention finds in `memory`
+        source_mask = sign_mask(hidden, rule)
     if return_attention_scores:
         return hidden, source_mask, weights
     return hidden, source_mask
