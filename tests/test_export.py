@@ -19,7 +19,7 @@ from tensorflow_serving.config import model_server_config_pb2
 
 from keras_transformer import runs
 from keras_transformer.cli import main
-from keras_transformer.config import ModelConfig
+from keras_transformer.config import ModelConfig, TrainConfig
 from keras_transformer.export import (
     WARMUP_FILE,
     export_translator,
@@ -154,18 +154,20 @@ def test_export_op_set_runs_on_tf_serving_2_12(trained_run):
     assert used - core - text_ops == set()
 
 
-def test_one_shared_table_needs_a_joint_vocabulary_and_says_so_before_making_the_run(tmp_path):
-    config = tiny_train_config(tmp_path)
-    with pytest.raises(runs.RunError, match="--joint-vocab true"):
+def test_one_shared_table_refuses_two_vocabularies_and_says_so_before_making_the_run(tmp_path):
+    config = tiny_train_config(tmp_path, joint_vocab=False)
+    with pytest.raises(runs.RunError, match="drop --joint-vocab false"):
         runs.train(config, {**TINY_MODEL, "embedding_sharing": "all"}, log=lambda line: None, verbose=0)
     assert not Path(config.run_dir).exists()
 
 
 def test_a_run_with_one_shared_table_exports_a_servable_translator(tmp_path):
-    config = tiny_train_config(tmp_path, joint_vocab=True, source_vocab_size=150, epochs=1)
+    """Unset, --joint-vocab follows the one table: the run learns one vocabulary for both sides."""
+    config = tiny_train_config(tmp_path, source_vocab_size=150, epochs=1)
     summary = runs.train(config, {**TINY_MODEL, "embedding_sharing": "all"}, log=lambda line: None, verbose=0)
     model_config = ModelConfig.load(Path(config.run_dir) / runs.MODEL_CONFIG_FILE)
     assert model_config.embedding_sharing == "all"
+    assert TrainConfig.load(Path(config.run_dir) / runs.TRAIN_CONFIG_FILE).joint_vocab is True
     assert model_config.source_vocab_size == model_config.target_vocab_size <= 150
     _, _, model, translator = runs.load_run(config.run_dir)
     tables = [weight for weight in model.weights if weight.path.endswith("embeddings")]

@@ -202,16 +202,19 @@ def _train_argv(train_config):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variant", ["document", "repository"])
-def test_train_py_trains_and_exports_a_tutorial_variant(variant, tmp_path, capsys):
+@pytest.mark.parametrize("variant", ["paper", "document", "repository"])
+def test_train_py_trains_and_exports_a_variant(variant, tmp_path, capsys):
+    """The paper's one table needs one vocabulary: the run learns it without being told."""
     train_config = tiny_train_config(tmp_path)
     assert main([*_train_argv(train_config), "--variant", variant, "--dropout-rate", "0.1"]) == 0
     assert "Done in" in capsys.readouterr().out
-    _, model_config, model, _ = runs.load_run(train_config.run_dir)
+    saved_train, model_config, model, _ = runs.load_run(train_config.run_dir)
     assert model_config.variant == variant
     assert variant_switches(model_config) == SOURCES[variant]
     attention = model.get_layer("encoder_block_0").self_attention
-    assert attention.use_output_projection is False and attention.normalize == SOURCES[variant]["normalize"]
+    assert attention.use_output_projection == SOURCES[variant]["use_output_projection"]
+    assert attention.normalize == SOURCES[variant]["normalize"]
+    assert saved_train.joint_vocab == (variant == "paper")
     summary = json.loads((Path(train_config.run_dir) / runs.SUMMARY_FILE).read_text())
     assert (Path(summary["export_path"]) / "saved_model.pb").is_file()
 

@@ -100,7 +100,11 @@ class TrainConfig(_JsonConfig):
         "on, off (lossless, case and spacing kept), or auto (on for the built-in dates, off for files and tfds).",
         choices=NORMALIZATION_CHOICES,
     )
-    joint_vocab: bool = _field(False, "Learn one vocabulary from both sides (size --source-vocab-size) and share it.")
+    joint_vocab: bool = _field(
+        None,
+        "Learn one vocabulary from both sides (size --source-vocab-size) and share it (default: true where one "
+        "embedding table embeds both sides, --embedding-sharing all or --variant paper).",
+    )
     vocab_size: int = _field(
         400,
         "Requested WordPiece vocabulary size of --task lm/mlm (one vocabulary; mlm's holds <mask>); the learned one "

@@ -125,7 +125,7 @@ def prepare_run(train_config, model_overrides=None, resume=False, log=print, rep
     task = task_of(train_config)
     model_config = task.model_config(train_config.preset, model_overrides or {})
     task.check_global_batch(train_config, model_config, replicas)
-    task.check_new_run(train_config, model_config)
+    train_config = task.settle_new_run(train_config, model_config)
     run_dir.mkdir(parents=True, exist_ok=True)
     # Both configs at once (the vocabulary sizes are filled in later): a run killed from here on
     # can be resumed.

@@ -156,9 +156,10 @@ class LanguageModelTask:
                 "batch, split across the replicas; use at least one text per replica"
             )
 
-    def check_new_run(self, train_config, model_config):
-        """A vocabulary already in the new run directory must suit the task."""
+    def settle_new_run(self, train_config, model_config):
+        """`train_config`, once a vocabulary already in the new run directory is found to suit the task."""
         _check_vocabulary(Path(train_config.run_dir) / VOCAB_FILE, self.name)
+        return train_config
 
     def read_and_encode(self, train_config, model_config, log):
         """Read the training and validation texts, settle the vocabulary and encode the texts.

@@ -38,8 +38,9 @@ class Task(Protocol):
     def check_global_batch(self, train_config, model_config, replicas):
         """Raise `RunError` unless the global batch gives every replica at least one example."""
 
-    def check_new_run(self, train_config, model_config):
-        """Raise `RunError` for settings that cannot start a new run together."""
+    def settle_new_run(self, train_config, model_config):
+        """The train config of a new run, its settings that follow the model settled; raises `RunError`
+        for settings that cannot start a new run together."""
 
     def read_and_encode(self, train_config, model_config, log):
         """The run's data: splits read, vocabularies settled (their sizes saved in model_config.json), encoded."""

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from keras_transformer.config import ModelConfig, preset
+from keras_transformer.config import ModelConfig, preset, variant_switches
 from keras_transformer.data.parallel_text import load_corpus
 from keras_transformer.data.tokenizers import SubwordTokenizer
 from keras_transformer.data.translation_batches import EncodedPairs, encode_pairs, make_dataset
@@ -64,13 +64,22 @@ class TranslationTask:
     def check_global_batch(self, train_config, model_config, replicas):
         _check_global_batch(train_config, model_config, replicas)
 
-    def check_new_run(self, train_config, model_config):
-        """One embedding table for both sides needs one vocabulary for both sides."""
-        if model_config.embedding_sharing == "all" and not train_config.joint_vocab:
+    def settle_new_run(self, train_config, model_config):
+        """`train_config` with `joint_vocab` settled: one vocabulary where one table embeds both sides.
+
+        Unset, it follows the model's embedding sharing (`variant_switches`: the paper variant's is
+        one table); set false with one table, it is an error.
+        """
+        one_table = variant_switches(model_config)["embedding_sharing"] == "all"
+        if train_config.joint_vocab is None:
+            return dataclasses.replace(train_config, joint_vocab=one_table)
+        if one_table and not train_config.joint_vocab:
             raise RunError(
-                "--embedding-sharing all embeds source and target with one table, so both sides need one "
-                "vocabulary: add --joint-vocab true (or share the decoder's tables only: --embedding-sharing decoder)"
+                "--embedding-sharing all (or --variant paper) embeds source and target with one table, so both sides "
+                "need one vocabulary: drop --joint-vocab false (or share the decoder's tables only: "
+                "--embedding-sharing decoder)"
             )
+        return train_config
 
     def read_and_encode(self, train_config, model_config, log):
         return _read_and_encode(train_config, model_config, log)
