@@ -39,8 +39,10 @@ class Task(Protocol):
         """Raise `RunError` unless the global batch gives every replica at least one example."""
 
     def settle_new_run(self, train_config, model_config):
-        """The train config of a new run, its settings that follow the model settled; raises `RunError`
-        for settings that cannot start a new run together."""
+        """The train config of a new run, its settings that follow the model settled.
+
+        Raises `RunError` for settings that cannot start a new run together.
+        """
 
     def read_and_encode(self, train_config, model_config, log):
         """The run's data: splits read, vocabularies settled (their sizes saved in model_config.json), encoded."""
