@@ -17,7 +17,12 @@ the same weights copied in, can be compared with `assert_allclose`.
   to zero padding), `normalize` applied, no dropout in `feedforward`:
   `repository_multihead_attention`, `repository_feedforward`.
 
-Neither has the paper's output projection `W^O`. Dropout is left out everywhere (inference).
+Neither has the paper's output projection `W^O`. Dropout is left out (inference), unless a
+`dropout(kind, x)` function is given: it is then applied where the tutorial code's
+`tf.layers.dropout` is (and where the paper's residual dropout is), named by kind: `"weights"`
+(the attention weights, after query masking), `"residual"` (an attention sub-layer's output
+before the residual connection: the paper's), `"inner"` and `"output"` (after each convolution
+of `feedforward`).
 `multihead_attention` and `feedforward` take each of these choices as an argument, defaulting
 to the document's code, plus the package's own: `W^O` (`use_output_projection=True`), explicit
 `queries_mask` / `keys_mask` / `mask` (replacing the sign masks; the tutorial has no such
@@ -196,8 +201,9 @@ def multihead_attention(
     zero_padding_rows=False,
     score="scaled_dot",
     score_weights=None,
+    dropout=None,
 ):
-    """The tutorial's `multihead_attention`, step by step (dropout left out: inference).
+    """The tutorial's `multihead_attention`, step by step (dropout left out unless `dropout` is given).
 
     With the defaults, the document's code; see `document_multihead_attention` and
     `repository_multihead_attention`.
@@ -225,6 +231,8 @@ def multihead_attention(
             or another score function of each head's projected queries and keys (see
             `attention_score`).
         score_weights: that score's weights, `[H, ...]` (see `attention_score`).
+        dropout: optional `dropout(kind, x)`, kinds `"weights"` (given `[N, h, T_q, T_k]`, the
+            package's layout) and `"residual"` (`[N, T_q, D]`).
 
     Returns:
         `(outputs [B, T_q, D], attention weights [B, H, T_q, T_k])`; the weights are the
@@ -281,6 +289,12 @@ def multihead_attention(
     outputs = outputs * query_masks  # (h*N, T_q, T_k)
     attention = outputs
 
+    # Dropouts
+    if dropout is not None:
+        batch = queries.shape[0]
+        by_head = np.transpose(outputs.reshape((h, batch) + outputs.shape[1:]), (1, 0, 2, 3))  # (N, h, T_q, T_k)
+        outputs = np.transpose(dropout("weights", by_head), (1, 0, 2, 3)).reshape(outputs.shape)  # (h*N, T_q, T_k)
+
     # Weighted sum
     outputs = outputs @ V_  # (h*N, T_q, C/h)
 
@@ -290,6 +304,10 @@ def multihead_attention(
     # The paper's output projection W^O (in neither version of the tutorial code)
     if use_output_projection:
         outputs = dense(outputs, weights["output_kernel"], weights["output_bias"])  # (N, T_q, D)
+
+    # The paper's residual dropout (in neither version of the tutorial code)
+    if dropout is not None:
+        outputs = dropout("residual", outputs)
 
     # Residual connection
     outputs = outputs + queries
@@ -319,17 +337,20 @@ def feedforward(
     normalize=False,
     mask=None,
     zero_padding_rows=False,
+    dropout=None,
 ):
     """The tutorial's `feedforward`: `x + relu(x W_1 + b_1) W_2 + b_2`, then `normalize` if asked.
 
     With the defaults, the document's code (its dropout after each convolution left out:
-    inference); `normalize=True` is Kyubyong's repository. Kernels are 2-D, `[D, F]` and `[F, D]`
-    (a `Conv1D` kernel `[1, in, out]` is passed as `kernel[0]`). `gamma` and `beta` are needed
-    only with `normalize`; `mask` (default: the sign mask of `x`) only with `zero_padding_rows`.
+    inference, unless `dropout(kind, x)` is given: kinds `"inner"` and `"output"`);
+    `normalize=True` is Kyubyong's repository. Kernels are 2-D, `[D, F]` and `[F, D]` (a `Conv1D`
+    kernel `[1, in, out]` is passed as `kernel[0]`). `gamma` and `beta` are needed only with
+    `normalize`; `mask` (default: the sign mask of `x`) only with `zero_padding_rows`.
     """
     x = np.asarray(x, np.float64)
-    outputs = dense(x, inner_kernel, inner_bias, "relu")  # (B, T, F)
-    outputs = dense(outputs, outer_kernel, outer_bias)  # (B, T, D)
+    dropout = dropout or (lambda kind, values: values)
+    outputs = dropout("inner", dense(x, inner_kernel, inner_bias, "relu"))  # (B, T, F)
+    outputs = dropout("output", dense(outputs, outer_kernel, outer_bias))  # (B, T, D)
     outputs = outputs + x
     if normalize:  # commented out in the document's code
         outputs = layer_norm(outputs, gamma, beta, epsilon)

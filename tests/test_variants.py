@@ -10,6 +10,7 @@ tests/reference.py), and that `train.py --variant` trains and exports each tutor
 import json
 from pathlib import Path
 
+import keras
 import numpy as np
 import pytest
 import reference
@@ -27,6 +28,7 @@ from keras_transformer.config import (
     preset,
     variant_switches,
 )
+from keras_transformer.layers import Dropout
 from keras_transformer.models import build_transformer
 from keras_transformer.models.translation import TransformerLayers
 
@@ -222,7 +224,23 @@ def test_train_py_trains_and_exports_a_variant(variant, tmp_path, capsys):
 # ---------------------------------------------------------------------------
 # The whole model against a NumPy reference, variant by variant
 # ---------------------------------------------------------------------------
-def numpy_transformer(model, config, source_ids, target_in_ids):
+# The model's `Dropout` layer at each place the reference drops, by the reference's kind.
+MODEL_DROPOUTS = {
+    "weights": "attention_dropout",
+    "residual": "residual_dropout",
+    "inner": "inner_dropout",
+    "output": "output_dropout",
+}
+# The `SOURCES` switch of each kind's rate; the embeddings' is `dropout_rate` in every source.
+RATE_SWITCHES = {
+    "weights": "attention_dropout_rate",
+    "residual": "attention_residual_dropout_rate",
+    "inner": "inner_dropout_rate",
+    "output": "feed_forward_dropout_rate",
+}
+
+
+def numpy_transformer(model, config, source_ids, target_in_ids, dropout=None):
     """A one-or-more-block encoder-decoder's logits, computed by tests/reference.py's formulas.
 
     Each sublayer is the tutorial's function (`reference.multihead_attention`,
@@ -232,7 +250,9 @@ def numpy_transformer(model, config, source_ids, target_in_ids):
     sum by the embedding's sign mask). Padding: with `padding_masks="ids"` the package's masks
     from the ids and outputs zeroed there; else each sublayer's sign masks of its own inputs
     (`reference.sign_mask` or `reference.repository_sign_mask`) and nothing zeroed, as the
-    tutorial code. Inference: dropout is left out.
+    tutorial code. Dropout is left out (inference), unless `dropout(layer, kind, x)` is given:
+    the reference then calls it wherever its source drops (`reference`'s kinds, and "embedding"
+    after the positions), with the model's `Dropout` layer of that place.
     """
     switches = variant_switches(config)
     layers = TransformerLayers.from_model(model)
@@ -247,32 +267,56 @@ def numpy_transformer(model, config, source_ids, target_in_ids):
         **({} if from_ids else {"mask_function": rule}),
     )
 
-    def embedded(ids, embedding, positions_layer):
+    def dropped(owner, kind):
+        """The reference's `dropout(kind, x)` of one sublayer, or None."""
+        if dropout is None:
+            return None
+        return lambda kind, x: dropout(getattr(owner, MODEL_DROPOUTS[kind]), kind, x)
+
+    def embedded(ids, embedding, positions_layer, embedding_dropout):
         mask = (np.asarray(ids) != 0).astype(float)
         if switches["learned_positions"]:
             positions = to_numpy(positions_layer.position_embeddings)[: ids.shape[1]][None]  # (1, T, D)
         else:
             sinusoids = {"paper": reference.positional_encoding, "tutorial": reference.tutorial_positional_encoding}
             positions = sinusoids[switches["positional_frequencies"]](ids.shape[1], config.d_model)[None]
-        return reference.embedding(ids, to_numpy(embedding.embeddings)) + positions * mask[:, :, None], mask
+        outputs = reference.embedding(ids, to_numpy(embedding.embeddings)) + positions * mask[:, :, None]
+        return (outputs if dropout is None else dropout(embedding_dropout, "embedding", outputs)), mask
 
     def feed_forward(layer, x, mask):
         gamma, beta = norm_weights(layer)
         return reference.feedforward(
-            x, *conv_weights(layer), gamma, beta, normalize=switches["normalize"], mask=mask, zero_padding_rows=from_ids
+            x,
+            *conv_weights(layer),
+            gamma,
+            beta,
+            normalize=switches["normalize"],
+            mask=mask,
+            zero_padding_rows=from_ids,
+            dropout=dropped(layer, "feed_forward"),
         )
 
     def attention(layer, queries, keys, queries_mask, keys_mask, causality=False):
         masks = dict(queries_mask=queries_mask, keys_mask=keys_mask) if from_ids else {}
         return reference.multihead_attention(
-            queries, keys, None, attention_params(layer), heads, causality, **masks, **options
+            queries,
+            keys,
+            None,
+            attention_params(layer),
+            heads,
+            causality,
+            **masks,
+            **options,
+            dropout=dropped(layer, ""),
         )[0]
 
-    memory, source_mask = embedded(source_ids, layers.source_embedding, layers.source_positions)
+    memory, source_mask = embedded(source_ids, layers.source_embedding, layers.source_positions, layers.source_dropout)
     for block in layers.encoder_blocks:
         memory = attention(block.self_attention, memory, memory, source_mask, source_mask)
         memory = feed_forward(block.feed_forward, memory, source_mask)
-    hidden, target_mask = embedded(target_in_ids, layers.target_embedding, layers.target_positions)
+    hidden, target_mask = embedded(
+        target_in_ids, layers.target_embedding, layers.target_positions, layers.target_dropout
+    )
     for block in layers.decoder_blocks:
         hidden = attention(block.self_attention, hidden, hidden, target_mask, target_mask, causality=True)
         hidden = attention(block.cross_attention, hidden, memory, target_mask, source_mask)
@@ -300,4 +344,56 @@ def test_the_whole_model_of_each_variant_is_its_source_s_formulas(variant):
     target_in_ids = np.array([[1, 6, 9, 0, 0], [1, 2, 10, 7, 4]], "int32")
     logits = to_numpy(model([source_ids, target_in_ids], training=False))
     expected = numpy_transformer(model, config, source_ids, target_in_ids)
+    np.testing.assert_allclose(logits, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("variant", sorted(SOURCES))
+def test_in_training_each_variant_drops_where_and_as_often_as_its_source(variant, monkeypatch):
+    """Every dropout of a training pass, checked against the source's: its place, its rate, no other.
+
+    Each `Dropout` call draws its mask from a seeded NumPy generator and records it; the NumPy
+    reference applies the mask recorded at each place its source drops (a source rate of 0 there:
+    the model must not drop), and both logits agree at every position.
+    """
+    recorded = {}
+    rng = np.random.default_rng(1)
+
+    def recording_call(self, inputs, training=False):
+        if not training or self.rate == 0:
+            return inputs
+        keep = rng.random(tuple(inputs.shape)) >= self.rate
+        recorded[id(self)] = (self.rate, keep)
+        return inputs * keras.ops.convert_to_tensor(keep / (1 - self.rate), inputs.dtype)
+
+    monkeypatch.setattr(Dropout, "call", recording_call)
+    target_vocab_size = 13 if variant == "paper" else 11
+    config = preset(
+        "tiny",
+        variant=variant,
+        num_blocks=2,
+        dropout_rate=0.1,
+        source_vocab_size=13,
+        target_vocab_size=target_vocab_size,
+    )
+    model = build_transformer(config)
+    rng_weights = np.random.default_rng(0)
+    model.set_weights([rng_weights.normal(scale=0.2, size=w.shape).astype("float32") for w in model.get_weights()])
+    source_ids = np.array([[3, 5, 7, 2, 0, 0], [4, 12, 6, 9, 8, 1]], "int32")
+    target_in_ids = np.array([[1, 6, 9, 0, 0], [1, 2, 10, 7, 4]], "int32")
+    logits = to_numpy(model([source_ids, target_in_ids], training=True))
+    used = set()
+
+    def source_dropout(layer, kind, x):
+        rate = 0.1 if kind == "embedding" else SOURCES[variant][RATE_SWITCHES[kind]]
+        if rate == 0:
+            assert id(layer) not in recorded, f"the model drops at {kind} ({layer.name}); the {variant} does not"
+            return x
+        assert id(layer) in recorded, f"the {variant} drops at {kind} ({layer.name}); the model does not"
+        model_rate, keep = recorded[id(layer)]
+        assert model_rate == pytest.approx(rate), (kind, layer.name)
+        used.add(id(layer))
+        return x * keep / (1 - rate)
+
+    expected = numpy_transformer(model, config, source_ids, target_in_ids, dropout=source_dropout)
+    assert used == set(recorded) and len(used) > 2 * config.num_blocks
     np.testing.assert_allclose(logits, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
