@@ -482,6 +482,45 @@ def test_vector_summing_to_zero_is_real_as_in_the_document_but_padding_to_the_re
     np.testing.assert_allclose(outputs[1], repository[1], atol=ATOL)
 
 
+@pytest.mark.parametrize("causality", [False, True])
+def test_repository_masks_and_padding_are_the_repository_code_everywhere(causality):
+    """With `sign_mask_rule="sum", zero_padding=False` as well, the layer is Kyubyong's code at every row.
+
+    Padding rows hold LayerNorm's `beta`, and a real vector summing to zero is padding, as there.
+    """
+    rng = np.random.default_rng(0)
+    x = padded(rng, [T, T - 2], T)
+    x[0, 1] = np.tile([1.0, -1.0], D // 2)  # sums to exactly zero: padding to the repository
+    layer = MultiheadAttention(
+        H,
+        causality=causality,
+        use_output_projection=False,
+        projection_activation="relu",
+        sign_mask_rule="sum",
+        zero_padding=False,
+    )
+    layer = built(layer, x, x, rng=rng)
+    outputs, weights = layer(x, x, return_attention_scores=True)
+    expected, expected_weights = reference.repository_multihead_attention(x, x, attention_params(layer), H, causality)
+    np.testing.assert_allclose(to_numpy(outputs), expected, atol=ATOL)
+    np.testing.assert_allclose(to_numpy(weights), expected_weights, atol=ATOL)
+    assert np.all(to_numpy(weights)[0, :, :, 1] == 0.0)  # the zero-sum vector is a masked key
+    padding = ~real_positions(x)
+    np.testing.assert_allclose(to_numpy(outputs)[padding], np.broadcast_to(to_numpy(layer.layer_norm.beta), (2, D)))
+
+
+@pytest.mark.parametrize("normalize", [False, True], ids=["document", "repository"])
+def test_feed_forward_without_zero_padding_is_the_tutorial_code_at_padding_rows_too(normalize):
+    """`zero_padding=False` leaves `FFN(0)` (the document) or `LayerNorm(FFN(0))` (the repository) at padding."""
+    rng = np.random.default_rng(0)
+    x = padded(rng, [2, T], T)
+    layer = built(FeedForward((F, D), normalize=normalize, zero_padding=False), x, rng=rng)
+    gamma, beta = norm_weights(layer) if normalize else (None, None)
+    expected = reference.feedforward(x, *conv_weights(layer), gamma, beta, normalize=normalize)
+    np.testing.assert_allclose(to_numpy(layer(x)), expected, atol=ATOL)
+    assert not np.allclose(expected[~real_positions(x)], 0.0)
+
+
 # ---------------------------------------------------------------------------
 # Attention weights
 # ---------------------------------------------------------------------------
@@ -966,8 +1005,14 @@ def test_keras_serialize_round_trip_gives_same_layer(name):
             lambda: DecoderBlock(H, F, inner_dropout_rate=0.3, normalize=False),
             {"inner_dropout_rate": 0.3, "normalize": False},
         ),
+        (
+            lambda: MultiheadAttention(H, sign_mask_rule="sum", zero_padding=False),
+            {"sign_mask_rule": "sum", "zero_padding": False},
+        ),
+        (lambda: FeedForward((F, D), zero_padding=False), {"zero_padding": False}),
+        (lambda: EncoderBlock(H, F, padding_masks="sum"), {"padding_masks": "sum"}),
     ],
-    ids=["attention", "feed_forward", "decoder"],
+    ids=["attention", "feed_forward", "decoder", "attention_padding", "feed_forward_padding", "block_padding"],
 )
 def test_normalize_and_inner_dropout_rate_are_in_the_config_and_round_trip(make, expected):
     config = make().get_config()
