@@ -152,7 +152,8 @@ class PositionalEncoding(keras.layers.Layer):
 
     Deviation: the tutorial adds encodings at every position, which makes padding vectors
     non-zero and silently breaks its own sign masks (reported as issue 33 on Kyubyong's GitHub repository).
-    Here padding positions get no encoding and stay exactly zero.
+    Here padding positions get no encoding and stay exactly zero, as in the current `train.py` of
+    that repository, which multiplies the sum by the embedding's sign mask; every variant does so.
 
     Args:
         learned: bool, learn a `[max_length, D]` table instead of the fixed sinusoids.
