@@ -14,7 +14,9 @@ import keras
 import numpy as np
 import pytest
 import reference
+import tensorflow as tf
 from conftest import TINY_MODEL, tiny_train_config
+from test_language_runs import LM_MODEL, LM_SETTINGS, _flags, _quiet
 from test_layers import attention_params, conv_weights, norm_weights, to_numpy
 
 from keras_transformer import runs
@@ -397,3 +399,20 @@ def test_in_training_each_variant_drops_where_and_as_often_as_its_source(variant
     expected = numpy_transformer(model, config, source_ids, target_in_ids, dropout=source_dropout)
     assert used == set(recorded) and len(used) > 2 * config.num_blocks
     np.testing.assert_allclose(logits, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["document", "repository"])
+def test_a_language_model_of_a_tutorial_variant_trains_and_its_export_generates_as_in_process(variant, tmp_path):
+    """The sign masks' per-position cache bits survive tracing: the exported generator is the in-process one."""
+    status, output = _quiet(["train", *_flags(LM_SETTINGS, LM_MODEL, tmp_path), "--variant", variant])
+    assert status == 0, output
+    summary = json.loads((tmp_path / "run" / runs.SUMMARY_FILE).read_text())
+    assert summary["model_config"]["variant"] == variant
+    examples = summary["test"]["examples"]
+    served = tf.saved_model.load(summary["export_path"]).signatures["serving_default"](
+        prompt=tf.constant([example["prompt"] for example in examples])
+    )
+    assert [text.decode() for text in served["continuation"].numpy()] == [
+        example["continuation"] for example in examples
+    ]

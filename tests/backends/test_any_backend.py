@@ -6,6 +6,7 @@ bundle of TensorFlow's results (`backend_bundle.py`) for them to reproduce from 
 Only Keras, NumPy and the backend-neutral modules of `keras_transformer` are imported here.
 """
 
+import dataclasses
 import os
 
 import keras
@@ -68,6 +69,18 @@ def test_cached_greedy_decoding_is_the_uncached_decoding(model):
     uncached = greedy_decode(model, source, 7, use_cache=False)
     np.testing.assert_array_equal(numpy(cached[0]), numpy(uncached[0]))
     np.testing.assert_allclose(numpy(cached[1]), numpy(uncached[1]), rtol=1e-5, atol=1e-5)
+
+
+def test_cached_decoding_of_the_document_variant_keeps_its_sign_masks():
+    """The document's masks come from each sublayer's inputs; the cache keeps one bit per position."""
+    keras.utils.set_random_seed(2)
+    document = build_transformer(dataclasses.replace(model_config(), variant="document", num_blocks=2))
+    source, _, _ = model_inputs()
+    cached = greedy_decode(document, source, 7)
+    uncached = greedy_decode(document, source, 7, use_cache=False)
+    np.testing.assert_array_equal(numpy(cached[0]), numpy(uncached[0]))
+    beam = beam_search(document, source, 7, beam_size=1, alpha=0.0)  # its cache reordered at every step
+    np.testing.assert_array_equal(numpy(beam[0]), numpy(cached[0]))
 
 
 @pytest.mark.parametrize("decoder", [greedy_decode, beam_search])
