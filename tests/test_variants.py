@@ -350,6 +350,22 @@ def test_the_whole_model_of_each_variant_is_its_source_s_formulas(variant):
 
 
 @pytest.mark.parametrize("variant", sorted(SOURCES))
+def test_a_model_of_each_variant_saves_and_loads_with_its_switches(variant, tmp_path):
+    """The switches live in the layers' configs: a loaded model computes the same, padding rows included."""
+    model = build_transformer(
+        preset("tiny", variant=variant, dropout_rate=0.1, source_vocab_size=11, target_vocab_size=11)
+    )
+    rng = np.random.default_rng(0)
+    model.set_weights([rng.normal(scale=0.2, size=w.shape).astype("float32") for w in model.get_weights()])
+    model.save(tmp_path / "model.keras")
+    loaded = keras.models.load_model(tmp_path / "model.keras")
+    for name in ("encoder_block_0", "decoder_block_0", "target_positions"):
+        assert loaded.get_layer(name).get_config() == model.get_layer(name).get_config()
+    inputs = [np.array([[3, 5, 7, 0, 0]], "int32"), np.array([[1, 6, 0, 0]], "int32")]
+    np.testing.assert_allclose(to_numpy(loaded(inputs)), to_numpy(model(inputs)), rtol=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", sorted(SOURCES))
 def test_in_training_each_variant_drops_where_and_as_often_as_its_source(variant, monkeypatch):
     """Every dropout of a training pass, checked against the source's: its place, its rate, no other.
 
