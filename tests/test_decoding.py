@@ -12,14 +12,14 @@ import pytest
 import tensorflow as tf
 from conftest import V_S, ids, pad, tiny_config, tiny_model, to_numpy, trained_like_betas
 
-from keras_transformer.data.tokenizers import END_ID, PAD_ID, START_ID
+from keras_transformer.data.tokenizers import END_ID, PAD_ID, START_ID, UNK_ID
 from keras_transformer.decoding import beam_search, greedy_decode
 from keras_transformer.models import TransformerLayers, build_transformer, encode
 
 # At the first step the decoder self-attends over one key; Keras warns about a softmax over size 1.
 pytestmark = pytest.mark.filterwarnings("ignore:You are using a softmax over axis -1")
 
-NEVER_EMITTED = [PAD_ID, START_ID]
+NEVER_EMITTED = [PAD_ID, UNK_ID, START_ID]
 
 
 def log_softmax(logits):
@@ -186,6 +186,19 @@ def test_greedy_decode_pads_after_end_token(decoding_model):
         if ends.size:
             assert np.all(row[ends[0] + 1 :] == PAD_ID)
         assert not np.isin(row[: ends[0] if ends.size else None], NEVER_EMITTED).any()
+
+
+@pytest.mark.parametrize("decoder", [greedy_decode, beam_search], ids=["greedy", "beam"])
+def test_decoders_never_write_a_reserved_token_even_where_the_model_likes_them_best(decoder):
+    """`<pad>`, `<unk>` and `<s>` pushed up (+8 on their logits' biases), `</s>` down: none is written."""
+    model = tiny_model(seed=5)
+    bias = model.get_layer("logits").bias
+    vocab_ids = keras.ops.arange(bias.shape[0])
+    favoured = keras.ops.isin(vocab_ids, NEVER_EMITTED)
+    bias.assign(keras.ops.where(favoured, 8.0, keras.ops.where(vocab_ids == END_ID, -8.0, bias)))
+    source = ids([3, 6, 1, 5], 6, V_S, np.random.default_rng(2))
+    decoded = to_numpy(decoder(model, source, 7)[0])
+    assert decoded.shape == (4, 7) and not np.isin(decoded, NEVER_EMITTED).any(), decoded
 
 
 @pytest.mark.parametrize("decoder", ["greedy", "beam"])

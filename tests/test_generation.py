@@ -13,7 +13,7 @@ import pytest
 from conftest import to_numpy, trained_like_betas
 
 from keras_transformer.config import LanguageModelConfig
-from keras_transformer.data.special_tokens import PAD_ID, START_ID
+from keras_transformer.data.special_tokens import END_ID, LM_RESERVED_TOKENS, MASK_ID, PAD_ID, START_ID, UNK_ID
 from keras_transformer.decoding.generation import CachedDecoderOnly, generate, get_sampler, pad_after_end
 from keras_transformer.models import build_decoder_only, build_encoder_only
 
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:You are using a softmax over axi
 
 B, T, D, H, F, V, N = 2, 5, 8, 2, 16, 11, 2
 MAX_LENGTH = 8
-NEVER_EMITTED = [PAD_ID, START_ID]
+NEVER_EMITTED = [PAD_ID, UNK_ID, START_ID]
 # Right-padded prompts of different lengths, one of them empty (it starts from <s>).
 PROMPTS = np.array([[START_ID, 5, 6, 0], [START_ID, 7, 0, 0], [START_ID, 4, 9, 10], [0, 0, 0, 0]], "int32")
 
@@ -238,3 +238,60 @@ def test_bad_arguments_raise_value_errors_naming_them(model):
         generate(encoder, PROMPTS, MAX_LENGTH)
     with pytest.raises(ValueError, match="Not a model of `build_decoder_only`: it has no layer 'token_embedding'"):
         CachedDecoderOnly(keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)]))
+
+
+@pytest.mark.parametrize(
+    "sampler",
+    ["greedy", "beam", "top_k", "top_p", "random"],
+)
+def test_no_sampler_writes_a_reserved_token_even_where_the_model_likes_them_best(sampler):
+    """With a vocabulary that holds `<mask>` (5 reserved ids), no reserved token is ever written.
+
+    The model's logits are pushed towards `<pad>`, `<unk>`, `<s>` and `<mask>` (+8 on their biases)
+    and away from `</s>` (-8, so that every row runs to the limit), and the samplers draw at
+    temperature 2: unmasked, they would write the reserved tokens everywhere.
+    """
+    model = decoder_model(seed=3, tie_embeddings=False)
+    bias = model.get_layer("logits").bias
+    favoured = keras.ops.isin(keras.ops.arange(V), [PAD_ID, UNK_ID, START_ID, MASK_ID])
+    bias.assign(keras.ops.where(favoured, 8.0, keras.ops.where(keras.ops.arange(V) == END_ID, -8.0, bias)))
+    options = {} if sampler in ("greedy", "beam") else {"temperature": 2.0}
+
+    starts = np.maximum((PROMPTS != PAD_ID).sum(axis=1), 1)  # an empty prompt starts with <s>
+
+    def continuations(**reserved):
+        generated = to_numpy(generate(model, PROMPTS, MAX_LENGTH, get_sampler(sampler, seed=1, **options), **reserved))
+        return np.concatenate([row[start:] for row, start in zip(generated, starts)])
+
+    written = continuations(num_reserved=len(LM_RESERVED_TOKENS))
+    assert (
+        written.size == (MAX_LENGTH - starts).sum() and not np.isin(written, [PAD_ID, UNK_ID, START_ID, MASK_ID]).any()
+    )
+    # The same model, told the vocabulary has no <mask> (id 4 is a text piece there), writes id 4.
+    assert (continuations() == MASK_ID).any()
+
+
+def test_the_lm_exports_never_write_the_reserved_tokens_of_their_vocabulary(tmp_path):
+    """`TextGenerator` takes its tokenizer's reserved ids (with `<mask>`: 5); its ids-only export keeps them."""
+    import tensorflow as tf
+
+    from keras_transformer.data.tokenizers import SubwordTokenizer
+    from keras_transformer.export import IdsGenerator, TextGenerator
+
+    model = decoder_model(seed=3, tie_embeddings=False)
+    bias = model.get_layer("logits").bias
+    favoured = keras.ops.isin(keras.ops.arange(V), [PAD_ID, UNK_ID, START_ID, MASK_ID])
+    bias.assign(keras.ops.where(favoured, 8.0, keras.ops.where(keras.ops.arange(V) == END_ID, -8.0, bias)))
+    vocab_path = tmp_path / "vocab.txt"
+    vocab_path.write_text("\n".join([*LM_RESERVED_TOKENS, *(f"w{i}" for i in range(V - 5))]) + "\n")
+    tokenizer = SubwordTokenizer(str(vocab_path))
+    assert tokenizer.num_reserved == len(LM_RESERVED_TOKENS) and tokenizer.vocab_size == V
+    config_path = tmp_path / "model_config.json"
+    lm_config(tie_embeddings=False).save(config_path)
+    generator = TextGenerator(model, lm_config(tie_embeddings=False), tokenizer, config_path)
+    for module in (generator, generator.ids_only()):
+        assert isinstance(module, IdsGenerator) and module.num_reserved == len(LM_RESERVED_TOKENS)
+        generated = module.generate_ids(tf.constant(PROMPTS))["output_ids"].numpy()
+        starts = np.maximum((PROMPTS != PAD_ID).sum(axis=1), 1)
+        written = np.concatenate([row[start:] for row, start in zip(generated, starts)])
+        assert written.size and not np.isin(written, [PAD_ID, UNK_ID, START_ID, MASK_ID]).any(), generated

@@ -14,14 +14,15 @@ before it, keeps the prompt's tokens where `mask` is True, writes its choice els
 once every row has generated a stop token.
 
 Everything is written with `keras.ops`, so it runs on every Keras backend and traces into one
-graph (e.g. a `tf.function` for a SavedModel export). A generated token is never `<pad>` or
-`<s>`; after a row's generated `</s>` its output is padding (0).
+graph (e.g. a `tf.function` for a SavedModel export). A generated token is never a reserved one
+but `</s>` (`<pad>`, `<unk>`, `<s>`, and `<mask>` where the vocabulary has it: `num_reserved`);
+after a row's generated `</s>` its output is padding (0).
 """
 
 import keras_hub
 from keras import ops
 
-from keras_transformer.data.special_tokens import END_ID, PAD_ID, START_ID
+from keras_transformer.data.special_tokens import END_ID, PAD_ID, RESERVED_TOKENS, START_ID
 from keras_transformer.decoding.translation import forbid_never_emitted
 from keras_transformer.masks import padding_mask
 from keras_transformer.models.language import LanguageModelLayers, embed
@@ -81,12 +82,16 @@ class CachedDecoderOnly:
 
     Args:
         model: a model from `keras_transformer.models.build_decoder_only`.
+        num_reserved: int, the vocabulary's reserved ids `0 .. num_reserved - 1`, never emitted
+            but `</s>`: 4 (`RESERVED_TOKENS`), or 5 for a vocabulary with `<mask>` (its
+            tokenizer's `num_reserved`).
 
     Raises:
         ValueError: `model` is not a decoder-only model.
     """
 
-    def __init__(self, model):
+    def __init__(self, model, num_reserved=len(RESERVED_TOKENS)):
+        self.num_reserved = num_reserved
         try:
             self.layers = LanguageModelLayers.from_model(model)
         except KeyError as error:
@@ -130,7 +135,7 @@ class CachedDecoderOnly:
             index: int scalar >= 1.
 
         Returns:
-            `(logits, hidden, cache)`: float32 `[B, V]` (`<pad>` and `<s>` made impossible), the
+            `(logits, hidden, cache)`: float32 `[B, V]` (reserved ids but `</s>` impossible), the
             last block's output `[B, D]` at `index - 1`, and the cache with `index - 1` written.
         """
         layers = self.layers
@@ -146,10 +151,19 @@ class CachedDecoderOnly:
             hidden, block_cache = block.decode_step(hidden, position, block_cache, keys_mask)  # (B, 1, D)
             new_cache.append(block_cache)
         logits = layers.logits(hidden)[:, 0, :]  # (B, V)
-        return forbid_never_emitted(logits), hidden[:, 0, :], tuple(new_cache)
+        return forbid_never_emitted(logits, self.num_reserved), hidden[:, 0, :], tuple(new_cache)
 
 
-def generate(model, prompt_ids, max_length, sampler="greedy", seed=None, end_id=END_ID, start_id=START_ID):
+def generate(
+    model,
+    prompt_ids,
+    max_length,
+    sampler="greedy",
+    seed=None,
+    end_id=END_ID,
+    start_id=START_ID,
+    num_reserved=len(RESERVED_TOKENS),
+):
     """Continue prompts with a decoder-only language model, with a key/value cache.
 
     Args:
@@ -166,6 +180,9 @@ def generate(model, prompt_ids, max_length, sampler="greedy", seed=None, end_id=
             a new sampler, whose seed generator is a new variable).
         end_id: int id that ends a sequence, or None to always generate up to `max_length`.
         start_id: int id given to empty prompts.
+        num_reserved: int, the vocabulary's reserved ids, never generated but `END_ID`: 4
+            (`<pad>`, `<unk>`, `<s>`, `</s>`), or the tokenizer's `num_reserved` (5 where the
+            vocabulary has `<mask>`).
 
     Returns:
         int32 `[B, L]`: each prompt followed by its continuation; padding (0) after a generated
@@ -182,7 +199,7 @@ def generate(model, prompt_ids, max_length, sampler="greedy", seed=None, end_id=
     if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 1:
         raise ValueError(f"`max_length` must be a positive int. Received: max_length={max_length!r}")
     sampler = get_sampler(sampler, seed)
-    decoder = CachedDecoderOnly(model)
+    decoder = CachedDecoderOnly(model, num_reserved)
     if decoder.max_length is not None and max_length > decoder.max_length:
         raise ValueError(
             f"`max_length` is longer than the model's learned positions. Received: max_length={max_length}, "

@@ -10,14 +10,15 @@ token through the decoder.
 Everything is written with `keras.ops` (`ops.while_loop`, static shapes), so it traces into one
 `tf.function` graph for the SavedModel export, and compiles with XLA (`jit_compile=True`).
 
-Decoders never emit `<pad>` or `<s>`. After a sentence's `</s>`, its output is padding (0).
+Decoders never emit a reserved token but `</s>` (`<pad>`, `<unk>`, `<s>`: `forbid_never_emitted`).
+After a sentence's `</s>`, its output is padding (0).
 Scores are log-probabilities of the whole output under the model (the sum over its tokens,
 `</s>` included), in float32.
 """
 
 from keras import ops
 
-from keras_transformer.data.special_tokens import END_ID, PAD_ID, START_ID
+from keras_transformer.data.special_tokens import END_ID, PAD_ID, RESERVED_TOKENS, START_ID
 from keras_transformer.masks import padding_mask
 from keras_transformer.models import TransformerLayers, decode, encode
 
@@ -86,15 +87,25 @@ def _guard_empty_batch(source_ids, max_length, decode_fn):
     )
 
 
-def forbid_never_emitted(logits):
-    """`[N, V]` logits -> float32 logits with `<pad>` and `<s>`, which decoders never emit, made impossible."""
+def forbid_never_emitted(logits, num_reserved=len(RESERVED_TOKENS)):
+    """Make the reserved tokens but `</s>` impossible: decoders never emit them.
+
+    Args:
+        logits: float tensor `[N, V]`.
+        num_reserved: int, the vocabulary's reserved ids `0 .. num_reserved - 1`: `<pad>`, `<unk>`,
+            `<s>`, `</s>` (`RESERVED_TOKENS`), and in a language model's vocabulary `<mask>` too
+            (`num_reserved=5`, as its tokenizer's `num_reserved` says).
+
+    Returns:
+        float32 `[N, V]`: `IMPOSSIBLE` at every reserved id but `END_ID`, the logits elsewhere.
+    """
     vocab_ids = ops.arange(ops.shape(logits)[-1])
-    never = ops.logical_or(ops.equal(vocab_ids, PAD_ID), ops.equal(vocab_ids, START_ID))  # (V,)
+    never = ops.logical_and(ops.less(vocab_ids, num_reserved), ops.not_equal(vocab_ids, END_ID))  # (V,)
     return ops.where(never[None, :], IMPOSSIBLE, ops.cast(logits, "float32"))
 
 
 def _log_probs(logits):
-    """`[N, V]` logits -> float32 log-probabilities, with `<pad>` and `<s>` made impossible."""
+    """`[N, V]` logits -> float32 log-probabilities, the reserved tokens but `</s>` made impossible."""
     return ops.log_softmax(forbid_never_emitted(logits), axis=-1)
 
 

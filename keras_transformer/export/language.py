@@ -21,7 +21,7 @@ versions, warm-up requests and models.config):
 
 import tensorflow as tf
 
-from keras_transformer.data.tokenizers import PAD_ID, START_ID
+from keras_transformer.data.tokenizers import PAD_ID, RESERVED_TOKENS, START_ID
 from keras_transformer.export.savedmodel import (
     GENERATE_IDS_SIGNATURE_KEY,
     MAX_TEXT_BYTES,
@@ -40,11 +40,24 @@ class IdsGenerator(ExportModule):
         sampler: a name of `generation.SAMPLERS`: "greedy", "beam", "top_k", "top_p", "random".
         seed: int, the seed of a sampler that draws at random: its seed generator's state is a
             variable of the export, so that every freshly loaded export samples alike.
+        num_reserved: int, the vocabulary's reserved ids, never generated but `</s>` (see
+            `generation.generate`).
         **options: the sampler's options (`num_beams`, `k`, `p`, `temperature`).
     """
 
-    def __init__(self, model, model_config, config_path, vocab_paths=(), sampler="greedy", seed=0, **options):
+    def __init__(
+        self,
+        model,
+        model_config,
+        config_path,
+        vocab_paths=(),
+        sampler="greedy",
+        seed=0,
+        num_reserved=len(RESERVED_TOKENS),
+        **options,
+    ):
         super().__init__(model, model_config, config_path, vocab_paths, name="generator")
+        self.num_reserved = int(num_reserved)
         if model_config.max_length < 2:
             raise ValueError(f"Generation needs max_length >= 2. Received: max_length={model_config.max_length}")
         from keras_transformer.decoding.generation import get_sampler  # imports keras-hub: only for a language model
@@ -81,7 +94,9 @@ class IdsGenerator(ExportModule):
         """int32 `[B, P < L]` -> int32 `[B, L]`, the prompts and their continuations."""
         from keras_transformer.decoding.generation import generate
 
-        return generate(self.model, prompt_ids, self.model_config.max_length, sampler=self.sampler)
+        return generate(
+            self.model, prompt_ids, self.model_config.max_length, sampler=self.sampler, num_reserved=self.num_reserved
+        )
 
 
 class TextGenerator(IdsGenerator):
@@ -89,11 +104,12 @@ class TextGenerator(IdsGenerator):
 
     Args:
         model, model_config, config_path, sampler, seed, **options: see `IdsGenerator`.
-        tokenizer: the run's `SubwordTokenizer` (its vocabulary is saved as an asset).
+        tokenizer: the run's `SubwordTokenizer` (its vocabulary is saved as an asset); its
+            reserved tokens are never generated but `</s>`.
     """
 
     def __init__(self, model, model_config, tokenizer, config_path, sampler="greedy", seed=0, **options):
-        super().__init__(model, model_config, config_path, (), sampler, seed, **options)
+        super().__init__(model, model_config, config_path, (), sampler, seed, tokenizer.num_reserved, **options)
         self.tokenizer = tokenizer
 
     def signatures(self):
@@ -102,7 +118,12 @@ class TextGenerator(IdsGenerator):
     def ids_only(self):
         """The `IdsGenerator` of the same model and sampler, for the ids-only export."""
         return IdsGenerator(
-            self.model, self.model_config, self._config_path, (self.tokenizer.vocab_path,), **self.sampler_settings
+            self.model,
+            self.model_config,
+            self._config_path,
+            (self.tokenizer.vocab_path,),
+            num_reserved=self.num_reserved,
+            **self.sampler_settings,
         )
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="prompt")], autograph=False)
