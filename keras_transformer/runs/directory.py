@@ -44,6 +44,29 @@ RESUMABLE_CHANGES = frozenset(
     }
 )
 
+# Settings a new run settles from its model when they are unset (None): asked unset again when the
+# run is resumed, they keep the settled value; asked set, they must equal it.
+SETTLED_AT_START = frozenset({"joint_vocab"})
+
+
+def changed_settings(asked, saved):
+    """The train settings a resumed run is asked to change and cannot.
+
+    Args:
+        asked: dict of the `TrainConfig` asked for.
+        saved: dict of the run's saved `TrainConfig`.
+
+    Returns:
+        sorted names whose values differ, but for `RESUMABLE_CHANGES` and `SETTLED_AT_START`
+        asked unset.
+    """
+    return sorted(
+        name
+        for name, value in asked.items()
+        if value != saved[name] and name not in RESUMABLE_CHANGES and not (value is None and name in SETTLED_AT_START)
+    )
+
+
 TRANSLATION_MODEL_FIELDS = frozenset(field.name for field in dataclasses.fields(ModelConfig))
 LANGUAGE_MODEL_FIELDS = frozenset(field.name for field in dataclasses.fields(LanguageModelConfig))
 

@@ -35,6 +35,7 @@ from keras_transformer.runs.directory import (
     SUMMARY_FILE,
     TRAIN_CONFIG_FILE,
     RunError,
+    changed_settings,
 )
 from keras_transformer.runs.tasks import task_of
 from keras_transformer.training import (
@@ -160,11 +161,7 @@ def _reopen_run(train_config, model_overrides, replicas):
     if saved.precision == AUTO:  # saved unsettled (e.g. a config written by hand): settled now, no change
         saved = dataclasses.replace(saved, precision=train_config.precision)
     saved_values = saved.to_dict()
-    changed = sorted(
-        name
-        for name, value in train_config.to_dict().items()
-        if value != saved_values[name] and name not in RESUMABLE_CHANGES
-    )
+    changed = changed_settings(train_config.to_dict(), saved_values)
     task = task_of(saved)
     model_config = task.config_class.load(run_dir / MODEL_CONFIG_FILE)
     saved_model = model_config.to_dict()
