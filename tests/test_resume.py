@@ -182,3 +182,15 @@ def test_a_run_killed_again_and_again_ends_with_the_weights_of_one_never_killed(
         np.testing.assert_allclose(actual, wanted, rtol=1e-5, atol=1e-6)
     reference_summary = json.loads((tmp_path / "reference" / "run" / "summary.json").read_text())
     assert summary["test"]["exact_match"] == reference_summary["test"]["exact_match"]
+
+
+def test_a_setting_the_run_settled_is_no_change_asked_unset_and_must_match_asked_set():
+    """`--joint-vocab` unset follows the model at the start; resuming, unset keeps what was settled."""
+    from keras_transformer.config import TrainConfig
+    from keras_transformer.runs.directory import changed_settings
+
+    saved = TrainConfig(joint_vocab=True).to_dict()
+    assert changed_settings(TrainConfig().to_dict(), saved) == []
+    assert changed_settings(TrainConfig(joint_vocab=True).to_dict(), saved) == []
+    assert changed_settings(TrainConfig(joint_vocab=False).to_dict(), saved) == ["joint_vocab"]
+    assert changed_settings(TrainConfig(joint_vocab=True, epochs=99, batch_size=3).to_dict(), saved) == ["batch_size"]
