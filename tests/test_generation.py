@@ -240,10 +240,27 @@ def test_bad_arguments_raise_value_errors_naming_them(model):
         CachedDecoderOnly(keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)]))
 
 
-@pytest.mark.parametrize(
-    "sampler",
-    ["greedy", "beam", "top_k", "top_p", "random"],
-)
+# The reserved ids of a vocabulary with <mask>, but </s>; where each row of PROMPTS continues.
+RESERVED_BUT_END = [PAD_ID, UNK_ID, START_ID, MASK_ID]
+PROMPT_STARTS = np.maximum((PROMPTS != PAD_ID).sum(axis=1), 1)  # an empty prompt starts with <s>
+
+
+def reserved_loving_model():
+    """A decoder whose logits favour the reserved ids (+8 on their biases) and avoid `</s>` (-8)."""
+    model = decoder_model(seed=3, tie_embeddings=False)
+    bias = model.get_layer("logits").bias
+    vocab_ids = keras.ops.arange(V)
+    favoured = keras.ops.isin(vocab_ids, RESERVED_BUT_END)
+    bias.assign(keras.ops.where(favoured, 8.0, keras.ops.where(vocab_ids == END_ID, -8.0, bias)))
+    return model
+
+
+def continuation_ids(generated):
+    """The ids generated after each row of PROMPTS, all rows' in one flat array."""
+    return np.concatenate([row[start:] for row, start in zip(generated, PROMPT_STARTS)])
+
+
+@pytest.mark.parametrize("sampler", ["greedy", "beam", "top_k", "top_p", "random"])
 def test_no_sampler_writes_a_reserved_token_even_where_the_model_likes_them_best(sampler):
     """With a vocabulary that holds `<mask>` (5 reserved ids), no reserved token is ever written.
 
@@ -251,22 +268,15 @@ def test_no_sampler_writes_a_reserved_token_even_where_the_model_likes_them_best
     and away from `</s>` (-8, so that every row runs to the limit), and the samplers draw at
     temperature 2: unmasked, they would write the reserved tokens everywhere.
     """
-    model = decoder_model(seed=3, tie_embeddings=False)
-    bias = model.get_layer("logits").bias
-    favoured = keras.ops.isin(keras.ops.arange(V), [PAD_ID, UNK_ID, START_ID, MASK_ID])
-    bias.assign(keras.ops.where(favoured, 8.0, keras.ops.where(keras.ops.arange(V) == END_ID, -8.0, bias)))
+    model = reserved_loving_model()
     options = {} if sampler in ("greedy", "beam") else {"temperature": 2.0}
 
-    starts = np.maximum((PROMPTS != PAD_ID).sum(axis=1), 1)  # an empty prompt starts with <s>
-
     def continuations(**reserved):
-        generated = to_numpy(generate(model, PROMPTS, MAX_LENGTH, get_sampler(sampler, seed=1, **options), **reserved))
-        return np.concatenate([row[start:] for row, start in zip(generated, starts)])
+        generated = generate(model, PROMPTS, MAX_LENGTH, get_sampler(sampler, seed=1, **options), **reserved)
+        return continuation_ids(to_numpy(generated))
 
     written = continuations(num_reserved=len(LM_RESERVED_TOKENS))
-    assert (
-        written.size == (MAX_LENGTH - starts).sum() and not np.isin(written, [PAD_ID, UNK_ID, START_ID, MASK_ID]).any()
-    )
+    assert written.size == (MAX_LENGTH - PROMPT_STARTS).sum() and not np.isin(written, RESERVED_BUT_END).any()
     # The same model, told the vocabulary has no <mask> (id 4 is a text piece there), writes id 4.
     assert (continuations() == MASK_ID).any()
 
@@ -278,10 +288,7 @@ def test_the_lm_exports_never_write_the_reserved_tokens_of_their_vocabulary(tmp_
     from keras_transformer.data.tokenizers import SubwordTokenizer
     from keras_transformer.export import IdsGenerator, TextGenerator
 
-    model = decoder_model(seed=3, tie_embeddings=False)
-    bias = model.get_layer("logits").bias
-    favoured = keras.ops.isin(keras.ops.arange(V), [PAD_ID, UNK_ID, START_ID, MASK_ID])
-    bias.assign(keras.ops.where(favoured, 8.0, keras.ops.where(keras.ops.arange(V) == END_ID, -8.0, bias)))
+    model = reserved_loving_model()
     vocab_path = tmp_path / "vocab.txt"
     vocab_path.write_text("\n".join([*LM_RESERVED_TOKENS, *(f"w{i}" for i in range(V - 5))]) + "\n")
     tokenizer = SubwordTokenizer(str(vocab_path))
@@ -292,6 +299,5 @@ def test_the_lm_exports_never_write_the_reserved_tokens_of_their_vocabulary(tmp_
     for module in (generator, generator.ids_only()):
         assert isinstance(module, IdsGenerator) and module.num_reserved == len(LM_RESERVED_TOKENS)
         generated = module.generate_ids(tf.constant(PROMPTS))["output_ids"].numpy()
-        starts = np.maximum((PROMPTS != PAD_ID).sum(axis=1), 1)
-        written = np.concatenate([row[start:] for row, start in zip(generated, starts)])
-        assert written.size and not np.isin(written, [PAD_ID, UNK_ID, START_ID, MASK_ID]).any(), generated
+        written = continuation_ids(generated)
+        assert written.size and not np.isin(written, RESERVED_BUT_END).any(), generated

@@ -327,14 +327,18 @@ def numpy_transformer(model, config, source_ids, target_in_ids, dropout=None):
     return hidden @ kernel + (0.0 if bias is None else bias)
 
 
-@pytest.mark.parametrize("variant", sorted(SOURCES))
-def test_the_whole_model_of_each_variant_is_its_source_s_formulas(variant):
-    """Every position's logits, padding included: what the tutorial variants leave there is theirs too."""
+# A batch with padding on both sides, and the ids the random models below read.
+SOURCE_IDS = np.array([[3, 5, 7, 2, 0, 0], [4, 12, 6, 9, 8, 1]], "int32")
+TARGET_IN_IDS = np.array([[1, 6, 9, 0, 0], [1, 2, 10, 7, 4]], "int32")
+
+
+def random_variant_model(variant, num_blocks=2):
+    """`(config, model)`: a tiny model of `variant` with dropout 0.1 and seeded random weights (scale 0.2)."""
     target_vocab_size = 13 if variant == "paper" else 11  # the paper's one table needs one vocabulary
     config = preset(
         "tiny",
         variant=variant,
-        num_blocks=2,
+        num_blocks=num_blocks,
         dropout_rate=0.1,
         source_vocab_size=13,
         target_vocab_size=target_vocab_size,
@@ -342,21 +346,22 @@ def test_the_whole_model_of_each_variant_is_its_source_s_formulas(variant):
     model = build_transformer(config)
     rng = np.random.default_rng(0)
     model.set_weights([rng.normal(scale=0.2, size=w.shape).astype("float32") for w in model.get_weights()])
-    source_ids = np.array([[3, 5, 7, 2, 0, 0], [4, 12, 6, 9, 8, 1]], "int32")
-    target_in_ids = np.array([[1, 6, 9, 0, 0], [1, 2, 10, 7, 4]], "int32")
-    logits = to_numpy(model([source_ids, target_in_ids], training=False))
-    expected = numpy_transformer(model, config, source_ids, target_in_ids)
+    return config, model
+
+
+@pytest.mark.parametrize("variant", sorted(SOURCES))
+def test_the_whole_model_of_each_variant_is_its_source_s_formulas(variant):
+    """Every position's logits, padding included: what the tutorial variants leave there is theirs too."""
+    config, model = random_variant_model(variant)
+    logits = to_numpy(model([SOURCE_IDS, TARGET_IN_IDS], training=False))
+    expected = numpy_transformer(model, config, SOURCE_IDS, TARGET_IN_IDS)
     np.testing.assert_allclose(logits, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
 
 
 @pytest.mark.parametrize("variant", sorted(SOURCES))
 def test_a_model_of_each_variant_saves_and_loads_with_its_switches(variant, tmp_path):
     """The switches live in the layers' configs: a loaded model computes the same, padding rows included."""
-    model = build_transformer(
-        preset("tiny", variant=variant, dropout_rate=0.1, source_vocab_size=11, target_vocab_size=11)
-    )
-    rng = np.random.default_rng(0)
-    model.set_weights([rng.normal(scale=0.2, size=w.shape).astype("float32") for w in model.get_weights()])
+    _, model = random_variant_model(variant, num_blocks=1)
     model.save(tmp_path / "model.keras")
     loaded = keras.models.load_model(tmp_path / "model.keras")
     for name in ("encoder_block_0", "decoder_block_0", "target_positions"):
@@ -384,21 +389,8 @@ def test_in_training_each_variant_drops_where_and_as_often_as_its_source(variant
         return inputs * keras.ops.convert_to_tensor(keep / (1 - self.rate), inputs.dtype)
 
     monkeypatch.setattr(Dropout, "call", recording_call)
-    target_vocab_size = 13 if variant == "paper" else 11
-    config = preset(
-        "tiny",
-        variant=variant,
-        num_blocks=2,
-        dropout_rate=0.1,
-        source_vocab_size=13,
-        target_vocab_size=target_vocab_size,
-    )
-    model = build_transformer(config)
-    rng_weights = np.random.default_rng(0)
-    model.set_weights([rng_weights.normal(scale=0.2, size=w.shape).astype("float32") for w in model.get_weights()])
-    source_ids = np.array([[3, 5, 7, 2, 0, 0], [4, 12, 6, 9, 8, 1]], "int32")
-    target_in_ids = np.array([[1, 6, 9, 0, 0], [1, 2, 10, 7, 4]], "int32")
-    logits = to_numpy(model([source_ids, target_in_ids], training=True))
+    config, model = random_variant_model(variant)
+    logits = to_numpy(model([SOURCE_IDS, TARGET_IN_IDS], training=True))
     used = set()
 
     def source_dropout(layer, kind, x):
@@ -412,7 +404,7 @@ def test_in_training_each_variant_drops_where_and_as_often_as_its_source(variant
         used.add(id(layer))
         return x * keep / (1 - rate)
 
-    expected = numpy_transformer(model, config, source_ids, target_in_ids, dropout=source_dropout)
+    expected = numpy_transformer(model, config, SOURCE_IDS, TARGET_IN_IDS, dropout=source_dropout)
     assert used == set(recorded) and len(used) > 2 * config.num_blocks
     np.testing.assert_allclose(logits, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
 

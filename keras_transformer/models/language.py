@@ -46,6 +46,7 @@ class LanguageModelLayers:
     def create(cls, config: LanguageModelConfig):
         block_class = DecoderOnlyBlock if config.kind == "decoder" else EncoderBlock
         block_args = block_arguments(config)
+        switches = variant_switches(config)
         # Logits stay float32 under mixed precision, for a stable softmax and loss.
         untied = None
         if not config.tie_embeddings:
@@ -57,9 +58,9 @@ class LanguageModelLayers:
         return cls(
             token_embedding=TokenEmbedding(config.vocab_size, config.d_model, name="token_embedding"),
             positions=PositionalEncoding(
-                learned=variant_switches(config)["learned_positions"],
+                learned=switches["learned_positions"],
                 max_length=config.max_length,
-                frequencies=variant_switches(config)["positional_frequencies"],
+                frequencies=switches["positional_frequencies"],
                 name="positions",
             ),
             embedding_dropout=Dropout(config.dropout_rate, name="embedding_dropout"),
