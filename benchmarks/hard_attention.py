@@ -1,6 +1,6 @@
 """Soft against hard attention on the key-value lookup task: how fast each learns, how noisy its gradient.
 
-    python benchmarks/hard_attention.py                          # 4 variants, 1000 steps, seeds 0, 1, 2
+    python benchmarks/hard_attention.py                          # 12 variants, 1000 steps, seeds 0, 1, 2
     python benchmarks/hard_attention.py --steps 100 --seeds 0    # a quick check
     python benchmarks/hard_attention.py --help                   # every flag
 
@@ -11,10 +11,21 @@ key; the answer is the value stored under it, so exactly one position holds it. 
 symbols. The variants differ only in how the score function is trained:
 
     soft       the weighted average, differentiated exactly
-    reinforce  hard: a sampled read, REINFORCE (score-function) gradient with a learned baseline
     gumbel     hard: a sampled read, straight-through Gumbel-softmax gradient
     argmax     hard: the argmax read in training too, so the score function gets no gradient
                (a control)
+    reinforce_...  hard: sampled reads, the REINFORCE (score-function) gradient with one of the
+               variance reductions of `keras_transformer.layers.reinforce` (`--variants` takes
+               any of them; the defaults take them all):
+        reinforce_plain       no baseline: R itself
+        reinforce_learned     a learned scalar baseline, regressed on R
+        reinforce_value       an input-dependent baseline: a value head on the query, regressed on R
+        reinforce_entropy     the learned baseline and an entropy bonus of weight 0.01
+        reinforce_normalized  the learned baseline, advantages normalised over the batch
+        reinforce_batch_mean  the mean reward of the batch's other examples
+        reinforce_loo2/4/8    2, 4 or 8 reads per example, each one's baseline the mean reward
+                              of the example's other reads (leave-one-out)
+    reinforce  the model's default estimator (`KeyValueLookup`'s `DEFAULT_REINFORCE`)
 
 What runs (`lookup_study.compare_variants`, TensorFlow backend, float32): for
 each seed, every variant starts from the same initial weights and trains with Adam on the same
@@ -25,11 +36,12 @@ weights (key and query embeddings): over `--gradient-batches` fresh minibatches 
 weights, the total variance tr Cov[g] and the noise-to-signal ratio tr Cov[g] / |mean g|^2.
 
 Output: a table on stdout (per variant, the mean over seeds of the accuracy at four points of the
-run, the steps to reach 90% accuracy per seed, the gradient variance at the shared initial
-weights and its median over the run, seconds per run), the JSON `hard_attention.json` (settings,
+run, the steps to reach 90% accuracy per seed and the reads that took (steps x batch x reads
+per example), the gradient variance at the shared initial weights and its median over the run,
+seconds per run), the JSON `hard_attention.json` (settings,
 versions, CPU model and flags, every seed's curves) and a two-panel PNG (`hard_attention.png`:
-accuracy and gradient variance against steps) in the `--out` folder. The defaults take about
-3 minutes on 2 CPU cores.
+accuracy and gradient variance against steps, the mean of the seeds) in the `--out` folder.
+The defaults take about 9 minutes on 2 CPU cores.
 """
 
 import argparse
@@ -38,9 +50,9 @@ from pathlib import Path
 
 import common
 import numpy as np
-from lookup_study import compare_variants
+from lookup_study import REINFORCE_ESTIMATORS, STUDY_VARIANTS, compare_variants
 
-from keras_transformer.models.lookup import VARIANTS
+DEFAULT_VARIANTS = ("soft", "gumbel", "argmax", *REINFORCE_ESTIMATORS)
 
 TARGET_ACCURACY = 0.9
 
@@ -48,7 +60,9 @@ TARGET_ACCURACY = 0.9
 def parse_args(argv=None):
     """The command line's flags, checked."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=common.DefaultsHelpFormatter)
-    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"Comma-separated, of {', '.join(VARIANTS)}.")
+    parser.add_argument(
+        "--variants", default=",".join(DEFAULT_VARIANTS), help=f"Comma-separated, of {', '.join(STUDY_VARIANTS)}."
+    )
     parser.add_argument("--seeds", default="0,1,2", help="Comma-separated seeds: initial weights, examples, noise.")
     parser.add_argument("--steps", type=int, default=1000, help="Adam steps of each training.")
     parser.add_argument("--every", type=int, default=50, help="Steps between two measurements.")
@@ -64,9 +78,9 @@ def parse_args(argv=None):
     parser.add_argument("--out", default="benchmarks/results", help="Folder of the JSON results and the PNG plot.")
     args = parser.parse_args(argv)
     args.variants = [name.strip() for name in args.variants.split(",") if name.strip()]
-    unknown = [name for name in args.variants if name not in VARIANTS]
+    unknown = [name for name in args.variants if name not in STUDY_VARIANTS]
     if unknown or not args.variants:
-        parser.error(f"--variants must name some of {', '.join(VARIANTS)}. Received: {unknown or 'none'}")
+        parser.error(f"--variants must name some of {', '.join(STUDY_VARIANTS)}. Received: {unknown or 'none'}")
     try:
         args.seeds = [int(seed) for seed in args.seeds.split(",")]
     except ValueError:
@@ -95,6 +109,7 @@ def summarise(args, studies):
         summary[variant] = {
             "accuracy_at": {str(mark): float(accuracy[steps.index(mark)]) for mark in marks},
             "steps_to_target": [steps_to(run) for run in runs],
+            "samples": runs[0]["samples"],
             "initial_gradient_variance": float(variances[:, 0].mean()),
             "median_gradient_variance": float(np.median(variances[:, 1:])) if variances.shape[1] > 1 else None,
             "seconds": float(np.mean([run["seconds"] for run in runs])),
@@ -112,19 +127,22 @@ def print_report(args, marks, summary, cpu):
     )
     print(common.cpu_line(cpu))
     header = (
-        f"{'variant':<11}"
+        f"{'variant':<21}"
         + "".join(f"{'acc@' + str(mark):>10}" for mark in marks)
-        + f"{'steps to 90%':>18}{'grad var @0':>13}{'median var':>12}{'s/run':>7}"
+        + f"{'steps to 90%':>18}{'reads to 90%':>22}{'grad var @0':>13}{'median var':>12}{'s/run':>7}"
     )
     print(header)
     print("-" * len(header))
     for variant, row in summary.items():
         reached = ",".join("never" if step is None else str(step) for step in row["steps_to_target"])
+        reads = ",".join(
+            "never" if step is None else str(step * args.batch_size * row["samples"]) for step in row["steps_to_target"]
+        )
         median = row["median_gradient_variance"]
         print(
-            f"{variant:<11}"
+            f"{variant:<21}"
             + "".join(f"{row['accuracy_at'][str(mark)]:>10.3f}" for mark in marks)
-            + f"{reached:>18}{row['initial_gradient_variance']:>13.2e}"
+            + f"{reached:>18}{reads:>22}{row['initial_gradient_variance']:>13.2e}"
             + (f"{median:>12.2e}" if median is not None else f"{'-':>12}")
             + f"{row['seconds']:>7.1f}"
         )
@@ -132,26 +150,30 @@ def print_report(args, marks, summary, cpu):
 
 
 def plot(path, args, studies):
-    """Accuracy and gradient variance against steps, one colour per variant, one line per seed."""
+    """Accuracy and gradient variance against steps, the mean of the seeds, one colour per variant."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, (accuracy_axes, variance_axes) = plt.subplots(1, 2, figsize=(11, 4))
+    figure, (accuracy_axes, variance_axes) = plt.subplots(1, 2, figsize=(13, 5))
+    colours = plt.get_cmap("tab20").colors
     for index, variant in enumerate(args.variants):
-        for seed_index, study in enumerate(studies):
-            run = study["variants"][variant]
-            label = variant if seed_index == 0 else None
-            style = dict(color=f"C{index}", alpha=0.8, linewidth=1.2, label=label)
-            accuracy_axes.plot(run["steps"], run["accuracy"], **style)
-            variances = [noise["variance"] if noise["variance"] > 0 else np.nan for noise in run["noise"]]
-            variance_axes.plot(run["steps"], variances, **style)
+        runs = [study["variants"][variant] for study in studies]
+        steps = runs[0]["steps"]
+        accuracy = np.mean([run["accuracy"] for run in runs], axis=0)
+        variances = np.mean([[noise["variance"] for noise in run["noise"]] for run in runs], axis=0)
+        style = dict(color=colours[index % len(colours)], linewidth=1.4, label=variant)
+        style["linestyle"] = "--" if variant.startswith("reinforce_loo") else "-"
+        accuracy_axes.plot(steps, accuracy, **style)
+        variance_axes.plot(steps, np.where(variances > 0, variances, np.nan), **style)
     accuracy_axes.axhline(1 / args.num_values, color="grey", linestyle=":", linewidth=0.8, label="chance")
-    accuracy_axes.set(xlabel="training step", ylabel="held-out accuracy", title="learning the lookup")
+    accuracy_axes.axhline(TARGET_ACCURACY, color="grey", linestyle="-.", linewidth=0.8, label="90%")
+    accuracy_axes.set(xlabel="training step", ylabel="held-out accuracy")
+    accuracy_axes.set_title("learning the lookup (mean of the seeds)")
     variance_axes.set(xlabel="training step", ylabel="tr Cov of the score gradient", yscale="log")
-    variance_axes.set_title("gradient noise (argmax: none, no gradient)")
-    accuracy_axes.legend()
+    variance_axes.set_title("gradient noise over minibatches (argmax: none, no gradient)")
+    accuracy_axes.legend(fontsize=7, ncol=2)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)

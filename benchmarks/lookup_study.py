@@ -18,9 +18,40 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_transformer.config import ATTENTION_SCORES
 from keras_transformer.data.lookup import lookup_examples
+from keras_transformer.layers.reinforce import Reinforce
 from keras_transformer.models.lookup import VARIANTS, KeyValueLookup, lookup_accuracy
 from keras_transformer.training import AccuracyCurve
+
+# REINFORCE estimators the study can compare, by name: `variant="reinforce"` with these settings
+# (`keras_transformer.layers.reinforce`). "reads" of a step: examples x samples.
+REINFORCE_ESTIMATORS = {
+    "reinforce_plain": Reinforce("none"),
+    "reinforce_learned": Reinforce("learned"),
+    "reinforce_value": Reinforce("value"),
+    "reinforce_entropy": Reinforce("learned", entropy_weight=0.01),
+    "reinforce_normalized": Reinforce("learned", normalize=True),
+    "reinforce_batch_mean": Reinforce("batch_mean"),
+    "reinforce_loo2": Reinforce("leave_one_out", samples=2),
+    "reinforce_loo4": Reinforce("leave_one_out", samples=4),
+    "reinforce_loo8": Reinforce("leave_one_out", samples=8),
+}
+# Every name `compare_variants` takes.
+STUDY_VARIANTS = VARIANTS + tuple(REINFORCE_ESTIMATORS)
+
+
+def model_arguments(name):
+    """`KeyValueLookup`'s `variant` and `reinforce` arguments for a name of `STUDY_VARIANTS`.
+
+    Raises:
+        ValueError: an unknown name.
+    """
+    if name in REINFORCE_ESTIMATORS:
+        return {"variant": "reinforce", "reinforce": REINFORCE_ESTIMATORS[name]}
+    if name in VARIANTS:
+        return {"variant": name}
+    raise ValueError(f"Unknown variant {name!r}; expected one of {STUDY_VARIANTS}")
 
 
 def score_weights(model):
@@ -136,7 +167,8 @@ def compare_variants(
     """Train each variant from the same initial weights on the same examples; record the curves.
 
     Args:
-        variants: names from `keras_transformer.models.lookup.VARIANTS`.
+        variants: names from `STUDY_VARIANTS`: a model variant ("reinforce" with the model's
+            default estimator) or a named REINFORCE estimator.
         steps: int, Adam steps of each training (one pass over `steps * batch_size` examples).
         every: int, steps between two measurements (also taken before the first step).
         batch_size: int, examples per step.
@@ -152,7 +184,8 @@ def compare_variants(
 
     Returns:
         dict: `"settings"` (the arguments), and per variant under `"variants"` a dict of
-        `"steps"`, `"accuracy"` and `"noise"` (lists, one entry per measurement) and `"seconds"`.
+        `"steps"`, `"accuracy"` and `"noise"` (lists, one entry per measurement), `"seconds"` and
+        `"samples"` (reads per example in training).
     """
     settings = dict(
         steps=steps, every=every, batch_size=batch_size, pairs=pairs, num_keys=num_keys, num_values=num_values,
@@ -165,8 +198,9 @@ def compare_variants(
     noise_inputs, noise_answers, _ = lookup_examples(gradient_batches * batch_size, seed=seed + 2, **sizes)
     results = {}
     for variant in variants:
+        arguments = model_arguments(variant)
         keras.utils.set_random_seed(seed)  # the same initial weights for every variant
-        model = KeyValueLookup(num_keys, num_values, width, variant=variant, score=score, seed=seed)
+        model = KeyValueLookup(num_keys, num_values, width, score=score, seed=seed, **arguments)
         model.compile(optimizer=keras.optimizers.Adam(learning_rate))
         model({name: ids[:1] for name, ids in test_inputs.items()})  # built, so that its optimizer can be too
         model.optimizer.build(model.trainable_variables)
@@ -174,5 +208,100 @@ def compare_variants(
         timer = tf.timestamp()
         model.fit(train[0], train[1], batch_size=batch_size, epochs=1, shuffle=False, verbose=0, callbacks=[curve])
         seconds = float(tf.timestamp() - timer)
-        results[variant] = {"steps": curve.steps, "accuracy": curve.accuracy, "noise": curve.noise, "seconds": seconds}
+        samples = model.reinforce.samples if model.variant == "reinforce" else 1
+        results[variant] = {
+            "steps": curve.steps, "accuracy": curve.accuracy, "noise": curve.noise, "seconds": seconds,
+            "samples": samples,
+        }  # fmt: skip
     return {"settings": settings, "variants": results}
+
+
+def read_weights(model, inputs):
+    """The attention weights of `model`'s read, `training=False`: float32 NumPy `[B, P]`."""
+    return keras.ops.convert_to_numpy(model(inputs, training=False)["weights"]).astype("float32")
+
+
+def what_the_read_does(weights, positions):
+    """How a read's attention weights `[B, P]` sit over the pairs, given the answer's `positions` `[B]`.
+
+    Returns:
+        dict: `"weight_on_answer"`, the mean weight on the pair that holds the answer;
+        `"answer_is_argmax"`, the fraction of examples whose highest weight is on it; and
+        `"entropy"`, the mean entropy of the weights in nats (log P: uniform; 0: one pair).
+    """
+    rows = np.arange(len(positions))
+    entropy = -(weights * np.log(np.where(weights > 0, weights, 1.0))).sum(-1)
+    return {
+        "weight_on_answer": float(weights[rows, positions].mean()),
+        "answer_is_argmax": float((weights.argmax(-1) == positions).mean()),
+        "entropy": float(entropy.mean()),
+    }
+
+
+def compare_scores(
+    scores=ATTENTION_SCORES,
+    steps=500,
+    every=25,
+    batch_size=64,
+    pairs=16,
+    num_keys=64,
+    num_values=16,
+    width=32,
+    learning_rate=3e-3,
+    held_out=1000,
+    shown=8,
+    seed=0,
+):
+    """Train soft attention with each score function on the lookup task; record its curve and its maps.
+
+    Every score starts from the same embeddings and read-out (the score's own weights, if any,
+    are its own) and trains on the same stream of examples. Before and after training it
+    records `what_the_read_does` on the held-out examples and the attention weights of the
+    first `shown` of them (the maps).
+
+    Args:
+        scores: names from `keras_transformer.config.ATTENTION_SCORES`.
+        steps: int, Adam steps of each training.
+        every: int, steps between two accuracy measurements.
+        batch_size: int, examples per step.
+        pairs: int P, key-value pairs per example.
+        num_keys: int, key alphabet size.
+        num_values: int, value alphabet size.
+        width: int D, the embeddings' width.
+        learning_rate: Adam's learning rate.
+        held_out: int, held-out examples of the measurements.
+        shown: int, held-out examples whose maps are kept.
+        seed: int; the initial weights and the examples follow from it.
+
+    Returns:
+        dict: `"settings"`; `"positions"`, the answer's pair in each shown example (list of int);
+        and per score under `"scores"`: `"steps"` and `"accuracy"` (lists), `"before"` and
+        `"after"` (`what_the_read_does`), `"maps_before"` and `"maps_after"` (`[shown, P]`
+        lists), `"steps_to_90"` (the first measured step at 90% accuracy, or None) and
+        `"seconds"`.
+    """
+    settings = dict(
+        steps=steps, every=every, batch_size=batch_size, pairs=pairs, num_keys=num_keys, num_values=num_values,
+        width=width, learning_rate=learning_rate, held_out=held_out, shown=shown, seed=seed,
+    )  # fmt: skip
+    sizes = dict(pairs=pairs, num_keys=num_keys, num_values=num_values)
+    train = lookup_examples(steps * batch_size, seed=seed, **sizes)
+    test_inputs, test_answers, test_positions = lookup_examples(held_out, seed=seed + 1, **sizes)
+    results = {}
+    for score in scores:
+        keras.utils.set_random_seed(seed)  # the same embeddings and read-out for every score
+        model = KeyValueLookup(num_keys, num_values, width, variant="soft", score=score, seed=seed)
+        model.compile(optimizer=keras.optimizers.Adam(learning_rate))
+        before = read_weights(model, test_inputs)  # (N, P)
+        curve = LookupAccuracyCurve(test_inputs, test_answers, every)
+        timer = tf.timestamp()
+        model.fit(train[0], train[1], batch_size=batch_size, epochs=1, shuffle=False, verbose=0, callbacks=[curve])
+        seconds = float(tf.timestamp() - timer)
+        after = read_weights(model, test_inputs)
+        reached = next((step for step, value in zip(curve.steps, curve.accuracy) if value >= 0.9), None)
+        results[score] = {
+            "steps": curve.steps, "accuracy": curve.accuracy, "steps_to_90": reached, "seconds": seconds,
+            "before": what_the_read_does(before, test_positions), "after": what_the_read_does(after, test_positions),
+            "maps_before": before[:shown].tolist(), "maps_after": after[:shown].tolist(),
+        }  # fmt: skip
+    return {"settings": settings, "positions": test_positions[:shown].tolist(), "scores": results}

@@ -9,8 +9,9 @@ it is trained one of two ways (`ESTIMATORS`):
     "reinforce"  the score-function (REINFORCE) estimator of Williams 1992, used for attention
                  by Mnih et al. 2014 and Xu et al. 2015: for a reward R of the sampled choice,
                  E[(R - b) d/dtheta log alpha_z] = d/dtheta E[R] for any baseline b that does not
-                 depend on z. The layer returns log alpha_z; `reinforce_loss` turns it and the
-                 reward into a loss whose gradient is that estimate.
+                 depend on z. The layer returns log alpha_z; `keras_transformer.layers.reinforce`
+                 turns it and the reward into a loss whose gradient is that estimate, with the
+                 variance reductions that make it converge.
     "gumbel"     straight-through Gumbel-softmax (Jang et al. 2017, Maddison et al. 2017): the
                  forward pass reads the one-hot choice z = argmax_i(log alpha_i + g_i), g_i
                  Gumbel(0, 1) noise (a sample of Categorical(alpha): the Gumbel-max trick), and
@@ -96,23 +97,3 @@ def hard_weights(scores, allowed, hard, estimator="reinforce", temperature=1.0, 
         weights = ops.stop_gradient(weights)
     log_prob = ops.sum(ops.stop_gradient(weights) * log_alpha, axis=-1)  # (B, T_q)
     return weights, log_prob
-
-
-def reinforce_loss(reward, log_prob, baseline=0.0):
-    """The REINFORCE surrogate loss of a sampled choice, with a baseline.
-
-    Its gradient is `-(R - b) d/dtheta log p(z)`, minus the score-function estimate of
-    `d/dtheta E[R]`: minimising it climbs the expected reward. Reward and baseline are
-    constants to it (`stop_gradient`); the baseline changes the estimate's variance, not its
-    expectation. Train a learned baseline with its own loss, e.g. `(R - b)^2`.
-
-    Args:
-        reward: float tensor `[B]` (or any shape of `log_prob`), the reward of each choice.
-        log_prob: float tensor of the same shape, log p(z) of each choice (differentiable).
-        baseline: float scalar or tensor broadcastable to `reward`.
-
-    Returns:
-        float32 scalar, the mean of `-(R - b) log p(z)`.
-    """
-    advantage = ops.stop_gradient(ops.cast(reward, "float32") - ops.cast(baseline, "float32"))
-    return -ops.mean(advantage * ops.cast(log_prob, "float32"))

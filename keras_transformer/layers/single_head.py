@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.hard_attention import check_hard_attention, hard_weights
+from keras_transformer.layers.reinforce import entropy
 from keras_transformer.layers.scoring import AttentionScore
 from keras_transformer.masks import attention_masks, zero_padding_rows
 
@@ -43,8 +44,9 @@ class Attention(keras.layers.Layer):
     `z ~ Categorical(alpha)` when called with `training=True` and takes the argmax otherwise.
     The weights are then one-hot. No gradient reaches the score function through the choice
     except with `estimator="gumbel"` (straight-through Gumbel-softmax, when sampling); with
-    `estimator="reinforce"` the caller trains it from `return_log_prob=True`'s log alpha_z and
-    `keras_transformer.layers.hard_attention.reinforce_loss`. Values get gradients either way.
+    `estimator="reinforce"` the caller trains it from `return_log_prob=True`'s log alpha_z with
+    `keras_transformer.layers.reinforce.Reinforce` (`return_entropy=True` gives the entropy of
+    alpha for its entropy bonus). Values get gradients either way.
 
     Args:
         score: `"scaled_dot"` (default), `"dot"`, `"additive"`, `"bilinear"` or `"cosine"`.
@@ -72,11 +74,13 @@ class Attention(keras.layers.Layer):
         return_log_prob: bool; also return `[B, T_q]`, log alpha_z of hard attention's chosen
             key `z` (differentiable with respect to the scores; 0 at padding queries). For soft
             attention, zeros.
+        return_entropy: bool; also return `[B, T_q]`, the entropy of the distribution alpha in
+            nats (differentiable; 0 at padding queries), whatever `hard`.
         training: bool; `hard="sample"` samples only when True.
 
     Returns:
         float tensor `[B, T_q, D_v]` (`D_v = D_k` in plain mode), zero at padding queries; then
-        the weights and the log-probabilities if requested, in that order.
+        the weights, the log-probabilities and the entropies if requested, in that order.
 
     Raises:
         ValueError: an unknown `score`, `hard` or `estimator`, or bad score or temperature
@@ -141,6 +145,7 @@ class Attention(keras.layers.Layer):
         keys_mask=None,
         return_attention_scores=False,
         return_log_prob=False,
+        return_entropy=False,
         training=None,
     ):
         values = keys if values is None else values
@@ -164,6 +169,9 @@ class Attention(keras.layers.Layer):
             outputs.append(weights * ops.cast(queries_mask[:, :, None], weights.dtype))
         if return_log_prob:
             outputs.append(log_prob * ops.cast(queries_mask, log_prob.dtype))
+        if return_entropy:
+            alpha_entropy = entropy(ops.log_softmax(scores, axis=-1))  # (B, T_q)
+            outputs.append(alpha_entropy * ops.cast(queries_mask, alpha_entropy.dtype))
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def get_config(self):
