@@ -336,3 +336,42 @@ def test_benchmark_rejects_bad_flags_naming_them(argv, match, capsys):
         benchmark.parse_args(argv)
     assert exit_info.value.code == 2
     assert re.search(match, capsys.readouterr().err)
+
+
+# ---------------------------------------------------------------------------
+# benchmarks/lookup_scores.py: every score trained on the lookup
+# ---------------------------------------------------------------------------
+def test_what_the_read_does_measures_weight_argmax_and_entropy():
+    from lookup_study import what_the_read_does
+
+    weights = np.array([[0.5, 0.25, 0.25], [0.0, 0.0, 1.0]], "float32")
+    figures = what_the_read_does(weights, np.array([0, 1]))
+    assert figures["weight_on_answer"] == pytest.approx(0.25)  # (0.5 + 0.0) / 2
+    assert figures["answer_is_argmax"] == pytest.approx(0.5)
+    assert figures["entropy"] == pytest.approx(1.5 * np.log(2) / 2)
+
+
+def test_scores_benchmark_writes_each_scores_curve_figures_maps_and_the_cpu(tmp_path, capsys):
+    benchmark, common = importlib.import_module("lookup_scores"), importlib.import_module("common")
+    argv = ["--scores", "dot,additive", "--seeds", "0", "--steps", "20", "--every", "10", "--held-out", "50"]
+    assert benchmark.main([*argv, "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert common.cpu_line(common.cpu_info()) in out.splitlines()
+    written = json.loads((tmp_path / "lookup_scores.json").read_text())
+    assert list(written["summary"]) == ["dot", "additive"] and written["machine"]["cpu"] == common.cpu_info()
+    study = written["runs"]["0"]
+    _, _, positions = lookup_examples(50, pairs=16, num_keys=64, num_values=16, seed=1)  # the held-out examples
+    assert study["positions"] == positions[:8].tolist()
+    for score in ("dot", "additive"):
+        run = study["scores"][score]
+        assert run["steps"] == [0, 10, 20] and len(run["accuracy"]) == 3
+        maps_before, maps_after = np.array(run["maps_before"]), np.array(run["maps_after"])
+        assert maps_before.shape == maps_after.shape == (8, 16)
+        np.testing.assert_allclose(maps_after.sum(-1), 1.0, atol=1e-5)  # soft attention: distributions
+        assert not np.allclose(maps_before, maps_after)  # training moved them
+        row = written["summary"][score]
+        assert row["after_weight_on_answer"] == pytest.approx(run["after"]["weight_on_answer"])
+    assert (tmp_path / "lookup_scores.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(SystemExit):
+        benchmark.parse_args(["--scores", "dot,fancy"])
+    assert "--scores must name some of" in capsys.readouterr().err

@@ -1,0 +1,187 @@
+"""Every attention score trained on the key-value lookup task: how fast each learns and what its maps become.
+
+    python benchmarks/lookup_scores.py                          # 5 scores, 500 steps, seeds 0, 1, 2
+    python benchmarks/lookup_scores.py --steps 100 --seeds 0    # a quick check
+    python benchmarks/lookup_scores.py --help                   # every flag
+
+The task (`keras_transformer.data.lookup`): a dictionary of `--pairs` key-value pairs and a query
+key; the answer is the value under it, so one pair holds it. The model
+(`keras_transformer.models.lookup.KeyValueLookup`, soft attention): key, query and value
+embeddings of width `--width`, one `Attention` read in key-value mode with the score function
+under test (`--scores`: scaled_dot, dot, additive, bilinear, cosine), a dense classifier.
+
+What runs (`lookup_study.compare_scores`, TensorFlow backend, float32): for each seed, every score
+starts from the same embeddings and read-out (the score's own weights are its own) and trains with
+Adam on the same stream of `--steps` x `--batch-size` new examples. Held-out accuracy every
+`--every` steps; before and after training, on `--held-out` unseen examples, what the read does:
+the mean attention weight on the pair that holds the answer, how often that pair has the highest
+weight, and the mean entropy of the weights (log P nats: uniform; 0: all on one pair).
+
+Output: a table on stdout (per score, the steps to 90% per seed, the final accuracy, and the three
+figures before and after training, means over seeds), the JSON `lookup_scores.json` (settings,
+versions, CPU model and flags, every seed's curves, figures and the first maps) and a PNG
+(`lookup_scores.png`: for the first seed, each score's maps over 8 held-out examples before and
+after training, the answer's pair marked) in the `--out` folder. The defaults take about a
+minute on 2 CPU cores.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import common
+import numpy as np
+from lookup_study import compare_scores
+
+from keras_transformer.config import ATTENTION_SCORES
+
+FIGURES = ("weight_on_answer", "answer_is_argmax", "entropy")
+
+
+def parse_args(argv=None):
+    """The command line's flags, checked."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=common.DefaultsHelpFormatter)
+    parser.add_argument(
+        "--scores", default=",".join(ATTENTION_SCORES), help=f"Comma-separated, of {', '.join(ATTENTION_SCORES)}."
+    )
+    parser.add_argument("--seeds", default="0,1,2", help="Comma-separated seeds: initial weights and examples.")
+    parser.add_argument("--steps", type=int, default=500, help="Adam steps of each training.")
+    parser.add_argument("--every", type=int, default=25, help="Steps between two accuracy measurements.")
+    parser.add_argument("--batch-size", type=int, default=64, help="Examples per step.")
+    parser.add_argument("--pairs", type=int, default=16, help="Key-value pairs per example.")
+    parser.add_argument("--num-keys", type=int, default=64, help="Size of the key alphabet.")
+    parser.add_argument("--num-values", type=int, default=16, help="Size of the value alphabet (the classes).")
+    parser.add_argument("--width", type=int, default=32, help="Width of the embeddings.")
+    parser.add_argument("--learning-rate", type=float, default=3e-3, help="Adam's learning rate.")
+    parser.add_argument("--held-out", type=int, default=1000, help="Unseen examples of each measurement.")
+    parser.add_argument("--out", default="benchmarks/results", help="Folder of the JSON results and the PNG.")
+    args = parser.parse_args(argv)
+    args.scores = [name.strip() for name in args.scores.split(",") if name.strip()]
+    unknown = [name for name in args.scores if name not in ATTENTION_SCORES]
+    if unknown or not args.scores:
+        parser.error(f"--scores must name some of {', '.join(ATTENTION_SCORES)}. Received: {unknown or 'none'}")
+    try:
+        args.seeds = [int(seed) for seed in args.seeds.split(",")]
+    except ValueError:
+        parser.error(f"--seeds must be comma-separated integers. Received: {args.seeds!r}")
+    common.check_at_least(parser, args, ["steps", "every", "batch_size", "pairs", "num_keys", "num_values", "width"], 1)
+    common.check_at_least(parser, args, ["held_out"], 8)
+    if args.pairs > args.num_keys:
+        parser.error(f"--pairs must be at most --num-keys. Received: {args.pairs} > {args.num_keys}")
+    return args
+
+
+def summarise(args, studies):
+    """Per score: steps to 90% per seed, the final accuracy and the figures before and after, means over seeds."""
+    summary = {}
+    for score in args.scores:
+        runs = [study["scores"][score] for study in studies]
+        summary[score] = {
+            "steps_to_90": [run["steps_to_90"] for run in runs],
+            "final_accuracy": float(np.mean([run["accuracy"][-1] for run in runs])),
+            **{
+                f"{when}_{figure}": float(np.mean([run[when][figure] for run in runs]))
+                for when in ("before", "after")
+                for figure in FIGURES
+            },
+            "seconds": float(np.mean([run["seconds"] for run in runs])),
+        }
+    return summary
+
+
+def print_report(args, summary, cpu):
+    """The table: steps to 90%, final accuracy, weight on the answer, argmax on it, entropy."""
+    print()
+    print(
+        f"key-value lookup, soft attention: {args.pairs} pairs, {args.num_keys} keys, {args.num_values} values, "
+        f"width {args.width}, {args.steps} Adam steps of {args.batch_size} (lr {args.learning_rate}), "
+        f"seeds {','.join(map(str, args.seeds))}, float32"
+    )
+    print(common.cpu_line(cpu))
+    header = (
+        f"{'score':<11}{'steps to 90%':>16}{'accuracy':>10}{'weight on answer':>20}"
+        f"{'answer is argmax':>20}{'entropy (nats)':>18}{'s/run':>7}"
+    )
+    print(header)
+    print("-" * len(header))
+    for score, row in summary.items():
+        reached = ",".join("never" if step is None else str(step) for step in row["steps_to_90"])
+        cells = [f"{row['before_' + figure]:.3f} -> {row['after_' + figure]:.3f}" for figure in FIGURES]
+        print(
+            f"{score:<11}{reached:>16}{row['final_accuracy']:>10.3f}{cells[0]:>20}{cells[1]:>20}{cells[2]:>18}"
+            f"{row['seconds']:>7.1f}"
+        )
+    print(f"(before -> after training, held-out, means over seeds; uniform weights: entropy {np.log(args.pairs):.3f})")
+
+
+def draw_maps(axes_rows, study, scores):
+    """Each score's maps before and after training in two rows of axes, the answer's pair boxed.
+
+    Args:
+        axes_rows: two sequences of matplotlib axes, one per score each: before, after.
+        study: a `compare_scores` result.
+        scores: the score names, in the axes' order.
+
+    Returns:
+        the last image drawn, for a colour bar (every map shares the scale 0 to 1).
+    """
+    from matplotlib.patches import Rectangle
+
+    positions = study["positions"]
+    for column, score in enumerate(scores):
+        run = study["scores"][score]
+        for row, (when, maps) in enumerate((("untrained", run["maps_before"]), ("trained", run["maps_after"]))):
+            axes = axes_rows[row][column]
+            image = axes.imshow(np.array(maps), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+            for example, position in enumerate(positions):
+                axes.add_patch(Rectangle((position - 0.5, example - 0.5), 1, 1, fill=False, edgecolor="red", lw=1.2))
+            axes.set_title(f"{score}, {when}", fontsize=9)
+            axes.set_xlabel("pair")
+            axes.set_ylabel("example" if column == 0 else "")
+    return image
+
+
+def plot(path, args, studies):
+    """The first seed's maps, before and after training, one column per score."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(2, len(args.scores), figsize=(3 * len(args.scores), 5.5), squeeze=False)
+    image = draw_maps(axes, studies[0], args.scores)
+    figure.suptitle(f"attention weights over the pairs, seed {args.seeds[0]} (red: the pair that holds the answer)")
+    figure.tight_layout()
+    figure.colorbar(image, ax=axes, label="attention weight", fraction=0.02)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def main(argv=None):
+    """Run the study for every seed, print the table, write the JSON and the maps."""
+    args = parse_args(argv)
+    cpu = common.cpu_info()
+    settings = dict(
+        steps=args.steps, every=args.every, batch_size=args.batch_size, pairs=args.pairs, num_keys=args.num_keys,
+        num_values=args.num_values, width=args.width, learning_rate=args.learning_rate, held_out=args.held_out,
+    )  # fmt: skip
+    studies = [compare_scores(args.scores, seed=seed, **settings) for seed in args.seeds]
+    summary = summarise(args, studies)
+    print_report(args, summary, cpu)
+    out = Path(args.out)
+    data = {
+        "command": common.command_line(sys.argv[1:] if argv is None else argv),
+        "settings": {**settings, "scores": args.scores, "seeds": args.seeds, "precision": "float32"},
+        "machine": common.machine(cpu),
+        "versions": common.package_versions({"tensorflow": "tensorflow", "keras": "keras", "numpy": "numpy"}),
+        "summary": summary,
+        "runs": {str(seed): study for seed, study in zip(args.seeds, studies)},
+    }
+    print(f"results: {common.write_json(out / 'lookup_scores.json', data)}")
+    plot(out / "lookup_scores.png", args, studies)
+    print(f"maps: {out / 'lookup_scores.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
