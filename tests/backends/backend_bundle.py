@@ -31,6 +31,7 @@ from keras_transformer.layers import (
     PositionalEncoding,
     TokenEmbedding,
 )
+from keras_transformer.layers.reinforce import Reinforce
 from keras_transformer.models import KeyValueLookup, build_transformer
 from keras_transformer.training import compile_transformer
 
@@ -78,6 +79,17 @@ def _ids(rng, lengths, max_length, vocab_size, start=False):
         if start:
             out[b, 0] = START_ID
     return out
+
+
+ESTIMATOR = Reinforce("leave_one_out", 2, normalize=True, entropy_weight=0.1)
+
+
+def _reinforce_loss(layer, a):
+    outputs = layer({name: a[name] for name in ("keys", "values", "query")})
+    reward = -keras.losses.sparse_categorical_crossentropy(a["answers"], outputs["logits"], from_logits=True)  # (B,)
+    rewards = keras.ops.stack([reward, 0.5 * reward])  # (S, B)
+    log_probs = keras.ops.stack([outputs["log_prob"], outputs["log_prob"] - 1.0])
+    return outputs["logits"], outputs["entropy"], layer.reinforce.loss(rewards, log_probs, entropies=outputs["entropy"])
 
 
 def layer_cases():
@@ -140,6 +152,13 @@ def layer_cases():
             lambda layer, a: layer(a["q"], a["k"], a["allowed"]),
         ),
         "key_value_lookup": (lambda: KeyValueLookup(6, 5, D), lookup, lambda layer, a: layer(a)),
+        # The REINFORCE estimator's loss on the rewards of two reads (the argmax read's reward, and
+        # half of it), with leave-one-out, normalisation and the entropy bonus.
+        "reinforce_lookup": (
+            lambda: KeyValueLookup(6, 5, D, variant="reinforce", reinforce=ESTIMATOR),
+            {**lookup, "answers": rng.integers(0, 5, (B,)).astype("int32")},
+            _reinforce_loss,
+        ),
         # The logits of a model that shares its embedding table (`embedding_sharing`): h E^T.
         "embedding_table_logits": (
             lambda: TokenEmbedding(V_T, D),
