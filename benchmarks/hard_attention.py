@@ -50,7 +50,7 @@ from pathlib import Path
 
 import common
 import numpy as np
-from lookup_study import REINFORCE_ESTIMATORS, STUDY_VARIANTS, compare_variants
+from lookup_study import REINFORCE_ESTIMATORS, STUDY_VARIANTS, add_task_flags, check_task_flags, compare_variants
 
 DEFAULT_VARIANTS = ("soft", "gumbel", "argmax", *REINFORCE_ESTIMATORS)
 
@@ -60,35 +60,12 @@ TARGET_ACCURACY = 0.9
 def parse_args(argv=None):
     """The command line's flags, checked."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=common.DefaultsHelpFormatter)
-    parser.add_argument(
-        "--variants", default=",".join(DEFAULT_VARIANTS), help=f"Comma-separated, of {', '.join(STUDY_VARIANTS)}."
-    )
-    parser.add_argument("--seeds", default="0,1,2", help="Comma-separated seeds: initial weights, examples, noise.")
-    parser.add_argument("--steps", type=int, default=1000, help="Adam steps of each training.")
-    parser.add_argument("--every", type=int, default=50, help="Steps between two measurements.")
-    parser.add_argument("--batch-size", type=int, default=64, help="Examples per step.")
-    parser.add_argument("--pairs", type=int, default=16, help="Key-value pairs per example.")
-    parser.add_argument("--num-keys", type=int, default=64, help="Size of the key alphabet.")
-    parser.add_argument("--num-values", type=int, default=16, help="Size of the value alphabet (the classes).")
-    parser.add_argument("--width", type=int, default=32, help="Width of the embeddings.")
+    add_task_flags(parser, "--variants", DEFAULT_VARIANTS, STUDY_VARIANTS, steps=1000, every=50)
     parser.add_argument("--score", default="dot", help="The attention's score function.")
-    parser.add_argument("--learning-rate", type=float, default=3e-3, help="Adam's learning rate.")
     parser.add_argument("--gradient-batches", type=int, default=20, help="Minibatches per gradient-noise measurement.")
-    parser.add_argument("--held-out", type=int, default=1000, help="Unseen examples of each accuracy measurement.")
-    parser.add_argument("--out", default="benchmarks/results", help="Folder of the JSON results and the PNG plot.")
     args = parser.parse_args(argv)
-    args.variants = [name.strip() for name in args.variants.split(",") if name.strip()]
-    unknown = [name for name in args.variants if name not in STUDY_VARIANTS]
-    if unknown or not args.variants:
-        parser.error(f"--variants must name some of {', '.join(STUDY_VARIANTS)}. Received: {unknown or 'none'}")
-    try:
-        args.seeds = [int(seed) for seed in args.seeds.split(",")]
-    except ValueError:
-        parser.error(f"--seeds must be comma-separated integers. Received: {args.seeds!r}")
-    common.check_at_least(parser, args, ["steps", "every", "batch_size", "pairs", "num_keys", "num_values", "width"], 1)
-    common.check_at_least(parser, args, ["gradient_batches", "held_out"], 2)
-    if args.pairs > args.num_keys:
-        parser.error(f"--pairs must be at most --num-keys. Received: {args.pairs} > {args.num_keys}")
+    check_task_flags(parser, args, "--variants", STUDY_VARIANTS, held_out_minimum=2)
+    common.check_at_least(parser, args, ["gradient_batches"], 2)
     return args
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import common
 import numpy as np
-from lookup_study import compare_scores
+from lookup_study import add_task_flags, check_task_flags, compare_scores
 
 from keras_transformer.config import ATTENTION_SCORES
 
@@ -41,33 +41,9 @@ FIGURES = ("weight_on_answer", "answer_is_argmax", "entropy")
 def parse_args(argv=None):
     """The command line's flags, checked."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=common.DefaultsHelpFormatter)
-    parser.add_argument(
-        "--scores", default=",".join(ATTENTION_SCORES), help=f"Comma-separated, of {', '.join(ATTENTION_SCORES)}."
-    )
-    parser.add_argument("--seeds", default="0,1,2", help="Comma-separated seeds: initial weights and examples.")
-    parser.add_argument("--steps", type=int, default=500, help="Adam steps of each training.")
-    parser.add_argument("--every", type=int, default=25, help="Steps between two accuracy measurements.")
-    parser.add_argument("--batch-size", type=int, default=64, help="Examples per step.")
-    parser.add_argument("--pairs", type=int, default=16, help="Key-value pairs per example.")
-    parser.add_argument("--num-keys", type=int, default=64, help="Size of the key alphabet.")
-    parser.add_argument("--num-values", type=int, default=16, help="Size of the value alphabet (the classes).")
-    parser.add_argument("--width", type=int, default=32, help="Width of the embeddings.")
-    parser.add_argument("--learning-rate", type=float, default=3e-3, help="Adam's learning rate.")
-    parser.add_argument("--held-out", type=int, default=1000, help="Unseen examples of each measurement.")
-    parser.add_argument("--out", default="benchmarks/results", help="Folder of the JSON results and the PNG.")
+    add_task_flags(parser, "--scores", ATTENTION_SCORES, ATTENTION_SCORES, steps=500, every=25)
     args = parser.parse_args(argv)
-    args.scores = [name.strip() for name in args.scores.split(",") if name.strip()]
-    unknown = [name for name in args.scores if name not in ATTENTION_SCORES]
-    if unknown or not args.scores:
-        parser.error(f"--scores must name some of {', '.join(ATTENTION_SCORES)}. Received: {unknown or 'none'}")
-    try:
-        args.seeds = [int(seed) for seed in args.seeds.split(",")]
-    except ValueError:
-        parser.error(f"--seeds must be comma-separated integers. Received: {args.seeds!r}")
-    common.check_at_least(parser, args, ["steps", "every", "batch_size", "pairs", "num_keys", "num_values", "width"], 1)
-    common.check_at_least(parser, args, ["held_out"], 8)
-    if args.pairs > args.num_keys:
-        parser.error(f"--pairs must be at most --num-keys. Received: {args.pairs} > {args.num_keys}")
+    check_task_flags(parser, args, "--scores", ATTENTION_SCORES, held_out_minimum=8)
     return args
 
 

@@ -14,6 +14,7 @@ Gradients are taken with `tf.GradientTape`, so this module needs the TensorFlow 
 model and the task are backend-neutral.
 """
 
+import common
 import keras
 import numpy as np
 import tensorflow as tf
@@ -39,6 +40,57 @@ REINFORCE_ESTIMATORS = {
 }
 # Every name `compare_variants` takes.
 STUDY_VARIANTS = VARIANTS + tuple(REINFORCE_ESTIMATORS)
+
+
+def add_task_flags(parser, names_flag, names_default, allowed, steps, every):
+    """Add the flags the lookup benchmarks share: what to compare, the seeds, the task and its training.
+
+    Args:
+        parser: an `argparse.ArgumentParser`.
+        names_flag: the flag naming what is compared, e.g. `"--variants"`.
+        names_default: its default, a sequence of names.
+        allowed: every name it may take.
+        steps: int, the default `--steps`.
+        every: int, the default `--every`.
+    """
+    parser.add_argument(names_flag, default=",".join(names_default), help=f"Comma-separated, of {', '.join(allowed)}.")
+    parser.add_argument("--seeds", default="0,1,2", help="Comma-separated seeds: initial weights, examples, noise.")
+    parser.add_argument("--steps", type=int, default=steps, help="Adam steps of each training.")
+    parser.add_argument("--every", type=int, default=every, help="Steps between two measurements.")
+    parser.add_argument("--batch-size", type=int, default=64, help="Examples per step.")
+    parser.add_argument("--pairs", type=int, default=16, help="Key-value pairs per example.")
+    parser.add_argument("--num-keys", type=int, default=64, help="Size of the key alphabet.")
+    parser.add_argument("--num-values", type=int, default=16, help="Size of the value alphabet (the classes).")
+    parser.add_argument("--width", type=int, default=32, help="Width of the embeddings.")
+    parser.add_argument("--learning-rate", type=float, default=3e-3, help="Adam's learning rate.")
+    parser.add_argument("--held-out", type=int, default=1000, help="Unseen examples of each accuracy measurement.")
+    parser.add_argument("--out", default="benchmarks/results", help="Folder of the JSON results and the PNG.")
+
+
+def check_task_flags(parser, args, names_flag, allowed, held_out_minimum):
+    """Check the flags of `add_task_flags`; the names and seeds become lists. Exits with a message naming the flag.
+
+    Args:
+        parser: the `argparse.ArgumentParser`.
+        args: its parsed namespace.
+        names_flag: the flag naming what is compared, e.g. `"--variants"`.
+        allowed: every name it may take.
+        held_out_minimum: int, the smallest `--held-out`.
+    """
+    attribute = names_flag.lstrip("-").replace("-", "_")
+    names = [name.strip() for name in getattr(args, attribute).split(",") if name.strip()]
+    unknown = [name for name in names if name not in allowed]
+    if unknown or not names:
+        parser.error(f"{names_flag} must name some of {', '.join(allowed)}. Received: {unknown or 'none'}")
+    setattr(args, attribute, names)
+    try:
+        args.seeds = [int(seed) for seed in args.seeds.split(",")]
+    except ValueError:
+        parser.error(f"--seeds must be comma-separated integers. Received: {args.seeds!r}")
+    common.check_at_least(parser, args, ["steps", "every", "batch_size", "pairs", "num_keys", "num_values", "width"], 1)
+    common.check_at_least(parser, args, ["held_out"], held_out_minimum)
+    if args.pairs > args.num_keys:
+        parser.error(f"--pairs must be at most --num-keys. Received: {args.pairs} > {args.num_keys}")
 
 
 def model_arguments(name):
