@@ -1,30 +1,32 @@
-"""Masked-LM pre-training against training from scratch, on a classification task with few labels.
+"""Masked-LM pre-training where labels are scarce: fine-tuned, from scratch and a linear probe, by label count.
 
-    python benchmarks/pretraining.py                               # decade, small preset, seeds 0, 1
-    python benchmarks/pretraining.py --pretrain-steps 100 --finetune-steps 50 --seeds 0   # a quick check
-    python benchmarks/pretraining.py --help                        # every flag
+    python benchmarks/pretraining.py                                  # topics, 30 .. 3,000 labels, seeds 0, 1, 2
+    python benchmarks/pretraining.py --label-counts 30 --seeds 0 --pretrain-max-steps 400   # a quick check
+    python benchmarks/pretraining.py --corpus dates --label decade    # the typed dates instead
+    python benchmarks/pretraining.py --help                           # every flag
 
-What runs (`pretraining_study.compare_pretraining`, TensorFlow backend): per
-seed, one WordPiece vocabulary with `<mask>` learned from `--corpus-size` typed dates of the
-built-in corpus's train split; an encoder-only model (`--preset`) pre-trained as a masked
-language model on that text for `--pretrain-steps` steps; then two classifiers of the same
-architecture, a head on `<s>`, both from the same initial weights, trained on the same
-`--labeled` labeled dates (`date_classification`, `--label`):
+What runs (`pretraining_study.compare_pretraining`, TensorFlow backend), per seed: a WordPiece
+vocabulary with `<mask>` learned from `--corpus-size` unlabeled texts of the corpus's train split
+(`--corpus topics`: sentences of a small grammar whose words all belong to the sentence's topic,
+`keras_transformer.data.topic_sentences`, the class the topic; `--corpus dates`: typed dates, the
+class `--label`); an encoder-only model (`--preset`) pre-trained on them as a masked language
+model until its masked-piece accuracy on validation texts levels off (gains less than
+`--plateau` over the last 20% of its steps) or `--pretrain-max-steps`; then, at each of
+`--label-counts`, three classifiers of the same architecture (a head on `<s>`) from the same
+initial weights, trained on the same first labelled examples for the same steps:
 
     fine_tuned  the encoder's weights copied from the pre-trained model, all weights trained
-                for --finetune-steps steps
-    scratch     no pre-training, trained for --pretrain-steps + --finetune-steps steps, read at
-                --finetune-steps (equal fine-tuning steps) and at the end (equal total steps)
+    scratch     no pre-training, all weights trained
+    probe       the pre-trained encoder frozen, only the head trained (a linear probe)
 
-Every `--every` steps (and before the first) each classifier's accuracy on `--held-out`
-validation dates (never in the pre-training text) is recorded.
+each at every Noam scale of `--finetune-scales`; the scale most accurate on the validation
+examples is the arm's, and its accuracy on `--test-size` test examples is reported.
 
-Output: a table on stdout (per arm, the mean over seeds and each seed's held-out accuracy at a
-few points, the pre-training's masked-LM accuracy, seconds), the JSON `pretraining.json`
-(settings, the precision chosen and why, versions, CPU model and flags, every seed's curves)
-and a PNG of the curves (`pretraining.png`) in the `--out` folder. The defaults took about 8
-minutes per seed on 2 shared, heavily loaded CPU cores under `nice -n 19` (pre-training 148 s,
-fine-tuning 89 s, scratch 180-210 s); an idle machine was not available to time.
+Output: a table on stdout (per label count and arm, the mean over seeds and each seed's test
+accuracy, the chosen scales; the masked LM's validation accuracy and steps per seed), the JSON
+`pretraining.json` (settings, the precision chosen and why, versions, CPU model and flags, every
+seed's results) and a PNG (`pretraining.png`: test accuracy against label count, log x axis,
+the mean of the seeds and their min-max band) in the `--out` folder.
 """
 
 import argparse
@@ -33,38 +35,61 @@ from pathlib import Path
 
 import common
 import numpy as np
-from pretraining_study import ARMS, compare_pretraining
+from pretraining_study import ARMS, CORPORA, compare_pretraining
 
 from keras_transformer.config import PRECISIONS
 from keras_transformer.data.date_classification import DATE_LABELS
 from keras_transformer.precision import choose_precision
 
 STUDY_FLAGS = (
-    "label", "preset", "vocab_size", "corpus_size", "labeled", "held_out", "pretrain_steps", "finetune_steps",
-    "every", "batch_size", "seq_len", "pretrain_warmup_steps", "finetune_warmup_steps", "finetune_scale",
+    "corpus", "label", "preset", "vocab_size", "corpus_size", "label_counts", "validation_size", "test_size",
+    "pretrain_max_steps", "every", "plateau", "batch_size", "mask_rate", "seq_len", "pretrain_warmup_steps",
+    "finetune_batch_size", "finetune_epochs", "finetune_min_steps", "finetune_max_steps", "finetune_warmup_steps",
+    "finetune_scales",
 )  # fmt: skip
+# What differs between the corpora: the dates are longer texts of more distinct pieces.
+CORPUS_DEFAULTS = {"topics": {"seq_len": 12, "vocab_size": 600}, "dates": {"seq_len": 36, "vocab_size": 400}}
+ARM_NAMES = {"fine_tuned": "MLM pre-trained, fine-tuned", "scratch": "from scratch", "probe": "linear probe (frozen)"}
+
+
+def _numbers(parser, text, kind, flag):
+    try:
+        return [kind(value) for value in text.split(",")]
+    except ValueError:
+        parser.error(f"{flag} must be comma-separated numbers. Received: {text!r}")
 
 
 def parse_args(argv=None):
     """The command line's flags, checked."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=common.DefaultsHelpFormatter)
-    parser.add_argument("--label", default="decade", choices=tuple(DATE_LABELS), help="What the classifier reads.")
+    parser.add_argument("--corpus", default="topics", choices=CORPORA, help="The unlabeled text and the task.")
+    parser.add_argument("--label", default="decade", choices=tuple(DATE_LABELS), help="With --corpus dates: the class.")
     parser.add_argument("--preset", default="small", help="Model size preset (language_model_preset).")
-    parser.add_argument("--seeds", default="0,1", help="Comma-separated seeds: corpus, weights, shuffling, masking.")
-    parser.add_argument("--vocab-size", type=int, default=400, help="Requested vocabulary size (with <mask>).")
-    parser.add_argument("--corpus-size", type=int, default=20000, help="Unlabeled training texts (pre-training).")
-    parser.add_argument("--labeled", type=int, default=300, help="Labeled training dates of the classifiers.")
-    parser.add_argument("--held-out", type=int, default=1000, help="Validation dates of each accuracy measurement.")
-    parser.add_argument("--pretrain-steps", type=int, default=400, help="Masked-LM steps (P).")
+    parser.add_argument("--seeds", default="0,1,2", help="Comma-separated seeds: corpus, weights, shuffling, masking.")
     parser.add_argument(
-        "--finetune-steps", type=int, default=200, help="Classification steps of the fine-tuned arm (F)."
+        "--label-counts", default="30,100,300,1000,3000", help="Comma-separated numbers of labelled examples."
     )
-    parser.add_argument("--every", type=int, default=50, help="Steps between two accuracy measurements.")
-    parser.add_argument("--batch-size", type=int, default=64, help="Examples per step, in both phases.")
-    parser.add_argument("--seq-len", type=int, default=36, help="Tokens per row, <s> and </s> included.")
+    parser.add_argument("--vocab-size", type=int, help="Requested vocabulary size (with <mask>); default by corpus.")
+    parser.add_argument("--corpus-size", type=int, default=20000, help="Unlabeled training texts (pre-training).")
+    parser.add_argument("--validation-size", type=int, default=500, help="Validation examples (stopping, scales).")
+    parser.add_argument("--test-size", type=int, default=1000, help="Test examples of the reported accuracy.")
+    parser.add_argument("--pretrain-max-steps", type=int, default=3000, help="The masked LM's most steps.")
+    parser.add_argument("--every", type=int, default=200, help="Steps between two masked-LM validation measurements.")
+    parser.add_argument(
+        "--plateau", type=float, default=0.005, help="Stop the masked LM when its accuracy gained less over 20%%."
+    )
+    parser.add_argument("--batch-size", type=int, default=256, help="Examples per masked-LM step.")
+    parser.add_argument("--mask-rate", type=float, default=0.3, help="Share of the pieces the masked LM hides.")
+    parser.add_argument("--seq-len", type=int, help="Tokens per row, <s> and </s> included; default by corpus.")
     parser.add_argument("--pretrain-warmup-steps", type=int, default=200, help="Pre-training's Noam warm-up.")
-    parser.add_argument("--finetune-warmup-steps", type=int, default=100, help="Classification's Noam warm-up.")
-    parser.add_argument("--finetune-scale", type=float, default=0.5, help="Classification's Noam scale.")
+    parser.add_argument("--finetune-batch-size", type=int, default=32, help="Examples per classification step.")
+    parser.add_argument("--finetune-epochs", type=float, default=5, help="Passes over the labelled examples.")
+    parser.add_argument("--finetune-min-steps", type=int, default=150, help="The fewest classification steps.")
+    parser.add_argument("--finetune-max-steps", type=int, default=500, help="The most classification steps.")
+    parser.add_argument("--finetune-warmup-steps", type=int, default=50, help="Classification's Noam warm-up.")
+    parser.add_argument(
+        "--finetune-scales", default="0.3,1.0", help="Comma-separated Noam scales; validation chooses one per arm."
+    )
     parser.add_argument(
         "--precision",
         default="auto",
@@ -73,92 +98,126 @@ def parse_args(argv=None):
     )
     parser.add_argument("--out", default="benchmarks/results", help="Folder of the JSON results and the PNG plot.")
     args = parser.parse_args(argv)
-    try:
-        args.seeds = [int(seed) for seed in args.seeds.split(",")]
-    except ValueError:
-        parser.error(f"--seeds must be comma-separated integers. Received: {args.seeds!r}")
+    args.seeds = _numbers(parser, args.seeds, int, "--seeds")
+    args.label_counts = _numbers(parser, args.label_counts, int, "--label-counts")
+    args.finetune_scales = _numbers(parser, args.finetune_scales, float, "--finetune-scales")
+    for name, value in CORPUS_DEFAULTS[args.corpus].items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     common.check_at_least(
-        parser, args, ["labeled", "pretrain_steps", "finetune_steps", "every", "batch_size", "corpus_size"], 1
+        parser,
+        args,
+        ["pretrain_max_steps", "every", "batch_size", "corpus_size", "finetune_batch_size", "finetune_min_steps"],
+        1,
     )
-    common.check_at_least(parser, args, ["held_out"], 2)
+    common.check_at_least(parser, args, ["validation_size", "test_size"], 2)
     common.check_at_least(parser, args, ["seq_len"], 3)
-    for name in ("pretrain_steps", "finetune_steps"):
-        if getattr(args, name) % args.every:
-            parser.error(f"--{name.replace('_', '-')} must be a multiple of --every={args.every}")
-    if not args.finetune_scale > 0:
-        parser.error(f"--finetune-scale must be positive. Received: {args.finetune_scale}")
+    if args.pretrain_max_steps % args.every:
+        parser.error(f"--pretrain-max-steps must be a multiple of --every={args.every}")
+    if args.finetune_max_steps < args.finetune_min_steps:
+        parser.error("--finetune-max-steps must be at least --finetune-min-steps")
+    if not all(1 <= count <= args.corpus_size for count in args.label_counts):
+        parser.error(f"--label-counts must be in [1, --corpus-size]. Received: {args.label_counts}")
+    if not all(scale > 0 for scale in args.finetune_scales) or not args.finetune_epochs > 0:
+        parser.error("--finetune-scales and --finetune-epochs must be positive")
+    if not 0 < args.mask_rate < 1:
+        parser.error(f"--mask-rate must be in (0, 1). Received: {args.mask_rate}")
     return args
 
 
 def summarise(args, studies):
-    """Per arm, each seed's held-out accuracy at a few steps; the pre-training's MLM accuracy."""
-    marks = sorted({args.every, args.finetune_steps // 2 // args.every * args.every or args.every, args.finetune_steps})
-    marks.append(args.pretrain_steps + args.finetune_steps)
-    summary = {}
-    for arm in ARMS:
-        runs = [study["arms"][arm] for study in studies]
-        accuracy_at = {
-            str(mark): [run["accuracy"][run["steps"].index(mark)] for run in runs]
-            for mark in marks
-            if mark in runs[0]["steps"]
-        }
-        summary[arm] = {"accuracy_at": accuracy_at, "seconds": float(np.mean([run["seconds"] for run in runs]))}
-    summary["pretraining"] = {
-        "mlm_accuracy": [study["pretraining"]["accuracy"] for study in studies],
-        "seconds": float(np.mean([study["pretraining"]["seconds"] for study in studies])),
+    """Per label count and arm: each seed's test accuracy and chosen scale, their mean, min and max.
+
+    Returns:
+        `{"curve": {count: {"steps", arm: {"test_accuracy", "mean", "min", "max", "chosen_scale"}}},
+        "pretraining": {"validation_accuracy", "chosen_steps", "levelled_off", "seconds"}}`, lists
+        one entry per seed.
+    """
+    curve = {}
+    for count in map(str, args.label_counts):
+        entry = {"steps": studies[0]["curve"][count]["steps"]}
+        for arm in ARMS:
+            runs = [study["curve"][count][arm] for study in studies]
+            accuracy = [run["test_accuracy"] for run in runs]
+            entry[arm] = {
+                "test_accuracy": accuracy,
+                "mean": float(np.mean(accuracy)),
+                "min": min(accuracy),
+                "max": max(accuracy),
+                "chosen_scale": [run["chosen_scale"] for run in runs],
+            }
+        curve[count] = entry
+    pretraining = {
+        "validation_accuracy": [study["pretraining"]["validation_accuracy"][-1] for study in studies],
+        "chosen_steps": [study["pretraining"]["chosen_steps"] for study in studies],
+        "levelled_off": [study["pretraining"]["levelled_off"] for study in studies],
+        "seconds": [study["pretraining"]["seconds"] for study in studies],
     }
-    return marks, summary
+    return {"curve": curve, "pretraining": pretraining}
 
 
-def print_report(args, choice, marks, summary, studies, cpu):
-    """The table: accuracy at the marks, mean over seeds (each seed's in brackets), seconds."""
+def _task(args, settings):
+    if args.corpus == "topics":
+        return f"the topic of a sentence ({len(settings['classes'])} classes, chance {settings['chance']:.3f})"
+    return f"the {args.label} of a typed date ({len(settings['classes'])} classes, chance {settings['chance']:.3f})"
+
+
+def print_report(args, choice, summary, studies, cpu):
+    """The table: per label count and arm, the mean test accuracy over seeds, each seed's, the chosen scales."""
     settings = studies[0]["settings"]
+    seeds = ",".join(map(str, args.seeds))
     print()
     print(
-        f"{args.label} of a typed date ({len(settings['classes'])} classes, chance {settings['chance']:.3f}) from "
-        f"{args.labeled} labeled dates; {args.preset} encoder, vocabulary {settings['learned_vocab_size']}, "
-        f"MLM pre-training {args.pretrain_steps} steps on {args.corpus_size} texts, batch {args.batch_size}, "
-        f"seeds {','.join(map(str, args.seeds))}, {choice.describe()}"
+        f"{_task(args, settings)}; {args.preset} encoder, vocabulary {settings['learned_vocab_size']}, MLM on "
+        f"{args.corpus_size} texts (batch {args.batch_size}, {args.mask_rate:.0%} masked), seeds {seeds}, "
+        f"{choice.describe()}"
     )
     print(common.cpu_line(cpu))
-    header = f"{'arm':<12}" + "".join(f"{'acc@' + str(mark):>22}" for mark in marks) + f"{'s/run':>8}"
-    print(header)
-    print("-" * len(header))
-    for arm in ARMS:
-        row = summary[arm]
-        cells = []
-        for mark in marks:
-            values = row["accuracy_at"].get(str(mark))
-            cells.append("-" if values is None else f"{np.mean(values):.3f} ({'/'.join(f'{v:.3f}' for v in values)})")
-        print(f"{arm:<12}" + "".join(f"{cell:>22}" for cell in cells) + f"{row['seconds']:>8.1f}")
     pre = summary["pretraining"]
     print(
-        f"(held-out accuracy, mean (per seed); pre-training: masked-LM accuracy "
-        f"{'/'.join(f'{v:.3f}' for v in pre['mlm_accuracy'])} on its last batches, {pre['seconds']:.1f} s/run)"
+        "masked LM, per seed: validation accuracy "
+        + "/".join(f"{value:.3f}" for value in pre["validation_accuracy"])
+        + " after "
+        + "/".join(map(str, pre["chosen_steps"]))
+        + " steps (levelled off: "
+        + "/".join("yes" if value else "no" for value in pre["levelled_off"])
+        + f"), {np.mean(pre['seconds']):.0f} s/run"
     )
+    header = f"{'labels':>7}{'steps':>7}  {'arm':<28}{'mean':>7}  {'per seed':<22}{'scale per seed':<16}"
+    print(header)
+    print("-" * len(header))
+    for count, entry in summary["curve"].items():
+        for arm in ARMS:
+            row = entry[arm]
+            per_seed = "/".join(f"{value:.3f}" for value in row["test_accuracy"])
+            scales = "/".join(f"{value:g}" for value in row["chosen_scale"])
+            print(f"{count:>7}{entry['steps']:>7}  {ARM_NAMES[arm]:<28}{row['mean']:>7.3f}  {per_seed:<22}{scales:<16}")
+    rates = ", ".join(
+        f"{scale:g}: {rate:.2g}" for scale, rate in zip(args.finetune_scales, settings["peak_learning_rates"])
+    )
+    print(f"(test accuracy; the scale chosen on validation; peak learning rate of each scale: {rates})")
 
 
-def plot(path, args, studies):
-    """Held-out accuracy against classification steps, one colour per arm, one line per seed."""
+def plot(path, args, summary, settings):
+    """Test accuracy against label count, log x axis: per arm the mean of the seeds and their min-max band."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(7, 4.2))
-    names = {"fine_tuned": "MLM pre-trained, fine-tuned", "scratch": "from scratch"}
+    counts = [int(count) for count in summary["curve"]]
     for index, arm in enumerate(ARMS):
-        for seed_index, study in enumerate(studies):
-            run = study["arms"][arm]
-            label = names[arm] if seed_index == 0 else None
-            linestyle = "-" if seed_index == 0 else "--"
-            axes.plot(run["steps"], run["accuracy"], color=f"C{index}", linestyle=linestyle, linewidth=1.3, label=label)
-    axes.axvline(args.finetune_steps, color="grey", linestyle=":", linewidth=0.8)
-    axes.axhline(studies[0]["settings"]["chance"], color="grey", linestyle="-.", linewidth=0.8, label="chance")
+        rows = [summary["curve"][str(count)][arm] for count in counts]
+        color = f"C{index}"
+        axes.plot(counts, [row["mean"] for row in rows], marker="o", color=color, label=ARM_NAMES[arm])
+        axes.fill_between(counts, [row["min"] for row in rows], [row["max"] for row in rows], color=color, alpha=0.2)
+    axes.axhline(settings["chance"], color="grey", linestyle="-.", linewidth=0.8, label="chance")
+    axes.set_xscale("log")
     axes.set(
-        xlabel="classification training step",
-        ylabel="held-out accuracy",
-        title=f"{args.label} from {args.labeled} labeled dates (seeds: solid, dashed)",
+        xlabel="labelled training examples (log scale)",
+        ylabel="test accuracy",
+        title=f"{args.corpus}: mean of seeds {','.join(map(str, args.seeds))}, band from min to max",
     )
     axes.legend()
     figure.tight_layout()
@@ -174,9 +233,12 @@ def main(argv=None):
     if choice.warning:
         print(choice.warning)
     settings = {name: getattr(args, name) for name in STUDY_FLAGS}
-    studies = [compare_pretraining(**settings, precision=choice.policy, seed=seed) for seed in args.seeds]
-    marks, summary = summarise(args, studies)
-    print_report(args, choice, marks, summary, studies, cpu)
+    studies = []
+    for seed in args.seeds:
+        studies.append(compare_pretraining(**settings, precision=choice.policy, seed=seed))
+        print(f"seed {seed} done", flush=True)
+    summary = summarise(args, studies)
+    print_report(args, choice, summary, studies, cpu)
     out = Path(args.out)
     data = {
         "command": common.command_line(sys.argv[1:] if argv is None else argv),
@@ -184,13 +246,13 @@ def main(argv=None):
         "machine": common.machine(cpu),
         "versions": common.package_versions({"tensorflow": "tensorflow", "keras": "keras", "numpy": "numpy"}),
         "summary": summary,
-        "runs": {
-            str(seed): {key: study[key] for key in ("pretraining", "arms")} for seed, study in zip(args.seeds, studies)
-        },
+        "runs": {str(seed): study for seed, study in zip(args.seeds, studies)},
     }
     del data["settings"]["seed"]
+    plot(out / "pretraining.png", args, summary, studies[0]["settings"])
+    for run in data["runs"].values():
+        del run["settings"]  # the same but for the seed, which is the key
     print(f"results: {common.write_json(out / 'pretraining.json', data)}")
-    plot(out / "pretraining.png", args, studies)
     print(f"plot: {out / 'pretraining.png'}")
     return 0
 

@@ -1,12 +1,21 @@
-"""The MLM pre-training study at a tiny size: curves, determinism, which weights each arm starts from."""
+"""The MLM pre-training study at a tiny size: its results, which weights each arm starts from, the CLI."""
 
+import json
+import types
+
+import keras
 import numpy as np
 import pytest
-from pretraining_study import ARMS, compare_pretraining
+from pretraining import main
+from pretraining_study import ARMS, MaskedLMCurve, compare_pretraining, finetune_steps
+
+from keras_transformer.config import language_model_preset
+from keras_transformer.models.language import build_encoder_only
 
 TINY = dict(
-    preset="tiny", vocab_size=160, corpus_size=200, labeled=32, held_out=40, pretrain_steps=8, finetune_steps=4,
-    every=4, batch_size=8, seq_len=24, seed=3,
+    preset="tiny", vocab_size=600, corpus_size=200, label_counts=(8, 16), validation_size=20, test_size=30,
+    pretrain_max_steps=8, every=4, batch_size=8, seq_len=12, finetune_batch_size=4, finetune_epochs=1,
+    finetune_min_steps=2, finetune_max_steps=3, finetune_scales=(0.5, 2.0), seed=3,
 )  # fmt: skip
 
 
@@ -20,55 +29,136 @@ def study_and_starts():
     starts = {}
 
     def inspect(arm, classifier, pretrained):
-        starts[arm] = {
-            "weights": encoder_weights(classifier),
-            "pretrained": encoder_weights(pretrained),
-            "shared": {id(v) for v in classifier.weights} & {id(v) for v in pretrained.weights},
-        }
+        starts.setdefault(arm, []).append(
+            {
+                "weights": encoder_weights(classifier),
+                "head": classifier.get_layer("class_logits").get_weights(),
+                "pretrained": encoder_weights(pretrained),
+                "shared": {id(v) for v in classifier.weights} & {id(v) for v in pretrained.weights},
+                "trainable": sorted(v.path for v in classifier.trainable_weights),
+            }
+        )
 
     return compare_pretraining(**TINY, before_fine_tuning=inspect), starts
 
 
-def test_study_returns_curves_at_every_measurement(study_and_starts):
+def test_study_returns_a_label_count_curve_with_a_scale_chosen_on_validation(study_and_starts):
     study, _ = study_and_starts
-    assert set(study["arms"]) == set(ARMS)
-    fine_tuned, scratch = study["arms"]["fine_tuned"], study["arms"]["scratch"]
-    assert fine_tuned["steps"] == [0, 4] and scratch["steps"] == [0, 4, 8, 12]
-    for run in (fine_tuned, scratch):
-        assert len(run["accuracy"]) == len(run["steps"]) and all(0 <= a <= 1 for a in run["accuracy"])
-        assert run["final_accuracy"] == run["accuracy"][1]
-    assert scratch["final_accuracy_total_steps"] == scratch["accuracy"][-1]
-    assert study["settings"]["chance"] == pytest.approx(1 / 20)  # decades, 1900s .. 2090s
-    assert 0 <= study["pretraining"]["accuracy"] <= 1 and np.isfinite(study["pretraining"]["loss"])
+    assert list(study["curve"]) == ["8", "16"]
+    assert [study["curve"][n]["steps"] for n in ("8", "16")] == [2, 3]  # one pass of 8, then of 16, within [2, 3]
+    for entry in study["curve"].values():
+        for arm in ARMS:
+            run = entry[arm]
+            assert len(run["validation_accuracy"]) == 2 and all(0 <= a <= 1 for a in run["validation_accuracy"])
+            best = int(np.argmax(run["validation_accuracy"]))
+            assert run["chosen_scale"] == TINY["finetune_scales"][best] and 0 <= run["test_accuracy"] <= 1
+    pretraining = study["pretraining"]
+    assert pretraining["steps"] == [0, 4, 8] and pretraining["chosen_steps"] == 8 and not pretraining["levelled_off"]
+    assert len(pretraining["validation_accuracy"]) == len(pretraining["validation_loss"]) == 3
+    assert study["settings"]["chance"] == pytest.approx(1 / 8) and len(study["settings"]["peak_learning_rates"]) == 2
 
 
-def test_fine_tuning_starts_from_the_pretrained_encoder_and_scratch_from_nothing_of_it(study_and_starts):
+def test_arms_start_from_the_same_head_and_the_pretrained_or_the_initial_encoder(study_and_starts):
     study, starts = study_and_starts
     copied = study["pretraining"]["copied_layers"]
     assert set(copied) == {"token_embedding", "block_0"}  # sinusoidal positions: no weights
-    fine_tuned, scratch = starts["fine_tuned"], starts["scratch"]
-    assert set(fine_tuned["weights"]) == set(fine_tuned["pretrained"]) == set(copied)
-    for name in copied:
-        for start, pretrained in zip(fine_tuned["weights"][name], fine_tuned["pretrained"][name], strict=True):
-            np.testing.assert_array_equal(start, pretrained)
-        assert not any(
-            np.array_equal(start, pretrained)
-            for start, pretrained in zip(scratch["weights"][name], scratch["pretrained"][name], strict=True)
-            if start.size > 1 and np.any(pretrained)
-        ), name
-    assert not fine_tuned["shared"] and not scratch["shared"]  # copies, not the pre-trained variables
+    # The weights the pre-training started from: the masked LM built from the same seed.
+    keras.utils.set_random_seed(TINY["seed"])
+    sizes = dict(vocab_size=study["settings"]["learned_vocab_size"], max_length=TINY["seq_len"])
+    initial = encoder_weights(build_encoder_only(language_model_preset("tiny", "encoder", **sizes)))
+    assert [len(starts[arm]) for arm in ARMS] == [4, 4, 4]  # 2 label counts x 2 scales
+    head = starts["scratch"][0]["head"]
+    for arm in ARMS:
+        for start in starts[arm]:
+            expected = initial if arm == "scratch" else start["pretrained"]
+            assert set(start["weights"]) == set(copied)
+            for name in copied:
+                for got, want in zip(start["weights"][name], expected[name], strict=True):
+                    np.testing.assert_array_equal(got, want)
+            for got, want in zip(start["head"], head, strict=True):
+                np.testing.assert_array_equal(got, want)
+            assert not start["shared"]  # copies, not the pre-trained variables
+    pretrained = starts["fine_tuned"][0]["pretrained"]
+    assert not np.array_equal(initial["block_0"][0], pretrained["block_0"][0])  # pre-training moved them
+    assert starts["probe"][0]["trainable"] == ["class_logits/bias", "class_logits/kernel"]
+    assert len(starts["fine_tuned"][0]["trainable"]) == len(starts["scratch"][0]["trainable"]) > 2
 
 
 def test_study_is_deterministic_given_its_seed(study_and_starts):
     study, _ = study_and_starts
-    again = compare_pretraining(**TINY)
+    again = compare_pretraining(**{**TINY, "label_counts": (8,)})
     for arm in ARMS:
-        assert again["arms"][arm]["accuracy"] == study["arms"][arm]["accuracy"]
-    assert again["pretraining"]["loss"] == study["pretraining"]["loss"]
+        assert again["curve"]["8"][arm] | {"seconds": 0} == study["curve"]["8"][arm] | {"seconds": 0}
+    assert again["pretraining"]["validation_loss"] == study["pretraining"]["validation_loss"]
 
 
-def test_study_rejects_steps_off_the_measurement_grid_and_unknown_labels():
-    with pytest.raises(ValueError, match="`finetune_steps` must be a positive multiple of `every`=4"):
-        compare_pretraining(**{**TINY, "finetune_steps": 6})
+def test_the_dates_corpus_runs_too():
+    study = compare_pretraining(
+        **{**TINY, "corpus": "dates", "vocab_size": 160, "seq_len": 24, "label_counts": (8,), "finetune_scales": (1,)}
+    )
+    assert study["settings"]["chance"] == pytest.approx(1 / 20)  # decades, 1900s .. 2090s
+    assert set(study["curve"]["8"]) == {"steps", *ARMS}
+
+
+def test_masked_lm_stops_when_its_accuracy_gains_less_than_the_plateau_over_the_last_fifth():
+    class Scripted(MaskedLMCurve):
+        def measure(self):
+            return accuracies[len(self.steps) - 1]
+
+    accuracies = [0.1, 0.3, 0.4, 0.45, 0.47, 0.48, 0.483, 0.49, 0.491]
+    curve = Scripted(np.zeros((1, 3), "int32"), np.zeros((1, 3), "int32"), every=10, plateau=0.005)
+    curve.set_model(types.SimpleNamespace(stop_training=False))
+    curve.on_train_begin()
+    for _ in range(80):
+        curve.on_train_batch_end(0)
+        if curve.model.stop_training:
+            break
+    # At 60 steps 0.483 - 0.47 (at 40, the last at or before 48) >= 0.005; at 70, 0.49 - 0.48 (at 50) too;
+    # at 80, 0.491 - 0.483 (at 60) too: it runs to the end without levelling off.
+    assert curve.steps == [0, 10, 20, 30, 40, 50, 60, 70, 80] and not curve.levelled_off
+    accuracies[-1] = 0.485  # 0.485 - 0.483 < 0.005: levelled off at 80
+    curve.model.stop_training = False
+    curve.on_train_begin()
+    for _ in range(80):
+        curve.on_train_batch_end(0)
+    assert curve.levelled_off and curve.model.stop_training
+
+
+def test_finetune_steps_are_passes_within_bounds():
+    assert finetune_steps(30, 32, 5, 150, 500) == 150
+    assert finetune_steps(3000, 32, 5, 150, 500) == 469
+    assert finetune_steps(30000, 32, 5, 150, 500) == 500
+
+
+def test_study_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="`pretrain_max_steps` must be a positive multiple of `every`=4"):
+        compare_pretraining(**{**TINY, "pretrain_max_steps": 6})
+    with pytest.raises(ValueError, match="Unknown corpus 'poems'"):
+        compare_pretraining(**{**TINY, "corpus": "poems"})
     with pytest.raises(ValueError, match="Unknown label 'year'"):
-        compare_pretraining(**{**TINY, "label": "year"})
+        compare_pretraining(**{**TINY, "corpus": "dates", "label": "year"})
+    with pytest.raises(ValueError, match=r"Label counts must be in \[1, corpus_size=200\]. Received: \[8, 300\]"):
+        compare_pretraining(**{**TINY, "label_counts": (8, 300)})
+
+
+def test_the_benchmark_writes_the_table_the_json_and_the_plot(tmp_path, capsys):
+    argv = [
+        "--preset", "tiny", "--seeds", "0,1", "--label-counts", "8,16", "--corpus-size", "200",
+        "--validation-size", "20", "--test-size", "20", "--pretrain-max-steps", "4", "--every", "4",
+        "--batch-size", "8", "--finetune-batch-size", "4", "--finetune-min-steps", "2", "--finetune-max-steps", "2",
+        "--finetune-scales", "1", "--precision", "float32", "--out", str(tmp_path),
+    ]  # fmt: skip
+    assert main(argv) == 0
+    data = json.loads((tmp_path / "pretraining.json").read_text())
+    assert (tmp_path / "pretraining.png").stat().st_size > 0
+    assert data["settings"]["seeds"] == [0, 1] and data["settings"]["corpus"] == "topics"
+    assert set(data["runs"]) == {"0", "1"} and data["machine"]["cpu"]["flags"]
+    for count in ("8", "16"):
+        for arm in ARMS:
+            row = data["summary"]["curve"][count][arm]
+            per_seed = [data["runs"][seed]["curve"][count][arm]["test_accuracy"] for seed in ("0", "1")]
+            assert row["test_accuracy"] == per_seed and row["mean"] == pytest.approx(np.mean(per_seed))
+            assert row["min"] == min(per_seed) and row["max"] == max(per_seed)
+    assert data["summary"]["pretraining"]["chosen_steps"] == [4, 4]
+    table = capsys.readouterr().out
+    assert "linear probe (frozen)" in table and "CPU " in table

@@ -23,6 +23,8 @@
 - `masked_lm_batches`: tf.data batches for the masked LM: deterministic masking, anew each pass.
 - `date_classification`: a date classification task generated in-library, for fine-tuning, and
   its tf.data batches.
+- `topic_sentences`: sentences of a small grammar whose words all belong to the sentence's topic,
+  labelled with it: text a masked LM can learn from, and a classification task (no TensorFlow).
 - `token_rows`, `argument_checks`: what those share: the rows of token ids on their way to a
   batch, and checks of numeric arguments.
 """
