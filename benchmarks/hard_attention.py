@@ -50,7 +50,15 @@ from pathlib import Path
 
 import common
 import numpy as np
-from lookup_study import REINFORCE_ESTIMATORS, STUDY_VARIANTS, add_task_flags, check_task_flags, compare_variants
+from lookup_study import (
+    REINFORCE_ESTIMATORS,
+    STUDY_VARIANTS,
+    add_task_flags,
+    check_task_flags,
+    compare_variants,
+    task_settings,
+    write_results,
+)
 
 DEFAULT_VARIANTS = ("soft", "gumbel", "argmax", *REINFORCE_ESTIMATORS)
 
@@ -160,26 +168,16 @@ def main(argv=None):
     """Run the study for every seed, print the table, write the JSON and the plot."""
     args = parse_args(argv)
     cpu = common.cpu_info()
-    settings = dict(
-        steps=args.steps, every=args.every, batch_size=args.batch_size, pairs=args.pairs, num_keys=args.num_keys,
-        num_values=args.num_values, width=args.width, score=args.score, learning_rate=args.learning_rate,
-        gradient_batches=args.gradient_batches, held_out=args.held_out,
-    )  # fmt: skip
+    settings = task_settings(args, "score", "gradient_batches")
     studies = [compare_variants(args.variants, seed=seed, **settings) for seed in args.seeds]
     marks, summary = summarise(args, studies)
     print_report(args, marks, summary, cpu)
-    out = Path(args.out)
-    data = {
-        "command": common.command_line(sys.argv[1:] if argv is None else argv),
-        "settings": {**settings, "variants": args.variants, "seeds": args.seeds, "precision": "float32"},
-        "machine": common.machine(cpu),
-        "versions": common.package_versions({"tensorflow": "tensorflow", "keras": "keras", "numpy": "numpy"}),
-        "summary": summary,
-        "runs": {str(seed): study["variants"] for seed, study in zip(args.seeds, studies)},
-    }
-    print(f"results: {common.write_json(out / 'hard_attention.json', data)}")
-    plot(out / "hard_attention.png", args, studies)
-    print(f"plot: {out / 'hard_attention.png'}")
+    runs = [study["variants"] for study in studies]
+    names = {"variants": args.variants}
+    written = write_results(args, argv, settings, names, summary, runs, "hard_attention.json", cpu)
+    print(f"results: {written}")
+    plot(Path(args.out) / "hard_attention.png", args, studies)
+    print(f"plot: {Path(args.out) / 'hard_attention.png'}")
     return 0
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import common
 import numpy as np
-from lookup_study import add_task_flags, check_task_flags, compare_scores
+from lookup_study import add_task_flags, check_task_flags, compare_scores, task_settings, write_results
 
 from keras_transformer.config import ATTENTION_SCORES
 
@@ -137,25 +137,14 @@ def main(argv=None):
     """Run the study for every seed, print the table, write the JSON and the maps."""
     args = parse_args(argv)
     cpu = common.cpu_info()
-    settings = dict(
-        steps=args.steps, every=args.every, batch_size=args.batch_size, pairs=args.pairs, num_keys=args.num_keys,
-        num_values=args.num_values, width=args.width, learning_rate=args.learning_rate, held_out=args.held_out,
-    )  # fmt: skip
+    settings = task_settings(args)
     studies = [compare_scores(args.scores, seed=seed, **settings) for seed in args.seeds]
     summary = summarise(args, studies)
     print_report(args, summary, cpu)
-    out = Path(args.out)
-    data = {
-        "command": common.command_line(sys.argv[1:] if argv is None else argv),
-        "settings": {**settings, "scores": args.scores, "seeds": args.seeds, "precision": "float32"},
-        "machine": common.machine(cpu),
-        "versions": common.package_versions({"tensorflow": "tensorflow", "keras": "keras", "numpy": "numpy"}),
-        "summary": summary,
-        "runs": {str(seed): study for seed, study in zip(args.seeds, studies)},
-    }
-    print(f"results: {common.write_json(out / 'lookup_scores.json', data)}")
-    plot(out / "lookup_scores.png", args, studies)
-    print(f"maps: {out / 'lookup_scores.png'}")
+    written = write_results(args, argv, settings, {"scores": args.scores}, summary, studies, "lookup_scores.json", cpu)
+    print(f"results: {written}")
+    plot(Path(args.out) / "lookup_scores.png", args, studies)
+    print(f"maps: {Path(args.out) / 'lookup_scores.png'}")
     return 0
 
 

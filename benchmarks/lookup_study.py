@@ -14,6 +14,9 @@ Gradients are taken with `tf.GradientTape`, so this module needs the TensorFlow 
 model and the task are backend-neutral.
 """
 
+import sys
+from pathlib import Path
+
 import common
 import keras
 import numpy as np
@@ -91,6 +94,51 @@ def check_task_flags(parser, args, names_flag, allowed, held_out_minimum):
     common.check_at_least(parser, args, ["held_out"], held_out_minimum)
     if args.pairs > args.num_keys:
         parser.error(f"--pairs must be at most --num-keys. Received: {args.pairs} > {args.num_keys}")
+
+
+TASK_SETTINGS = (
+    "steps",
+    "every",
+    "batch_size",
+    "pairs",
+    "num_keys",
+    "num_values",
+    "width",
+    "learning_rate",
+    "held_out",
+)
+
+
+def task_settings(args, *extra):
+    """The study's keyword arguments from the flags of `add_task_flags`, and the `extra` flags named."""
+    return {name: getattr(args, name) for name in (*TASK_SETTINGS, *extra)}
+
+
+def write_results(args, argv, settings, names, summary, runs, name, cpu):
+    """Write a lookup benchmark's JSON: command, settings, machine, versions, summary and every seed's runs.
+
+    Args:
+        args: the parsed flags (`seeds`).
+        argv: the command line's arguments, or None for `sys.argv[1:]`.
+        settings: the study's settings.
+        names: `{"variants": [...]}` or `{"scores": [...]}`, what was compared.
+        summary: the benchmark's summary.
+        runs: list, each seed's results, in the order of `args.seeds`.
+        name: the file's name in the `--out` folder.
+        cpu: `common.cpu_info()`.
+
+    Returns:
+        the path written.
+    """
+    data = {
+        "command": common.command_line(sys.argv[1:] if argv is None else argv),
+        "settings": {**settings, **names, "seeds": args.seeds, "precision": "float32"},
+        "machine": common.machine(cpu),
+        "versions": common.package_versions({"tensorflow": "tensorflow", "keras": "keras", "numpy": "numpy"}),
+        "summary": summary,
+        "runs": {str(seed): run for seed, run in zip(args.seeds, runs)},
+    }
+    return common.write_json(Path(args.out) / name, data)
 
 
 def model_arguments(name):
