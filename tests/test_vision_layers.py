@@ -67,22 +67,31 @@ def dense(x, layer):
     return out + to_numpy(layer.bias) if layer.use_bias else out
 
 
-def conv2d_same(x, kernel, bias=None):
-    """Stride-1 "same" convolution (odd kernel, zero padding): `[B, H, W, I]` x `[k, k, I, O]` -> `[B, H, W, O]`."""
+def conv2d_same(x, kernel, bias=None, dilation=1):
+    """Stride-1 "same" convolution (odd kernel, zero padding): `[B, H, W, I]` x `[k, k, I, O]` -> `[B, H, W, O]`.
+
+    With `dilation` d, kernel tap (i, j) reads the input `d * (i - k // 2)` rows and `d * (j - k // 2)`
+    columns away.
+    """
     x = np.asarray(x, np.float64)
     k = kernel.shape[0]
-    half = k // 2
+    half = dilation * (k // 2)
     padded = np.pad(x, ((0, 0), (half, half), (half, half), (0, 0)))
     out = np.zeros((*x.shape[:3], kernel.shape[-1]))
     for i in range(k):
         for j in range(k):
-            out += padded[:, i : i + x.shape[1], j : j + x.shape[2], :] @ kernel[i, j].astype(np.float64)
+            rows, columns = (
+                slice(i * dilation, i * dilation + x.shape[1]),
+                slice(j * dilation, j * dilation + x.shape[2]),
+            )
+            out += padded[:, rows, columns, :] @ kernel[i, j].astype(np.float64)
     return out if bias is None else out + bias
 
 
 def conv(x, layer):
-    """A Keras `Conv2D` (stride 1, same padding) of `x`, its activation included, by `conv2d_same`."""
-    out = conv2d_same(x, to_numpy(layer.kernel), to_numpy(layer.bias) if layer.use_bias else None)
+    """A Keras `Conv2D` (stride 1, same padding, any dilation) of `x`, its activation included, by `conv2d_same`."""
+    dilation = layer.get_config()["dilation_rate"][0]
+    out = conv2d_same(x, to_numpy(layer.kernel), to_numpy(layer.bias) if layer.use_bias else None, dilation)
     activation = layer.get_config()["activation"]
     return {"linear": lambda v: v, "relu": relu, "sigmoid": sigmoid}[activation](out)
 
@@ -133,12 +142,19 @@ def selective_kernel_reference(x, layer):
     return (branches * weights[:, :, None, None, :]).sum(axis=1), weights
 
 
+def upsample_nearest(x, height, width):
+    """Nearest-neighbour upsampling by 2, cut to `height` x `width`: output row i reads row i // 2."""
+    return x[:, np.arange(height) // 2][:, :, np.arange(width) // 2]
+
+
 def residual_attention_reference(x, layer):
-    """Wang et al. 2017: `(1 + M(x)) * T(x)`, M through 2x2 pooling, a conv, nearest upsampling, a 1x1 conv."""
+    """Wang et al. 2017: `(1 + M(x)) * T(x)`, M an hourglass: down twice, up with a skip, two 1x1 convs, a sigmoid."""
+    x = np.asarray(x, np.float64)
     trunk = conv(x, layer.trunk_conv)
-    context = conv(max_pool_2x2_same(np.asarray(x, np.float64)), layer.mask_conv)
-    rows, columns = np.arange(x.shape[1]) // 2, np.arange(x.shape[2]) // 2
-    mask = conv(context[:, rows][:, :, columns], layer.mask_output_conv)
+    down = conv(max_pool_2x2_same(x), layer.down_conv)
+    bottom = conv(max_pool_2x2_same(down), layer.bottom_conv)
+    up = conv(upsample_nearest(bottom, *down.shape[1:3]) + down, layer.up_conv)
+    mask = conv(conv(upsample_nearest(up, *x.shape[1:3]), layer.mask_hidden_conv), layer.mask_output_conv)
     return (1.0 + mask) * trunk, mask
 
 
@@ -180,6 +196,10 @@ CHANNEL_LAYERS = {
     "spatial_attention": (lambda: SpatialAttention(kernel_size=3), spatial_attention_reference),
     "selective_kernel": (
         lambda: SelectiveKernel(filters=3, kernel_sizes=(1, 3, 5), reduction=2, min_units=2),
+        selective_kernel_reference,
+    ),
+    "selective_kernel_plain": (
+        lambda: SelectiveKernel(filters=3, kernel_sizes=(3, 5), reduction=2, min_units=2, dilated=False),
         selective_kernel_reference,
     ),
     "residual_attention": (lambda: ResidualAttention(filters=3), residual_attention_reference),
@@ -229,6 +249,49 @@ def test_attention_weights_lie_where_their_formulas_put_them():
     assert sk.shape == (B, 2, 6)
     np.testing.assert_allclose(to_numpy(sk).sum(axis=1), 1.0, atol=1e-6)  # a softmax over the branches
     assert np.all((to_numpy(mask) > 0) & (to_numpy(mask) < 1))
+
+
+@pytest.mark.parametrize(
+    "make, channels, units",
+    [
+        (lambda: SqueezeExcitation(), 16, 8),  # 16 // 16 = 1, raised to the minimum, 8
+        (lambda: SqueezeExcitation(), 256, 16),  # the paper's ratio where the layer is wide
+        (lambda: SqueezeExcitation(), 4, 4),  # never wider than the channels
+        (lambda: ChannelAttention(), 32, 8),
+        (lambda: SqueezeExcitation(reduction=2, min_units=1), 4, 2),
+    ],
+)
+def test_channel_bottleneck_keeps_the_papers_ratio_and_a_minimum_width(make, channels, units):
+    layer = make()
+    layer(np.ones((1, 3, 3, channels), "float32"))
+    hidden = layer.squeeze_dense if isinstance(layer, SqueezeExcitation) else layer.hidden_dense
+    assert hidden.units == units
+
+
+def test_papers_defaults_cbam_seven_by_seven_sk_dilated_three_by_three():
+    cbam, sk = CBAM(), SelectiveKernel(filters=8)
+    cbam(np.ones((1, 9, 9, 16), "float32"))
+    sk(np.ones((1, 9, 9, 4), "float32"))
+    assert (cbam.reduction, cbam.kernel_size, cbam.min_units) == (16, 7, 8)
+    assert tuple(cbam.spatial_attention.map_conv.kernel.shape) == (7, 7, 2, 1)
+    five = sk.branch_convs[1]  # the paper's 5x5 branch: a 3x3 convolution dilated by 2
+    assert tuple(five.kernel.shape[:2]) == (3, 3) and five.get_config()["dilation_rate"] == (2, 2)
+    assert sk.fuse_dense.units == 32  # L = 32 where C // 16 is smaller
+
+
+def test_configs_saved_before_the_papers_defaults_load_as_they_were():
+    """A config without `min_units` (SE, channel attention, CBAM) or `dilated` (SK) rebuilds the old layer."""
+    se = SqueezeExcitation.from_config({"name": "se", "reduction": 2})
+    se(np.ones((1, 3, 3, 4), "float32"))
+    assert se.squeeze_dense.units == 2  # max(1, 4 // 2), as before
+    cbam = CBAM.from_config({"name": "cbam", "reduction": 16, "kernel_size": 3})
+    cbam(np.ones((1, 3, 3, 16), "float32"))
+    assert cbam.channel_attention.hidden_dense.units == 1
+    sk = SelectiveKernel.from_config(
+        {"name": "sk", "filters": 4, "kernel_sizes": [3, 5], "reduction": 2, "min_units": 2}
+    )
+    sk(np.ones((1, 7, 7, 3), "float32"))
+    assert tuple(sk.branch_convs[1].kernel.shape[:2]) == (5, 5)
 
 
 def test_residual_attention_with_a_closed_mask_is_its_trunk_and_never_less():
@@ -388,6 +451,8 @@ def test_one_model_serves_every_image_size_and_saves(tmp_path):
         (lambda: SelectiveKernel(4, kernel_sizes=(3,)), r"odd ints. Received: kernel_sizes=\(3,\)"),
         (lambda: SelectiveKernel(4, kernel_sizes=(3, 4)), r"Received: kernel_sizes=\(3, 4\)"),
         (lambda: SelectiveKernel(4, min_units=0), "`min_units` must be a positive int. Received: min_units=0"),
+        (lambda: SqueezeExcitation(min_units=0), "`min_units` must be a positive int. Received: min_units=0"),
+        (lambda: CBAM(min_units=1.5), "`min_units` must be a positive int. Received: min_units=1.5"),
         (lambda: ResidualAttention(filters=-1), "`filters` must be a positive int. Received: filters=-1"),
         (lambda: SpatialTransformer(output_size=(4,)), r"Received: output_size=\(4,\)"),
         (lambda: SpatialTransformer(localization_filters=(8,)), r"Received: localization_filters=\(8,\)"),

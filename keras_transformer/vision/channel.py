@@ -31,6 +31,22 @@ def check_reduction(reduction):
     return reduction
 
 
+def check_min_units(min_units):
+    """Check a bottleneck's smallest hidden width; return it. A `ValueError` naming the value otherwise."""
+    if not isinstance(min_units, int) or isinstance(min_units, bool) or min_units < 1:
+        raise ValueError(f"`min_units` must be a positive int. Received: min_units={min_units!r}")
+    return min_units
+
+
+def bottleneck_units(channels, reduction, min_units):
+    """The hidden width R of a C -> R -> C channel MLP: `min(C, max(C // reduction, min_units))`.
+
+    The papers' ratio 16 leaves a narrow layer (16 or 32 channels) one or two hidden units;
+    `min_units` keeps at least that many, and no more than C.
+    """
+    return min(channels, max(channels // reduction, min_units))
+
+
 def channels_of(input_shape, layer):
     """The channel count C of a `[B, H, W, C]` input shape; a `ValueError` naming the shape otherwise."""
     if len(input_shape) != 4 or input_shape[-1] is None:
@@ -52,12 +68,13 @@ class SqueezeExcitation(keras.layers.Layer):
         s = sigmoid(W_2 relu(W_1 z + b_1) + b_2)             excitation: bottleneck MLP, C -> R -> C
         outputs = x * s                                      each feature map rescaled by its weight
 
-    with `R = max(1, C // reduction)`. The paper's MLP has no biases in its equations; these
-    `Dense` layers have them, as its reference implementation does.
+    with `R = min(C, max(C // reduction, min_units))` (`bottleneck_units`). The paper's MLP has no
+    biases in its equations; these `Dense` layers have them, as its reference implementation does.
 
     Args:
-        reduction: int r >= 1, the bottleneck's reduction ratio (the paper's default is 16; small
-            networks with few channels need a smaller one).
+        reduction: int r >= 1, the bottleneck's reduction ratio (the paper's 16).
+        min_units: int >= 1, the smallest hidden width, for narrow layers where `C // reduction`
+            would leave one or two units (at most C is used).
         **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`).
 
     Call arguments:
@@ -75,13 +92,14 @@ class SqueezeExcitation(keras.layers.Layer):
     ((2, 5, 7, 8), (2, 8))
     """
 
-    def __init__(self, reduction=16, **kwargs):
+    def __init__(self, reduction=16, min_units=8, **kwargs):
         super().__init__(**kwargs)
         self.reduction = check_reduction(reduction)
+        self.min_units = check_min_units(min_units)
 
     def build(self, input_shape):
         channels = channels_of(input_shape, "SqueezeExcitation")
-        units = max(1, channels // self.reduction)
+        units = bottleneck_units(channels, self.reduction, self.min_units)
         self.squeeze_dense = keras.layers.Dense(units, activation="relu", dtype=self.dtype_policy, name="squeeze")
         self.squeeze_dense.build((None, channels))
         self.excite_dense = keras.layers.Dense(channels, activation="sigmoid", dtype=self.dtype_policy, name="excite")
@@ -95,8 +113,13 @@ class SqueezeExcitation(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"reduction": self.reduction})
+        config.update({"reduction": self.reduction, "min_units": self.min_units})
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        # Configs saved before `min_units` existed had the hidden width max(1, C // reduction).
+        return cls(**{"min_units": 1, **config})
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -109,12 +132,13 @@ class ChannelAttention(keras.layers.Layer):
         M_c = sigmoid(MLP(avg_pool(x)) + MLP(max_pool(x)))    MLP(z) = W_1 relu(W_0 z + b_0) + b_1
         outputs = x * M_c
 
-    The same MLP (C -> R -> C, `R = max(1, C // reduction)`) reads both descriptors: the maximum
+    The same MLP (C -> R -> C, `R = min(C, max(C // reduction, min_units))`) reads both descriptors: the maximum
     keeps the most distinctive response of each feature map, which the mean dilutes over a
     large image. Squeeze-and-Excitation is this with the average alone.
 
     Args:
-        reduction: int r >= 1, the MLP's reduction ratio (the paper's default is 16).
+        reduction: int r >= 1, the MLP's reduction ratio (the paper's 16).
+        min_units: int >= 1, the smallest hidden width (at most C is used).
         **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`).
 
     Call arguments:
@@ -131,13 +155,14 @@ class ChannelAttention(keras.layers.Layer):
     (1, 3, 3, 4)
     """
 
-    def __init__(self, reduction=16, **kwargs):
+    def __init__(self, reduction=16, min_units=8, **kwargs):
         super().__init__(**kwargs)
         self.reduction = check_reduction(reduction)
+        self.min_units = check_min_units(min_units)
 
     def build(self, input_shape):
         channels = channels_of(input_shape, "ChannelAttention")
-        units = max(1, channels // self.reduction)
+        units = bottleneck_units(channels, self.reduction, self.min_units)
         self.hidden_dense = keras.layers.Dense(units, activation="relu", dtype=self.dtype_policy, name="hidden")
         self.hidden_dense.build((None, channels))
         self.output_dense = keras.layers.Dense(channels, dtype=self.dtype_policy, name="output")
@@ -156,8 +181,13 @@ class ChannelAttention(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"reduction": self.reduction})
+        config.update({"reduction": self.reduction, "min_units": self.min_units})
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        # Configs saved before `min_units` existed had the hidden width max(1, C // reduction).
+        return cls(**{"min_units": 1, **config})
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -177,15 +207,19 @@ class SelectiveKernel(keras.layers.Layer):
     Each output channel chooses, per image, how much of its receptive field comes from each
     kernel size: the branch weights of one channel sum to 1.
 
-    Deviation: the paper follows each convolution and `W_z` by batch normalization, and builds
-    its 5x5 branch as a 3x3 convolution with dilation 2; here the convolutions have biases and
-    no normalization, and each kernel size is a plain convolution of that size.
+    As in the paper, a branch of kernel size k > 3 is by default (`dilated=True`) a 3x3
+    convolution with dilation `(k - 1) // 2`: the same k x k field of view at a 3x3's cost (the
+    paper's 5x5 branch is a 3x3 with dilation 2); `dilated=False` makes it a plain k x k
+    convolution. Deviation: the paper follows each convolution and `W_z` by batch normalization;
+    here the convolutions have biases and no normalization.
 
     Args:
         filters: int C, the output channels of every branch (and of the layer).
-        kernel_sizes: tuple of M >= 2 odd ints, the branches' kernel sizes (the paper's (3, 5)).
+        kernel_sizes: tuple of M >= 2 odd ints, the branches' fields of view (the paper's (3, 5)).
         reduction: int r >= 1, reduction ratio of `z` (the paper's 16).
         min_units: int L >= 1, the smallest width of `z` (the paper's 32).
+        dilated: bool, whether a branch wider than 3 is a dilated 3x3 convolution (the paper's)
+            rather than a plain k x k one.
         **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`).
 
     Call arguments:
@@ -203,7 +237,7 @@ class SelectiveKernel(keras.layers.Layer):
     ((2, 9, 9, 8), (2, 2, 8))
     """
 
-    def __init__(self, filters, kernel_sizes=(3, 5), reduction=16, min_units=32, **kwargs):
+    def __init__(self, filters, kernel_sizes=(3, 5), reduction=16, min_units=32, dilated=True, **kwargs):
         super().__init__(**kwargs)
         if not isinstance(filters, int) or isinstance(filters, bool) or filters < 1:
             raise ValueError(f"`filters` must be a positive int. Received: filters={filters!r}")
@@ -212,20 +246,21 @@ class SelectiveKernel(keras.layers.Layer):
             raise ValueError(
                 f"`kernel_sizes` must be two or more positive odd ints. Received: kernel_sizes={kernel_sizes!r}"
             )
-        if not isinstance(min_units, int) or isinstance(min_units, bool) or min_units < 1:
-            raise ValueError(f"`min_units` must be a positive int. Received: min_units={min_units!r}")
         self.filters = filters
         self.kernel_sizes = kernel_sizes
         self.reduction = check_reduction(reduction)
-        self.min_units = min_units
+        self.min_units = check_min_units(min_units)
+        self.dilated = bool(dilated)
 
     def build(self, input_shape):
         channels_of(input_shape, "SelectiveKernel")
         self.branch_convs = []
         for k in self.kernel_sizes:
+            size, dilation = (3, (k - 1) // 2) if self.dilated and k > 3 else (k, 1)
             conv = keras.layers.Conv2D(
-                self.filters, k, padding="same", activation="relu", dtype=self.dtype_policy, name=f"branch_{k}x{k}"
-            )
+                self.filters, size, padding="same", dilation_rate=dilation, activation="relu",
+                dtype=self.dtype_policy, name=f"branch_{k}x{k}",
+            )  # fmt: skip
             conv.build(input_shape)
             self.branch_convs.append(conv)
         units = max(self.filters // self.reduction, self.min_units)
@@ -253,6 +288,12 @@ class SelectiveKernel(keras.layers.Layer):
                 "kernel_sizes": list(self.kernel_sizes),
                 "reduction": self.reduction,
                 "min_units": self.min_units,
+                "dilated": self.dilated,
             }
         )
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        # Configs saved before `dilated` existed had plain k x k branches.
+        return cls(**{"dilated": False, **config})

@@ -8,7 +8,7 @@
 import keras
 from keras import ops
 
-from keras_transformer.vision.channel import ChannelAttention, channels_of, check_reduction
+from keras_transformer.vision.channel import ChannelAttention, channels_of, check_min_units, check_reduction
 from keras_transformer.vision.spatial import SpatialAttention
 
 
@@ -27,6 +27,7 @@ class CBAM(keras.layers.Layer):
     Args:
         reduction: int r >= 1, the channel MLP's reduction ratio (the paper's 16).
         kernel_size: odd int, the spatial convolution's size (the paper's 7).
+        min_units: int >= 1, the channel MLP's smallest hidden width (`ChannelAttention`).
         **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`).
 
     Call arguments:
@@ -44,11 +45,14 @@ class CBAM(keras.layers.Layer):
     ((2, 4), (2, 7, 5, 1))
     """
 
-    def __init__(self, reduction=16, kernel_size=7, **kwargs):
+    def __init__(self, reduction=16, kernel_size=7, min_units=8, **kwargs):
         super().__init__(**kwargs)
         self.reduction = check_reduction(reduction)
         self.kernel_size = kernel_size
-        self.channel_attention = ChannelAttention(reduction, dtype=self.dtype_policy, name="channel_attention")
+        self.min_units = check_min_units(min_units)
+        self.channel_attention = ChannelAttention(
+            reduction, min_units, dtype=self.dtype_policy, name="channel_attention"
+        )
         self.spatial_attention = SpatialAttention(kernel_size, dtype=self.dtype_policy, name="spatial_attention")
 
     def build(self, input_shape):
@@ -66,8 +70,13 @@ class CBAM(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"reduction": self.reduction, "kernel_size": self.kernel_size})
+        config.update({"reduction": self.reduction, "kernel_size": self.kernel_size, "min_units": self.min_units})
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        # Configs saved before `min_units` existed had the hidden width max(1, C // reduction).
+        return cls(**{"min_units": 1, **config})
 
 
 def upsample_to(x, height, width):
@@ -82,25 +91,30 @@ def upsample_to(x, height, width):
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class ResidualAttention(keras.layers.Layer):
-    """Residual attention: a trunk branch, a bottom-up top-down mask branch, and `(1 + M(x)) * T(x)`.
+    """Residual attention: a trunk branch, an hourglass mask branch, and `(1 + M(x)) * T(x)`.
 
     Wang et al. 2017, "Residual Attention Network for Image Classification"
     (https://arxiv.org/abs/1704.06904), section 3: an attention module has a trunk branch T that
     processes the features and a soft mask branch M, in (0, 1) at every position and channel
-    (mixed attention), which first pools to see a wider context, then upsamples back:
+    (mixed attention). The mask branch is a small hourglass (bottom-up, top-down): it pools twice
+    to see a wide context, comes back up with a skip connection from the level in between, and
+    ends in two 1x1 convolutions and a sigmoid:
 
-        T(x) = relu(conv_3x3(x))                                        trunk, (B, H, W, C)
-        M(x) = sigmoid(conv_1x1(up(relu(conv_3x3(max_pool_2x2(x))))))   mask, (B, H, W, C)
-        outputs = (1 + M(x)) * T(x)                                     attention residual learning
+        T(x)  = relu(conv_3x3(x))                              trunk, (B, H, W, C)
+        d1    = relu(conv_3x3(max_pool_2x2(x)))                down, (B, H/2, W/2, C)
+        d2    = relu(conv_3x3(max_pool_2x2(d1)))               down, (B, H/4, W/4, C)
+        u1    = relu(conv_3x3(up(d2) + d1))                    up, with the skip connection, (B, H/2, W/2, C)
+        M(x)  = sigmoid(conv_1x1(relu(conv_1x1(up(u1)))))      up, two 1x1 convolutions, (B, H, W, C)
+        outputs = (1 + M(x)) * T(x)                            attention residual learning
 
     With plain `M * T` stacked modules would multiply masks below 1 together and fade the
     features; with `1 + M` a mask near 0 leaves the trunk's features as they are (an identity,
     as in residual learning) and the mask can only emphasize.
 
-    Deviation: the paper's trunk and mask branches are stacks of residual units, and its mask
-    branch pools and upsamples several times (one pooling per skip level); here each branch has
-    one convolution and the mask one level of pooling (2x2, stride 2; `up` is nearest-neighbour,
-    cut to the input's size, so odd sizes work).
+    Deviation: the paper's trunk and mask branches are stacks of pre-activation residual units
+    with batch normalization, its upsampling is bilinear and its deepest module pools three
+    times; here each level is one convolution, `up` is nearest-neighbour (cut to the size it
+    returns to, so odd sizes work), and the hourglass is two levels deep.
 
     Args:
         filters: int C, the output channels of the trunk and of the mask.
@@ -127,27 +141,31 @@ class ResidualAttention(keras.layers.Layer):
             raise ValueError(f"`filters` must be a positive int. Received: filters={filters!r}")
         self.filters = filters
 
+    def _conv(self, size, activation, name, input_channels):
+        conv = keras.layers.Conv2D(
+            self.filters, size, padding="same", activation=activation, dtype=self.dtype_policy, name=name
+        )
+        conv.build((None, None, None, input_channels))
+        return conv
+
     def build(self, input_shape):
         channels = channels_of(input_shape, "ResidualAttention")
-        self.trunk_conv = keras.layers.Conv2D(
-            self.filters, 3, padding="same", activation="relu", dtype=self.dtype_policy, name="trunk"
-        )
-        self.trunk_conv.build(input_shape)
+        self.trunk_conv = self._conv(3, "relu", "trunk", channels)
         self.mask_pool = keras.layers.MaxPooling2D(2, padding="same", dtype=self.dtype_policy, name="mask_pool")
-        self.mask_conv = keras.layers.Conv2D(
-            self.filters, 3, padding="same", activation="relu", dtype=self.dtype_policy, name="mask_conv"
-        )
-        self.mask_conv.build((None, None, None, channels))
-        self.mask_output_conv = keras.layers.Conv2D(
-            self.filters, 1, activation="sigmoid", dtype=self.dtype_policy, name="mask_output"
-        )
-        self.mask_output_conv.build((None, None, None, self.filters))
+        self.down_conv = self._conv(3, "relu", "mask_down_1", channels)
+        self.bottom_conv = self._conv(3, "relu", "mask_down_2", self.filters)
+        self.up_conv = self._conv(3, "relu", "mask_up_1", self.filters)
+        self.mask_hidden_conv = self._conv(1, "relu", "mask_hidden", self.filters)
+        self.mask_output_conv = self._conv(1, "sigmoid", "mask_output", self.filters)
 
     def call(self, inputs, return_attention_scores=False):
         shape = ops.shape(inputs)
         trunk = self.trunk_conv(inputs)  # (B, H, W, C)
-        context = self.mask_conv(self.mask_pool(inputs))  # (B, ceil(H/2), ceil(W/2), C)
-        mask = self.mask_output_conv(upsample_to(context, shape[1], shape[2]))  # (B, H, W, C)
+        down = self.down_conv(self.mask_pool(inputs))  # (B, ceil(H/2), ceil(W/2), C)
+        bottom = self.bottom_conv(self.mask_pool(down))  # (B, ceil(H/4), ceil(W/4), C)
+        down_shape = ops.shape(down)
+        up = self.up_conv(upsample_to(bottom, down_shape[1], down_shape[2]) + down)  # skip connection
+        mask = self.mask_output_conv(self.mask_hidden_conv(upsample_to(up, shape[1], shape[2])))  # (B, H, W, C)
         outputs = (1.0 + mask) * trunk  # (B, H, W, C)
         return (outputs, mask) if return_attention_scores else outputs
 

@@ -9,7 +9,7 @@ Its blocks are residual blocks (`block="residual"`, the default) or plain ones (
       per block i (filters f_i), input x [B, h, w, c]:
         residual block:
           branch = conv_3x3(x)                            [B, h, w, f_i], no activation
-                   "sk": SelectiveKernel(f_i, (3, 5))(x) instead
+                   "sk": SelectiveKernel(f_i, (3, 5))(x) instead (the 5x5: a 3x3 dilated by 2)
                    "residual": ResidualAttention(f_i)(x), (1 + M(x)) * T(x), instead
           branch = SqueezeExcitation(branch)              "se" only
                    CBAM(branch)                           "cbam" only
@@ -135,8 +135,8 @@ def build_classifier(
     num_classes=10,
     channels=1,
     filters=(16, 32, 32),
-    reduction=4,
-    spatial_kernel_size=5,
+    reduction=16,
+    spatial_kernel_size=7,
     glimpse_size=(24, 24),
 ):
     """The small CNN with one kind of attention (or none), and its spatial map.
@@ -150,9 +150,9 @@ def build_classifier(
         num_classes: int, the classes of the logits.
         channels: int, the images' channels C.
         filters: tuple of ints, the convolution channels of each block (one block each).
-        reduction: int, the reduction ratio of SE, SK (which also keeps at least 8 units) and
-            CBAM's channel MLP.
-        spatial_kernel_size: odd int, the size of CBAM's spatial convolution.
+        reduction: int, the reduction ratio of SE, SK and CBAM's channel MLP (the papers' 16; SE
+            and CBAM keep at least 8 hidden units, SK at least 32, as its paper's L).
+        spatial_kernel_size: odd int, the size of CBAM's spatial convolution (the paper's 7).
         glimpse_size: `(height, width)` of the spatial transformer's output (`"stn"` only).
 
     Returns:
@@ -203,7 +203,7 @@ def _block(x, index, width, attention, block, reduction, spatial_kernel_size):
     """
     shortcut, scores = x, None
     if attention == "sk":
-        x = SelectiveKernel(width, (3, 5), reduction=reduction, min_units=8, name=f"block_{index}_sk")(x)
+        x = SelectiveKernel(width, (3, 5), reduction=reduction, name=f"block_{index}_sk")(x)
     elif attention == "residual":
         x, scores = ResidualAttention(width, name=f"block_{index}_residual_attention")(x, return_attention_scores=True)
     else:
