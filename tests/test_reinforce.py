@@ -39,6 +39,9 @@ def test_leave_one_out_baseline_is_the_mean_of_the_other_samples():
     expected = np.stack([np.delete(rewards, i, axis=0).mean(0) for i in range(4)])
     np.testing.assert_allclose(to_numpy(leave_one_out_baseline(rewards)), expected, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(to_numpy(leave_one_out_baseline(rewards.T, axis=1)), expected.T, rtol=1e-5, atol=1e-6)
+    # One reward alone has no other to compare with: baseline 0, so a batch of one is the plain estimator.
+    np.testing.assert_array_equal(to_numpy(leave_one_out_baseline(np.array([2.5], "float32"))), [0.0])
+    assert float(Reinforce("batch_mean").loss(np.array([[2.0]], "float32"), np.array([[-0.5]], "float32"))) == 1.0
 
 
 def numpy_advantages(estimator, rewards, baseline):

@@ -65,14 +65,15 @@ def leave_one_out_baseline(rewards, axis=0):
 
     Args:
         rewards: float tensor, e.g. `[S, B]`: S choices drawn for each of B inputs (axis 0).
-        axis: int, the axis of the choices that share a baseline; its size must be at least 2.
+        axis: int, the axis of the choices that share a baseline.
 
     Returns:
-        float32 tensor of `rewards`' shape: `(sum_j R_j - R_i) / (S - 1)` along `axis`.
+        float32 tensor of `rewards`' shape: `(sum_j R_j - R_i) / (S - 1)` along `axis`; 0 where
+        `axis` has one element (no other choice: no baseline).
     """
     rewards = ops.cast(rewards, "float32")
-    count = ops.cast(ops.shape(rewards)[axis], "float32")
-    return (ops.sum(rewards, axis=axis, keepdims=True) - rewards) / (count - 1.0)
+    others = ops.maximum(ops.cast(ops.shape(rewards)[axis], "float32") - 1.0, 1.0)
+    return (ops.sum(rewards, axis=axis, keepdims=True) - rewards) / others
 
 
 def entropy(log_probs, axis=-1):
