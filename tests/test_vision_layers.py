@@ -386,6 +386,23 @@ def test_gradients_reach_the_transform_and_the_localisation_net():
         assert np.any(gradients[weight.path].numpy())
 
 
+def test_localization_rate_scales_how_far_the_transform_moves_from_the_identity():
+    rng = np.random.default_rng(10)
+    x = images(rng)
+    slow, full = SpatialTransformer(localization_rate=0.1), SpatialTransformer(localization_rate=1.0)
+    slow(x), full(x)
+    randomize(full, rng)
+    slow.set_weights(full.get_weights())
+    _, slow_theta = slow(x, return_attention_scores=True)
+    _, full_theta = full(x, return_attention_scores=True)
+    identity = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    moved = to_numpy(full_theta) - identity
+    assert np.abs(moved).max() > 0.1
+    np.testing.assert_allclose(to_numpy(slow_theta) - identity, 0.1 * moved, atol=1e-5)
+    old_config = {"name": "stn", "output_size": [4, 4], "localization_filters": [4, 4], "localization_units": 8}
+    assert SpatialTransformer.from_config(old_config).localization_rate == 1.0  # saved before the rate existed
+
+
 def test_bilinear_sample_reads_pixel_centres_exactly_and_interpolates_between_them():
     image = np.arange(12, dtype="float32").reshape(1, 3, 4, 1)
     x = np.array([[[-1.0, 1.0, -1.0 / 3.0]]], "float32")  # columns 0, 3 and 1
@@ -457,6 +474,8 @@ def test_one_model_serves_every_image_size_and_saves(tmp_path):
         (lambda: SpatialTransformer(output_size=(4,)), r"Received: output_size=\(4,\)"),
         (lambda: SpatialTransformer(localization_filters=(8,)), r"Received: localization_filters=\(8,\)"),
         (lambda: SpatialTransformer(localization_units=0), "Received: localization_units=0"),
+        (lambda: SpatialTransformer(localization_rate=0), r"\(0, 1\]. Received: localization_rate=0"),
+        (lambda: SpatialTransformer(localization_rate=1.5), "Received: localization_rate=1.5"),
     ],
 )
 def test_bad_arguments_are_errors_naming_the_value(make, message):
