@@ -21,6 +21,7 @@ from keras_transformer.vision import (
     CBAM,
     ChannelAttention,
     ResidualAttention,
+    ScaleAttention,
     SelectiveKernel,
     SpatialAttention,
     SpatialTransformer,
@@ -486,3 +487,55 @@ def test_bad_arguments_are_errors_naming_the_value(make, message):
 def test_feature_maps_without_a_channel_count_are_an_error_naming_the_shape():
     with pytest.raises(ValueError, match=r"\[batch, height, width, channels\].*Received: input_shape=\(2, 5, 4\)"):
         SqueezeExcitation(reduction=2)(np.ones((2, 5, 4), "float32"))
+
+
+# ---------------------------------------------------------------------------
+# ScaleAttention: fusing one trunk's maps of several scales
+# ---------------------------------------------------------------------------
+def scale_attention_reference(features, layer):
+    """Chen et al. 2016: each map resized to the finest grid (nearest), then softmax weights per position."""
+    height, width = features[0].shape[1:3]
+
+    def up(f):
+        rows = np.floor((np.arange(height) + 0.5) * f.shape[1] / height).astype(int)
+        columns = np.floor((np.arange(width) + 0.5) * f.shape[2] / width).astype(int)
+        return np.asarray(f, np.float64)[:, rows][:, :, columns]
+
+    maps = np.stack([up(f) for f in features], axis=-1)  # (B, h, w, C, S)
+    if layer.fusion == "average":
+        return maps.mean(-1)
+    if layer.fusion == "max":
+        return maps.max(-1)
+    logits = conv(conv(np.concatenate([maps[..., s] for s in range(maps.shape[-1])], axis=-1), layer.head_conv),
+                  layer.scale_logits)  # fmt: skip
+    weights = np.exp(logits - logits.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    return (maps * weights[:, :, :, None, :]).sum(-1)
+
+
+@pytest.mark.parametrize("fusion", ["attention", "average", "max"])
+def test_scale_attention_matches_its_formula_on_grids_of_any_size(fusion):
+    rng = np.random.default_rng(11)
+    features = [images(rng, 2, 7, 5, 3), images(rng, 2, 4, 3, 3), images(rng, 2, 2, 2, 3)]  # odd sizes on purpose
+    layer = ScaleAttention(fusion, units=4)
+    layer(features)
+    randomize(layer, rng)
+    outputs, weights = layer(features, return_attention_scores=True)
+    np.testing.assert_allclose(to_numpy(outputs), scale_attention_reference(features, layer), atol=ATOL, rtol=1e-5)
+    assert weights.shape == (2, 7, 5, 3)
+    np.testing.assert_allclose(to_numpy(weights).sum(-1), 1.0, atol=1e-5)  # a distribution over the scales
+    rebuilt = ScaleAttention.from_config(layer.get_config())
+    rebuilt(features)
+    rebuilt.set_weights(layer.get_weights())
+    np.testing.assert_allclose(to_numpy(rebuilt(features)), to_numpy(outputs), atol=1e-6)
+
+
+def test_scale_attention_rejects_bad_arguments_naming_them():
+    with pytest.raises(ValueError, match="`fusion` must be one of .*fusion='median'"):
+        ScaleAttention("median")
+    with pytest.raises(ValueError, match="`units` must be a positive int. Received: units=0"):
+        ScaleAttention(units=0)
+    with pytest.raises(ValueError, match="two or more scales. Received: 1"):
+        ScaleAttention()([np.ones((1, 4, 4, 2), "float32")])
+    with pytest.raises(ValueError, match="the same channels"):
+        ScaleAttention()([np.ones((1, 4, 4, 2), "float32"), np.ones((1, 2, 2, 3), "float32")])

@@ -231,3 +231,22 @@ def test_the_saved_model_serves_class_and_map_in_a_process_with_tensorflow_only(
     )
     assert served["odd_size"] == {"class_ids": [1], "probabilities": [1, 4], "attention_map": [1, 13, 7]}
     assert served["modules"] == []  # the project was never imported
+
+
+@pytest.mark.parametrize("fusion", ["attention", "average", "max"])
+def test_the_scale_classifier_reads_each_scale_with_one_trunk_and_survives_a_round_trip(fusion, tmp_path):
+    from keras_transformer.vision.models import build_scale_classifier
+
+    classifier = build_scale_classifier(fusion, factors=(1, 2), num_classes=3, filters=(4, 8))
+    trunks = [layer for layer in classifier.model.layers if layer.name == "trunk"]
+    assert len(trunks) == 1  # one trunk, its weights shared by every scale
+    images = np.random.default_rng(0).random((2, 13, 11, 1)).astype("float32")  # odd sizes on purpose
+    outputs = classifier.attention_model.predict(images, verbose=0)
+    assert outputs["logits"].shape == (2, 3)
+    assert outputs["scale_weights"].shape == (2, 7, 6, 2)  # the finest grid: one pooling of 13x11
+    np.testing.assert_allclose(outputs["scale_weights"].sum(-1), 1.0, atol=1e-5)
+    classifier.model.save(tmp_path / "scales.keras")
+    restored = keras.saving.load_model(tmp_path / "scales.keras")
+    np.testing.assert_allclose(restored.predict(images, verbose=0), outputs["logits"], atol=1e-5)
+    with pytest.raises(ValueError, match=r"1 first. Received: factors=\(2, 4\)"):
+        build_scale_classifier(fusion, factors=(2, 4))

@@ -6,6 +6,7 @@ for feature maps of any spatial size:
     channel   SqueezeExcitation, SelectiveKernel, ChannelAttention    which feature maps matter
     spatial   SpatialAttention, SpatialTransformer                    where in the image to look
     mixed     CBAM (channel then spatial), ResidualAttention          both at once
+    scale     ScaleAttention                                          which size of the image to read
 
 Every layer returns its attention on request (`return_attention_scores=True`): channel weights,
 a spatial map or an affine transform, never stored on the layer.
@@ -31,12 +32,14 @@ Shape letters of the vision docstrings and shape comments (not the text model's)
 
 from keras_transformer.vision.channel import ChannelAttention, SelectiveKernel, SqueezeExcitation
 from keras_transformer.vision.mixed import CBAM, ResidualAttention
+from keras_transformer.vision.scale import ScaleAttention
 from keras_transformer.vision.spatial import SpatialAttention, SpatialTransformer, affine_grid, bilinear_sample
 
 __all__ = [
     "CBAM",
     "ChannelAttention",
     "ResidualAttention",
+    "ScaleAttention",
     "SelectiveKernel",
     "SpatialAttention",
     "SpatialTransformer",

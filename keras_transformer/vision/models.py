@@ -47,6 +47,7 @@ from keras import ops
 
 from keras_transformer.vision.channel import SelectiveKernel, SqueezeExcitation
 from keras_transformer.vision.mixed import CBAM, ResidualAttention
+from keras_transformer.vision.scale import ScaleAttention
 from keras_transformer.vision.spatial import SpatialTransformer, normalized_coordinates
 
 ATTENTIONS = ("none", "se", "sk", "cbam", "residual", "stn")
@@ -243,6 +244,57 @@ def _attention_map(attention, images, theta, scores, last_features):
     else:
         grid_map = ops.mean(last_features, axis=-1)
     return UpsampleToImage(name="attention_map")(grid_map, images)
+
+
+def build_scale_classifier(fusion="attention", factors=(1, 2, 4), num_classes=10, channels=1, filters=(16, 32, 32)):
+    """The small CNN as a shared trunk over the image at several scales, fused by `ScaleAttention`.
+
+    The trunk (the residual blocks of `build_classifier`, without attention, pooling after every
+    block but the last) reads the image average-pooled by each factor; `ScaleAttention(fusion)`
+    fuses the S feature maps on the finest one's grid; global average pooling and a dense layer
+    classify.
+
+        images [B, H, W, C] -> avg_pool_f -> trunk -> [B, H/(f 2^(n-1)), ..., C']   one per factor f
+        ScaleAttention -> [B, H/2^(n-1), W/2^(n-1), C'] -> global average pool -> Dense -> logits
+
+    Args:
+        fusion: one of `keras_transformer.vision.scale.FUSIONS`.
+        factors: tuple of S >= 2 ints, the downsampling factor of each scale, 1 (the image as it
+            is) first.
+        num_classes: int, the classes of the logits.
+        channels: int, the images' channels C.
+        filters: tuple of ints, the trunk's blocks' channels.
+
+    Returns:
+        A `Classifier(model, attention_model)`; the attention model outputs `{"logits",
+        "scale_weights"}`, the weights `[B, h, w, S]` of each scale on the fused grid.
+
+    Raises:
+        ValueError: `factors` not positive ints starting with 1, fewer than two, or empty `filters`.
+    """
+    factors = tuple(factors)
+    if len(factors) < 2 or factors[0] != 1 or any(not isinstance(f, int) or f < 1 for f in factors):
+        raise ValueError(f"`factors` must be two or more positive ints, 1 first. Received: factors={factors!r}")
+    if not filters:
+        raise ValueError(f"`filters` must name at least one block. Received: filters={filters!r}")
+    trunk_input = keras.Input((None, None, channels), name="trunk_images")
+    x = trunk_input
+    for i, width in enumerate(filters, start=1):
+        x, _ = _block(x, i, width, "none", "residual", 16, 7)
+        if i < len(filters):
+            x = keras.layers.MaxPooling2D(2, padding="same", name=f"block_{i}_pool")(x)
+    trunk = keras.Model(trunk_input, x, name="trunk")
+    images = keras.Input((None, None, channels), name="images")
+    features = [
+        trunk(images if f == 1 else keras.layers.AveragePooling2D(f, padding="same", name=f"down_{f}")(images))
+        for f in factors
+    ]
+    fused, weights = ScaleAttention(fusion, name="scale_attention")(features, return_attention_scores=True)
+    logits = keras.layers.Dense(num_classes, name="logits")(keras.layers.GlobalAveragePooling2D(name="pool")(fused))
+    name = f"scale_classifier_{fusion}"
+    model = keras.Model(images, logits, name=name)
+    attention_model = keras.Model(images, {"logits": logits, "scale_weights": weights}, name=f"{name}_with_weights")
+    return Classifier(model, attention_model)
 
 
 def channel_weights_by_class(model, images, labels, num_classes, batch_size=250):
