@@ -250,3 +250,8 @@ def test_the_scale_classifier_reads_each_scale_with_one_trunk_and_survives_a_rou
     np.testing.assert_allclose(restored.predict(images, verbose=0), outputs["logits"], atol=1e-5)
     with pytest.raises(ValueError, match=r"1 first. Received: factors=\(2, 4\)"):
         build_scale_classifier(fusion, factors=(2, 4))
+    one_scale = build_scale_classifier(fusion, factors=(1,), num_classes=3, filters=(4, 8))  # the control
+    weights = one_scale.attention_model.predict(images, verbose=0)["scale_weights"]
+    assert weights.shape == (2, 7, 6, 1) and np.all(weights == 1.0)
+    one_scale.attention_model.save(tmp_path / "one_scale.keras")
+    assert keras.saving.load_model(tmp_path / "one_scale.keras").predict(images, verbose=0)["logits"].shape == (2, 3)

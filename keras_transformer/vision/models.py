@@ -259,8 +259,8 @@ def build_scale_classifier(fusion="attention", factors=(1, 2, 4), num_classes=10
 
     Args:
         fusion: one of `keras_transformer.vision.scale.FUSIONS`.
-        factors: tuple of S >= 2 ints, the downsampling factor of each scale, 1 (the image as it
-            is) first.
+        factors: tuple of S ints, the downsampling factor of each scale, 1 (the image as it is)
+            first; `(1,)` is the same network at one scale, without fusion (a control).
         num_classes: int, the classes of the logits.
         channels: int, the images' channels C.
         filters: tuple of ints, the trunk's blocks' channels.
@@ -270,11 +270,11 @@ def build_scale_classifier(fusion="attention", factors=(1, 2, 4), num_classes=10
         "scale_weights"}`, the weights `[B, h, w, S]` of each scale on the fused grid.
 
     Raises:
-        ValueError: `factors` not positive ints starting with 1, fewer than two, or empty `filters`.
+        ValueError: `factors` not positive ints starting with 1, or empty `filters`.
     """
     factors = tuple(factors)
-    if len(factors) < 2 or factors[0] != 1 or any(not isinstance(f, int) or f < 1 for f in factors):
-        raise ValueError(f"`factors` must be two or more positive ints, 1 first. Received: factors={factors!r}")
+    if not factors or factors[0] != 1 or any(not isinstance(f, int) or f < 1 for f in factors):
+        raise ValueError(f"`factors` must be positive ints, 1 first. Received: factors={factors!r}")
     if not filters:
         raise ValueError(f"`filters` must name at least one block. Received: filters={filters!r}")
     trunk_input = keras.Input((None, None, channels), name="trunk_images")
@@ -289,7 +289,11 @@ def build_scale_classifier(fusion="attention", factors=(1, 2, 4), num_classes=10
         trunk(images if f == 1 else keras.layers.AveragePooling2D(f, padding="same", name=f"down_{f}")(images))
         for f in factors
     ]
-    fused, weights = ScaleAttention(fusion, name="scale_attention")(features, return_attention_scores=True)
+    if len(factors) == 1:  # the same network at one scale: the control of the comparison
+        fused = features[0]
+        weights = keras.layers.Rescaling(0.0, offset=1.0, name="one_scale")(fused[..., :1])  # all 1: one scale
+    else:
+        fused, weights = ScaleAttention(fusion, name="scale_attention")(features, return_attention_scores=True)
     logits = keras.layers.Dense(num_classes, name="logits")(keras.layers.GlobalAveragePooling2D(name="pool")(fused))
     name = f"scale_classifier_{fusion}"
     model = keras.Model(images, logits, name=name)
