@@ -47,7 +47,7 @@ from keras import ops
 
 from keras_transformer.vision.channel import SelectiveKernel, SqueezeExcitation
 from keras_transformer.vision.mixed import CBAM, ResidualAttention
-from keras_transformer.vision.scale import ScaleAttention
+from keras_transformer.vision.scale import ScaleAttention, upsample_to_grid
 from keras_transformer.vision.spatial import SpatialTransformer, normalized_coordinates
 
 ATTENTIONS = ("none", "se", "sk", "cbam", "residual", "stn")
@@ -85,18 +85,12 @@ class UpsampleToImage(keras.layers.Layer):
     """A map `[B, h, w]` over a feature grid, resized (nearest neighbour) to the image `[B, H, W, C]`: `[B, H, W]`.
 
     Image row i reads feature row `floor((i + 0.5) h / H)`, the cell it falls in when the grid's
-    cells tile the image evenly.
+    cells tile the image evenly (`keras_transformer.vision.scale.upsample_to_grid`).
     """
 
     def call(self, feature_map, images):
-        grid, image = ops.shape(feature_map), ops.shape(images)
-
-        def cells(pixels, count):
-            positions = (ops.cast(ops.arange(pixels), "float32") + 0.5) * ops.cast(count, "float32")
-            return ops.cast(ops.floor(positions / ops.cast(pixels, "float32")), "int32")
-
-        resized = ops.take(feature_map, cells(image[1], grid[1]), axis=1)  # (B, H, w)
-        return ops.take(resized, cells(image[2], grid[2]), axis=2)  # (B, H, W)
+        image = ops.shape(images)
+        return upsample_to_grid(feature_map[..., None], image[1], image[2])[..., 0]  # (B, H, W)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
