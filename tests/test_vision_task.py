@@ -62,6 +62,23 @@ def test_the_box_holds_the_whole_glyph_and_no_clutter():
     assert np.mean(np.where(inside, 0, cluttered.images) > 0.5) > 0.02  # but clutter there
 
 
+def test_the_box_is_the_tight_box_of_the_mask_and_clutter_never_sets_a_mask_pixel():
+    clean = generate(32, seed=1, size=40, clutter=0)
+    cluttered = generate(32, seed=1, size=40, clutter=10, noise=0.1)
+    assert cluttered.masks.shape == (32, 40, 40) and cluttered.masks.dtype == bool
+    np.testing.assert_array_equal(clean.masks, cluttered.masks)  # the glyph's ink alone, whatever the clutter
+    np.testing.assert_array_equal(clean.masks, clean.images[..., 0] > 0.1)  # without clutter: the canvas's ink
+    for mask, box in zip(cluttered.masks, cluttered.boxes):
+        rows, columns = np.nonzero(mask)
+        assert tuple(box) == (rows.min(), columns.min(), rows.max() + 1, columns.max() + 1)
+    assert np.all(cluttered.masks <= box_masks(cluttered.boxes, 40, 40))
+    clutter_ink = (cluttered.images[..., 0] > 0.5) & ~box_masks(cluttered.boxes, 40, 40)
+    assert clutter_ink.any() and not np.any(clutter_ink & cluttered.masks)
+    head = cluttered.head(3)
+    np.testing.assert_array_equal(head.masks, cluttered.masks[:3])
+    assert generate(0, size=24).masks.shape == (0, 24, 24)
+
+
 def test_noise_stays_in_range_and_the_fine_set_renders_its_letters():
     data = generate(8, seed=2, size=24, glyphs="fine", noise=0.2)
     assert data.characters == GLYPH_SETS["fine"] and data.images.min() >= 0.0 and data.images.max() <= 1.0

@@ -27,8 +27,9 @@ Rendering, per example (NumPy, float32, values in [0, 1], background 0):
    tries all overlap is left out), the maximum where fragments overlap each other;
 4. optional Gaussian pixel noise (`noise`, a standard deviation), clipped back to [0, 1].
 
-The box is the tight box `(top, left, bottom, right)` of the glyph's own pixels above 0.1, in
-pixels, bottom and right exclusive.
+The mask is the glyph's own ink: the pixels of the glyph alone on its canvas (step 2, before the
+clutter and the noise) above 0.1; clutter never sets a mask pixel. The box is the tight box
+`(top, left, bottom, right)` of the mask, in pixels, bottom and right exclusive.
 
 Splits are deterministic and independent: split `s` of seed `n` is drawn from its own random
 stream `(n, s)`, so the test split does not change when the training split grows.
@@ -77,13 +78,16 @@ class ClutteredGlyphs:
         images: float32 `[N, size, size, 1]`, values in [0, 1].
         labels: int32 `[N]`, the glyph's class: its index in `characters`.
         boxes: float32 `[N, 4]`, the glyph's tight box `(top, left, bottom, right)` in pixels,
-            bottom and right exclusive.
+            bottom and right exclusive: the tight box of `masks`.
         centres: float32 `[N, 2]`, the glyph's centre `(row, column)` in pixels (pixel centres at
             integers).
         heights: float32 `[N]`, the glyph's height in pixels, before rotation (its 7 font rows).
         angles: float32 `[N]`, the glyph's rotation in radians; positive turns it from the x axis
             (right) towards the y axis (down), i.e. clockwise on the screen.
         characters: str, the characters of the classes, in label order.
+        masks: bool `[N, size, size]`, True on the glyph's own ink: its pixels above 0.1 when drawn
+            alone, before the clutter and the noise (the ground truth of salient-object
+            detection, `keras_transformer.vision.saliency`).
     """
 
     images: np.ndarray
@@ -93,6 +97,7 @@ class ClutteredGlyphs:
     heights: np.ndarray
     angles: np.ndarray
     characters: str
+    masks: np.ndarray
 
     def __len__(self):
         return len(self.labels)
@@ -212,7 +217,8 @@ def generate(
     n = num_examples
     labels, heights, angles, centres = _placements(rng, n, len(characters), object_scale, max_rotation, size)
     objects = _draw_glyphs(bitmaps, labels, centres, heights, angles, size)
-    boxes = _ink_boxes(objects)
+    masks = objects > _INK
+    boxes = _ink_boxes(masks)
     canvases = objects.reshape(n, size * size).copy()
     if clutter and n:
         _add_clutter(canvases, boxes, bitmaps, rng, clutter, object_scale, max_rotation, fragment_size, size)
@@ -227,6 +233,7 @@ def generate(
         heights=heights,
         angles=angles,
         characters=characters,
+        masks=masks,
     )
 
 
@@ -328,17 +335,16 @@ def _draw_glyphs(bitmaps, labels, centres, heights, angles, size):
     return objects
 
 
-def _ink_boxes(objects):
-    """The tight box of each glyph's pixels above `_INK`.
+def _ink_boxes(ink):
+    """The tight box of each glyph's mask.
 
     Args:
-        objects: float32 `[N, size, size]`, each glyph alone on its canvas.
+        ink: bool `[N, size, size]`, each glyph's pixels above `_INK` when drawn alone.
 
     Returns:
         float32 `[N, 4]`, `(top, left, bottom, right)` in pixels, bottom and right exclusive.
     """
-    size = objects.shape[1]
-    ink = objects > _INK
+    size = ink.shape[1]
     any_row, any_column = ink.any(axis=2), ink.any(axis=1)
     return np.stack(
         [
