@@ -12,11 +12,31 @@ off) and returns it:
 - `gpt_and_bert(axes)`: the decoder-only and the encoder-only language model side by side, each
   with its attention mask and what it predicts.
 
-The small helpers (`box`, `arrow`, `canvas`) are the vocabulary of all four.
+Attention in vision (notebook 06), each figure with the shapes of one image, `H x W x C`:
+
+- `spatial_transformer(ax)`: the spatial transformer (Jaderberg et al. 2015): a localisation net
+  picks an affine `theta`, the grid generator maps the output's regular grid onto the input, the
+  sampler reads the input there;
+- `squeeze_excitation(ax)`: squeeze-and-excitation (Hu et al. 2018): a weight per channel from
+  its global average, through a bottleneck and a sigmoid;
+- `selective_kernel(ax)`: selective kernel (Li et al. 2019): a 3x3 and a dilated 3x3 branch,
+  fused, and mixed per channel by a softmax across the branches;
+- `cbam(ax)`: CBAM (Woo et al. 2018): channel attention from the average- and max-pooled
+  descriptors, then spatial attention from the channel-wise average and max maps;
+- `recurrent_attention(ax)`: the recurrent attention model (Mnih et al. 2014) unrolled over three
+  glimpses: sensor, glimpse network, recurrent core, location and action networks;
+- `dynamic_capacity(ax)`: the dynamic capacity network (Almahairi et al. 2016): a coarse pass
+  over the whole image, a saliency from the gradient of its entropy, a fine pass over the top-k
+  positions only.
+
+The small helpers (`box`, `arrow`, `canvas`, and for the vision figures `route`, `operation`,
+`feature_maps`, `cells`) are the vocabulary of all of them.
 """
 
 import numpy as np
-from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+from matplotlib.colors import to_rgb
+from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Polygon, Rectangle
+from matplotlib.path import Path
 
 # One color per kind of box, the same in every figure.
 COLORS = {
@@ -26,6 +46,10 @@ COLORS = {
     "embedding": "#d7bde2",
     "output": "#abebc6",
     "data": "#f2f3f4",
+    "convolution": "#d5d8dc",
+    "pooling": "#a3e4d7",
+    "sampling": "#f5b7b1",
+    "recurrent": "#edbb99",
 }
 HEAD_COLORS = ("#e67e22", "#2e86c1", "#28b463", "#8e44ad")
 
@@ -345,3 +369,266 @@ def gpt_and_bert(axes):
             va="center",
         )
     return axes
+
+
+# Attention in vision (notebook 06).
+
+INK = "#424949"
+SAMPLING_EDGE = "#c0392b"  # the outline of a glimpse or a sampling grid
+
+
+def route(ax, points, color=INK, width=1.0, style="-|>", **options):
+    """An arrow along the polyline `points [(x, y), ...]`, its head at the last point; returns the patch."""
+    patch = FancyArrowPatch(
+        path=Path(points),
+        arrowstyle=style,
+        mutation_scale=9 + 3 * width,
+        linewidth=width,
+        color=color,
+        **options,
+    )
+    ax.add_patch(patch)
+    return patch
+
+
+def operation(ax, center, symbol, radius=0.3):
+    """A circle with `symbol` in it at `center (x, y)`: "×" an element-wise product, "+" a sum; returns the patch."""
+    patch = Circle(center, radius, facecolor="white", edgecolor=INK, linewidth=1.0)
+    ax.add_patch(patch)
+    ax.text(*center, symbol, ha="center", va="center", fontsize=11)
+    return patch
+
+
+def _tint(color, amount):
+    """`color` mixed with white: `amount` 1 is the colour itself, 0 white."""
+    return tuple(1 - amount * (1 - channel) for channel in to_rgb(color))
+
+
+def feature_maps(ax, center, size, count=4, fill=COLORS["data"], shades=None, step=0.14):
+    """A stack of `count` feature maps (the channels), the front one of `size (w, h)` centred at `center (x, y)`.
+
+    The maps behind it are offset up and to the right by `step` each. `shades` (one number in
+    [0, 1] per map, front first) tints each map's `fill` from white (0) to full (1), for channel
+    weights. Returns `(left, right, bottom, top)` of the whole stack.
+    """
+    (x, y), (width, height) = center, size
+    for index in reversed(range(count)):
+        color = fill if shades is None else _tint(fill, shades[index])
+        left, bottom = x - width / 2 + index * step, y - height / 2 + index * step
+        ax.add_patch(Rectangle((left, bottom), width, height, facecolor=color, edgecolor=INK, linewidth=0.8))
+    return x - width / 2, x + width / 2 + (count - 1) * step, y - height / 2, y + height / 2 + (count - 1) * step
+
+
+def cells(ax, left, bottom, rows, columns, cell, fill="white", fills=None):
+    """A `rows x columns` grid of square cells of side `cell`, row 0 at the top; returns `(left, right, bottom, top)`.
+
+    `fills` maps `(row, column)` to a colour that replaces `fill` in that cell.
+    """
+    fills = fills or {}
+    for row in range(rows):
+        for column in range(columns):
+            color = fills.get((row, column), fill)
+            corner = (left + column * cell, bottom + (rows - 1 - row) * cell)
+            ax.add_patch(Rectangle(corner, cell, cell, facecolor=color, edgecolor=INK, linewidth=0.6))
+    return left, left + columns * cell, bottom, bottom + rows * cell
+
+
+def _vector(ax, center, count, cell, fill, shades=None):
+    """A `1 x 1 x C` vector drawn as a column of `count` cells centred at `center`, each tinted by `shades`."""
+    x, y = center
+    fills = {} if shades is None else {(row, 0): _tint(fill, shade) for row, shade in enumerate(shades)}
+    return cells(ax, x - cell / 2, y - count * cell / 2, count, 1, cell, fill, fills)
+
+
+def _label(ax, x, y, text, fontsize=8, va="top", **options):
+    """A centred caption under (or, with `va="bottom"`, over) a drawing."""
+    ax.text(x, y, text, ha="center", va=va, fontsize=fontsize, **options)
+
+
+def spatial_transformer(ax):
+    """The spatial transformer: a localisation net picks `theta`, the input is resampled on the grid it maps.
+
+    Jaderberg et al. 2015, "Spatial Transformer Networks", figure 2: the localisation net reads
+    the input U and outputs the 2 x 3 affine matrix theta; the grid generator maps each point
+    `(x_t, y_t)` of the output's regular grid G to `(x_s, y_s) = theta (x_t, y_t, 1)` in the
+    input (the parallelogram drawn over U); the sampler reads U there, bilinearly, to give V.
+    (`keras_transformer.vision.SpatialTransformer`, `affine_grid`, `bilinear_sample`.)
+    """
+    canvas(ax, 20, 8)
+    # The input, its sampling grid T_theta(G) drawn over it, and the glyph inside.
+    center, half = np.array([2.3, 3.7]), 1.7
+    ax.add_patch(Rectangle(center - half, 2 * half, 2 * half, facecolor=COLORS["data"], edgecolor=INK))
+    angle, scale, shift = np.radians(20), 0.45, np.array([0.25, 0.2])
+    theta = np.array(
+        [
+            [scale * np.cos(angle), -scale * np.sin(angle), shift[0]],
+            [scale * np.sin(angle), scale * np.cos(angle), shift[1]],
+        ]
+    )
+    lattice = np.linspace(-1, 1, 5)
+    grid = np.array([(x, y, 1.0) for y in lattice for x in lattice]).T  # (3, 25), normalized, y down
+
+    def on_input(points):  # normalized (x, y down) -> drawing coordinates in U
+        return np.stack([center[0] + half * points[0], center[1] - half * points[1]], axis=1)
+
+    corners = on_input(theta @ np.array([[-1, 1, 1, -1], [-1, -1, 1, 1], [1, 1, 1, 1]]))
+    glyph_at = on_input(theta @ np.array([[0.0], [0.0], [1.0]]))[0]
+    ax.text(*glyph_at, "4", ha="center", va="center", fontsize=30, color="#7f8c8d", rotation=-20)
+    ax.add_patch(Polygon(corners, closed=True, facecolor=COLORS["sampling"], alpha=0.35, edgecolor=SAMPLING_EDGE))
+    ax.plot(*on_input(theta @ grid).T, "o", color=SAMPLING_EDGE, markersize=2.5)
+    _label(ax, center[0], center[1] + half - 0.15, "sampling grid T_θ(G)", color=SAMPLING_EDGE)
+    _label(ax, center[0], center[1] - half - 0.15, "input U\nH x W x C")
+    # The output and its regular grid G.
+    out, out_half = np.array([17.6, 3.7]), 1.5
+    ax.add_patch(Rectangle(out - out_half, 2 * out_half, 2 * out_half, facecolor=COLORS["data"], edgecolor=INK))
+    ax.text(*out, "4", ha="center", va="center", fontsize=52, color="#7f8c8d")
+    regular = np.linspace(-out_half * 0.8, out_half * 0.8, 5)
+    ax.plot(*np.array([(out[0] + x, out[1] + y) for y in regular for x in regular]).T, "o", color=INK, markersize=2.5)
+    _label(ax, out[0], out[1] + out_half + 0.1, "regular grid G", va="bottom")
+    _label(ax, out[0], out[1] - out_half - 0.15, "output V\nH' x W' x C")
+    # Localisation net -> theta -> grid generator -> sampler.
+    row = 6.7
+    box(ax, (5.2, row), (3.0, 1.0), "localisation net\nθ = f_loc(U)", COLORS["convolution"], fontsize=8)
+    route(ax, [(center[0], center[1] + half), (center[0], row), (3.7, row)])
+    box(ax, (8.7, row), (2.2, 1.0), "θ: 2 x 3\naffine matrix", COLORS["attention"], fontsize=8)
+    arrow(ax, (6.7, row), (7.6, row))
+    box(
+        ax,
+        (12.9, row),
+        (4.0, 1.0),
+        "grid generator T_θ(G)\n(x_s, y_s) = θ (x_t, y_t, 1)",
+        COLORS["sampling"],
+        fontsize=8,
+    )
+    arrow(ax, (9.8, row), (10.9, row))
+    box(ax, (12.9, center[1]), (2.4, 1.0), "sampler\nbilinear", COLORS["sampling"], fontsize=8)
+    arrow(ax, (12.9, row - 0.5), (12.9, center[1] + 0.5))
+    ax.text(13.05, 5.25, "one (x_s, y_s)\nper pixel of V", fontsize=7.5, va="center")
+    arrow(ax, (center[0] + half, center[1]), (11.7, center[1]))
+    _label(ax, 7.9, center[1] + 0.1, "U", va="bottom")
+    arrow(ax, (14.1, center[1]), (out[0] - out_half, center[1]))
+    ax.text(
+        10.0,
+        0.35,
+        "θ maps output to input coordinates (both in [-1, 1]): a scale below 1 zooms in, "
+        "a translation moves the glimpse,\na rotation turns it. The sampler is differentiable in U and θ, "
+        "so the task's loss alone trains the localisation net.",
+        ha="center",
+        va="bottom",
+        fontsize=8,
+    )
+    return ax
+
+
+def squeeze_excitation(ax):
+    """Squeeze-and-excitation: a weight per channel from its average over the image, through a bottleneck.
+
+    Hu et al. 2018, "Squeeze-and-Excitation Networks", figure 1: the squeeze averages each of the
+    C feature maps over H x W (global average pooling) to one number; the excitation turns these
+    C numbers into C weights in (0, 1) with a bottleneck (FC to C/r, ReLU, FC to C, sigmoid); each
+    feature map is multiplied by its weight. (`keras_transformer.vision.SqueezeExcitation`.)
+    """
+    canvas(ax, 20, 7)
+    y, weights = 3.2, (0.9, 0.2, 0.6, 1.0, 0.35)
+    left, right, bottom, top = feature_maps(ax, (1.3, y), (1.6, 1.6), count=5, fill=COLORS["feed_forward"], step=0.2)
+    _label(ax, 1.7, bottom - 0.15, "X\nH x W x C")
+    box(ax, (4.7, y), (2.6, 1.0), "global average\npool over H x W", COLORS["pooling"], fontsize=8)
+    arrow(ax, (right, y), (3.4, y))
+    _label(ax, 4.7, y + 0.7, "squeeze", va="bottom", fontsize=9, weight="bold")
+    _vector(ax, (6.8, y), 5, 0.3, COLORS["feed_forward"])
+    _label(ax, 6.8, y - 0.95, "z\n1 x 1 x C")
+    arrow(ax, (6.0, y), (6.65, y))
+    # Excitation: the bottleneck.
+    box(ax, (8.9, y), (2.0, 1.0), "FC  C/r\nReLU", COLORS["feed_forward"], fontsize=8)
+    box(ax, (11.5, y), (2.0, 1.0), "FC  C\nsigmoid", COLORS["feed_forward"], fontsize=8)
+    arrow(ax, (6.95, y), (7.9, y))
+    arrow(ax, (9.9, y), (10.5, y))
+    _repeated(ax, 7.6, y - 0.8, 5.2, 1.9, label="")
+    _label(ax, 10.2, y + 0.7, "excitation", va="bottom", fontsize=9, weight="bold")
+    _vector(ax, (13.6, y), 5, 0.3, COLORS["attention"], shades=weights)
+    _label(ax, 13.6, y - 0.95, "s, each in (0, 1)\n1 x 1 x C")
+    arrow(ax, (12.5, y), (13.45, y))
+    # Scale: each feature map times its weight.
+    operation(ax, (15.4, y), "×")
+    arrow(ax, (13.75, y), (15.1, y))
+    route(ax, [(1.3, top), (1.3, 6.3), (15.4, 6.3), (15.4, y + 0.3)])
+    _label(ax, 8.4, 6.4, "X", va="bottom")
+    left, right, bottom, top = feature_maps(
+        ax, (17.5, y), (1.6, 1.6), count=5, fill=COLORS["feed_forward"], shades=weights, step=0.2
+    )
+    arrow(ax, (15.7, y), (left, y))
+    _label(ax, 17.9, bottom - 0.15, "s × X: each map\ntimes its weight\nH x W x C")
+    ax.text(
+        10.0,
+        0.2,
+        "r: the reduction ratio (the paper's 16); here the hidden width is min(C, max(C // r, min_units)).",
+        ha="center",
+        va="bottom",
+        fontsize=8,
+    )
+    return ax
+
+
+def selective_kernel(ax):
+    """Selective kernel: two branches of different fields of view, mixed per channel by a softmax across them.
+
+    Li et al. 2019, "Selective Kernel Networks", figure 1. Split: a 3x3 convolution and a 3x3 one
+    with dilation 2 (the paper's stand-in for a 5x5: the same field of view at a 3x3's cost).
+    Fuse: the branches summed, globally average-pooled, and an FC layer to a compact z of width
+    `max(C/r, L)` (the paper's L = 32). Select: an FC layer per branch from z, a softmax across
+    the branches for each channel, and the branches summed under these weights.
+    (`keras_transformer.vision.SelectiveKernel`.)
+    """
+    canvas(ax, 23.6, 10.4)
+    top_y, bottom_y, mid_y = 7.6, 2.4, 5.0
+    for x, name in ((4.45, "split"), (10.9, "fuse"), (18.8, "select")):
+        _label(ax, x, 9.75, name, va="bottom", fontsize=10, weight="bold")
+    left, right, bottom, top = feature_maps(ax, (0.95, mid_y), (1.3, 1.3), count=4)
+    _label(ax, 1.15, bottom - 0.15, "X\nH x W x C'")
+    branches = (
+        (top_y, 1, "conv 3x3\nReLU", "U_1: 3x3 field\nH x W x C"),
+        (bottom_y, -1, "conv 3x3, dilation 2\nReLU", "U_2: 5x5 field\nH x W x C"),
+    )
+    for y, sign, conv, name in branches:
+        box(ax, (4.45, y), (3.7, 1.1), conv, COLORS["convolution"], fontsize=8)
+        route(ax, [(right, mid_y), (2.25, mid_y), (2.25, y), (2.6, y)])
+        left, right_u, bottom, top = feature_maps(ax, (7.15, y), (1.1, 1.1), count=4, fill=COLORS["feed_forward"])
+        arrow(ax, (6.3, y), (left, y))
+        if sign > 0:
+            _label(ax, 7.35, top + 0.1, name, va="bottom")
+            arrow(ax, (7.15, bottom), (7.15, mid_y + 0.3))
+        else:
+            _label(ax, 7.35, bottom - 0.1, name)
+            arrow(ax, (7.15, top - 3 * 0.14), (7.15, mid_y - 0.3))
+        arrow(ax, (right_u, y), (20.4, y))
+    # Fuse: sum, pool, FC to z.
+    operation(ax, (7.15, mid_y), "+")
+    box(ax, (9.3, mid_y), (2.65, 1.0), "global\naverage pool", COLORS["pooling"], fontsize=8)
+    arrow(ax, (7.45, mid_y), (7.97, mid_y))
+    box(ax, (12.75, mid_y), (3.3, 1.0), "FC, ReLU: z\nwidth max(C/r, L)", COLORS["feed_forward"], fontsize=8)
+    arrow(ax, (10.63, mid_y), (11.1, mid_y))
+    # Select: an FC per branch, a softmax across the branches per channel, the weighted sum.
+    softmax_x = 18.85
+    for y in (mid_y + 1.2, mid_y - 1.2):
+        name = "FC A_1: z → C" if y > mid_y else "FC A_2: z → C"
+        box(ax, (16.2, y), (2.6, 0.8), name, COLORS["feed_forward"], fontsize=8)
+        route(ax, [(14.4, mid_y), (14.6, mid_y), (14.6, y), (14.9, y)])
+        arrow(ax, (17.5, y), (softmax_x - 1.05, y))
+    box(ax, (softmax_x, mid_y), (2.1, 3.4), "softmax\nacross\nbranches,\nper\nchannel", COLORS["attention"], fontsize=8)
+    for y, sign, name in ((top_y, 1, "a_1"), (bottom_y, -1, "a_2")):
+        operation(ax, (20.7, y), "×")
+        route(ax, [(softmax_x + 1.05, mid_y + sign * 1.2), (20.7, mid_y + sign * 1.2), (20.7, y - sign * 0.3)])
+        ax.text(20.55, mid_y + sign * 1.75, name, ha="right", va="center", fontsize=8)
+        arrow(ax, (20.95, y - sign * 0.2), (21.8, mid_y + sign * 0.25))
+    operation(ax, (22.0, mid_y), "+")
+    arrow(ax, (22.3, mid_y), (23.5, mid_y))
+    _label(ax, 22.65, mid_y - 0.45, "V\nH x W x C")
+    ax.text(
+        11.8,
+        0.2,
+        "a_1 + a_2 = 1 for each channel:  V = a_1 × U_1 + a_2 × U_2.   L = 32 (the paper's), r = 16.",
+        ha="center",
+        va="bottom",
+        fontsize=8,
+    )
+    return ax
