@@ -632,3 +632,181 @@ def selective_kernel(ax):
         fontsize=8,
     )
     return ax
+
+
+def _junction(ax, point):
+    """A dot where a line splits in two."""
+    ax.plot(*point, "o", color=INK, markersize=3)
+
+
+def cbam(ax):
+    """CBAM: channel attention, then spatial attention, each multiplying the features.
+
+    Woo et al. 2018, "CBAM: Convolutional Block Attention Module", figures 1 and 2. Channel
+    attention: the feature maps F average-pooled and max-pooled over H x W, both descriptors
+    through one shared MLP (C to C/r to C), summed, a sigmoid: a weight per channel, M_c.
+    Spatial attention, on F' = M_c x F: the average and the maximum over the channels at each
+    position, concatenated, a 7x7 convolution, a sigmoid: a weight per position, M_s; the output
+    is F'' = M_s x F'. (`keras_transformer.vision.CBAM`, `ChannelAttention`, `SpatialAttention`.)
+    """
+    canvas(ax, 20.4, 9.4)
+    shades = (0.9, 0.25, 0.6, 1.0)
+    # 1. Channel attention.
+    y = 6.7
+    ax.text(0.2, y + 2.35, "1. channel attention M_c: which feature maps", fontsize=9, weight="bold", va="bottom")
+    left, right, bottom, top = feature_maps(ax, (1.2, y), (1.4, 1.4), count=4, fill=COLORS["feed_forward"])
+    _label(ax, 1.4, bottom - 0.15, "F\nH x W x C")
+    for pool_y, name in ((y + 0.9, "global avg pool"), (y - 0.9, "global max pool")):
+        box(ax, (4.4, pool_y), (2.6, 0.75), name, COLORS["pooling"], fontsize=8)
+        route(ax, [(right, y), (2.7, y), (2.7, pool_y), (3.1, pool_y)])
+        arrow(ax, (5.7, pool_y), (6.6, pool_y))
+        route(ax, [(9.2, pool_y), (10.2, pool_y), (10.2, y + (0.3 if pool_y > y else -0.3))])
+    _junction(ax, (2.7, y))
+    box(ax, (7.9, y), (2.6, 2.6), "shared MLP\nC → C/r → C\n(ReLU)", COLORS["feed_forward"], fontsize=8)
+    operation(ax, (10.2, y), "+")
+    box(ax, (12.0, y), (1.7, 0.75), "sigmoid", COLORS["attention"], fontsize=8)
+    arrow(ax, (10.5, y), (11.15, y))
+    _vector(ax, (13.7, y), 4, 0.3, COLORS["attention"], shades=shades)
+    arrow(ax, (12.85, y), (13.55, y))
+    _label(ax, 13.7, y - 0.75, "M_c\n1 x 1 x C")
+    operation(ax, (15.0, y), "×")
+    arrow(ax, (13.85, y), (14.7, y))
+    route(ax, [(1.2, top), (1.2, y + 2.0), (15.0, y + 2.0), (15.0, y + 0.3)])
+    left, right, bottom, top = feature_maps(
+        ax, (17.2, y), (1.2, 1.2), count=4, fill=COLORS["feed_forward"], shades=shades
+    )
+    arrow(ax, (15.3, y), (left, y))
+    _label(ax, 17.4, top + 0.1, "F' = M_c × F\nH x W x C", va="bottom")
+    # 2. Spatial attention, on F'.
+    y, wrap = 2.0, 4.6
+    ax.text(1.5, y + 1.85, "2. spatial attention M_s: where", fontsize=9, weight="bold", va="bottom")
+    route(ax, [(17.2, bottom), (17.2, y + 0.3)])
+    _junction(ax, (17.2, wrap))
+    route(ax, [(17.2, wrap), (1.2, wrap), (1.2, y - 0.9), (1.85, y - 0.9)])
+    _junction(ax, (1.2, y + 0.9))
+    for pool_y, name, above in ((y + 0.9, "avg over channels", True), (y - 0.9, "max over channels", False)):
+        box(ax, (3.5, pool_y), (3.2, 0.75), name, COLORS["pooling"], fontsize=8)
+        if above:
+            arrow(ax, (1.2, pool_y), (1.85, pool_y))
+        ax.add_patch(Rectangle((5.8, pool_y - 0.4), 0.8, 0.8, facecolor=COLORS["pooling"], edgecolor=INK))
+        arrow(ax, (5.15, pool_y), (5.8, pool_y))
+        _label(ax, 6.2, pool_y + 0.5, "H x W x 1", va="bottom") if above else _label(ax, 6.2, pool_y - 0.5, "H x W x 1")
+        route(ax, [(6.6, pool_y), (7.2, pool_y), (7.2, y), (7.7, y)])
+    _junction(ax, (7.2, y))
+    box(ax, (9.35, y), (3.3, 1.1), "concat: H x W x 2\nconv 7x7, 2 → 1", COLORS["convolution"], fontsize=8)
+    box(ax, (12.2, y), (1.7, 0.75), "sigmoid", COLORS["attention"], fontsize=8)
+    arrow(ax, (11.0, y), (11.35, y))
+    spatial = {(row, column): _tint(COLORS["attention"], 0.15) for row in range(4) for column in range(4)}
+    spatial.update({(1, 1): _tint(COLORS["attention"], 1.0), (1, 2): _tint(COLORS["attention"], 0.7)})
+    spatial.update({(2, 1): _tint(COLORS["attention"], 0.6), (2, 2): _tint(COLORS["attention"], 0.5)})
+    cells(ax, 13.6, y - 0.6, 4, 4, 0.3, fills=spatial)
+    arrow(ax, (13.05, y), (13.6, y))
+    _label(ax, 14.2, y - 0.75, "M_s\nH x W x 1")
+    operation(ax, (17.2, y), "×")
+    arrow(ax, (14.8, y), (16.9, y))
+    left, right, bottom, top = feature_maps(ax, (19.1, y), (1.2, 1.2), count=4, fill=COLORS["feed_forward"])
+    arrow(ax, (17.5, y), (left, y))
+    _label(ax, 19.3, bottom - 0.15, "F'' = M_s × F'\nH x W x C")
+    return ax
+
+
+def recurrent_attention(ax):
+    """The recurrent attention model, unrolled over three glimpses: where to look next is an action.
+
+    Mnih et al. 2014, "Recurrent Models of Visual Attention", figure 1. Left: the glimpse sensor
+    reads k patches of growing scale (here 1, 2 and 4) centred at the location l_{t-1}, each
+    resized to the same g x g pixels, so the larger ones are coarser. Right, at each step t: the
+    glimpse network combines what was seen (the patches) and where (l_{t-1}) into g_t; the
+    recurrent core updates h_t from h_{t-1} and g_t; the location network's Gaussian policy
+    samples the next location l_t; at the last step the action network classifies from h_t.
+    The sampling is not differentiable: REINFORCE, with the reward 1 for a right class, trains
+    the location network.
+    """
+    canvas(ax, 20, 10)
+    # The glimpse sensor on the image: nested squares around l_{t-1}, each resized to g x g.
+    _label(ax, 2.8, 9.3, "glimpse sensor ρ(x, l_{t-1})", va="bottom", fontsize=9, weight="bold")
+    ax.add_patch(Rectangle((0.6, 4.4), 4.4, 4.4, facecolor=COLORS["data"], edgecolor=INK))
+    location = (3.2, 6.8)
+    ax.text(location[0] + 0.2, location[1] + 0.1, "3", ha="center", va="center", fontsize=15, color="#7f8c8d")
+    for scale, (color, side, x) in enumerate(zip(HEAD_COLORS, (0.8, 1.6, 3.2), (1.3, 2.8, 4.3))):
+        corner = (location[0] - side / 2, location[1] - side / 2)
+        ax.add_patch(Rectangle(corner, side, side, facecolor="none", edgecolor=color, linewidth=1.8))
+        shade = {
+            (row, column): _tint(COLORS["sampling"], 0.3 + 0.7 * ((row + column + scale) % 2))
+            for row in range(4)
+            for column in range(4)
+        }
+        cells(ax, x - 0.5, 2.2, 4, 4, 0.25, fills=shade)
+        ax.add_patch(Rectangle((x - 0.5, 2.2), 1.0, 1.0, facecolor="none", edgecolor=color, linewidth=1.8))
+        _label(ax, x, 3.3, f"scale {2**scale}", va="bottom", color=color)
+    ax.plot(*location, "o", color=SAMPLING_EDGE, markersize=4)
+    _label(ax, location[0], location[1] - 0.6, "l_{t-1}", va="center", color=SAMPLING_EDGE)
+    _label(ax, 2.8, 2.05, "k = 3 patches, each resized\nto the same g x g pixels")
+    # Unrolled: sensor -> glimpse net -> core -> location net (or, at the end, action net).
+    width, rows = 3.4, {"sensor": 1.2, "glimpse": 3.1, "core": 5.1, "head": 7.1}
+    columns = (7.9, 12.6, 17.3)
+    for step, x in enumerate(columns, start=1):
+        _label(ax, x, 9.3, f"t = {step}", va="bottom", fontsize=10, weight="bold")
+        previous = f"l_{step - 1}"
+        box(ax, (x, rows["sensor"]), (width, 0.9), f"glimpse sensor\nρ(x, {previous})", COLORS["sampling"], fontsize=8)
+        box(
+            ax,
+            (x, rows["glimpse"]),
+            (width, 1.0),
+            f"glimpse net g_{step}\nwhat: ρ, where: {previous}",
+            COLORS["embedding"],
+            fontsize=8,
+        )
+        box(
+            ax,
+            (x, rows["core"]),
+            (width, 0.9),
+            f"recurrent core\nh_{step} = f_h(h_{step - 1}, g_{step})",
+            COLORS["recurrent"],
+            fontsize=8,
+        )
+        arrow(ax, (x, rows["sensor"] + 0.45), (x, rows["glimpse"] - 0.5))
+        arrow(ax, (x, rows["glimpse"] + 0.5), (x, rows["core"] - 0.45))
+        arrow(ax, (x, rows["core"] + 0.45), (x, rows["head"] - 0.5))
+        if step < len(columns):
+            head = f"location net\nl_{step} ~ N(f_l(h_{step}), σ²)"
+            box(ax, (x, rows["head"]), (width, 1.0), head, COLORS["feed_forward"], fontsize=8)
+            turn = x + width / 2 + 0.65
+            following = columns[step] - width / 2
+            route(
+                ax,
+                [
+                    (x + width / 2, rows["head"]),
+                    (turn, rows["head"]),
+                    (turn, rows["sensor"]),
+                    (following, rows["sensor"]),
+                ],
+            )
+            arrow(ax, (turn, rows["glimpse"]), (following, rows["glimpse"]))
+            _junction(ax, (turn, rows["glimpse"]))
+            ax.text(turn + 0.1, rows["head"] - 0.2, f"l_{step}", fontsize=8, va="top")
+            arrow(ax, (x + width / 2, rows["core"]), (following, rows["core"]))
+            ax.text(x + width / 2 + 0.05, rows["core"] + 0.1, f"h_{step}", fontsize=8, va="bottom")
+        else:
+            box(
+                ax,
+                (x, rows["head"]),
+                (width, 1.0),
+                f"action net f_a(h_{step})\nclass scores, softmax",
+                COLORS["output"],
+                fontsize=8,
+            )
+    first = columns[0] - width / 2
+    route(ax, [(first - 0.6, rows["head"] - 0.5), (first - 0.6, rows["sensor"]), (first, rows["sensor"])])
+    arrow(ax, (first - 0.6, rows["glimpse"]), (first, rows["glimpse"]))
+    _junction(ax, (first - 0.6, rows["glimpse"]))
+    _label(ax, first - 0.6, rows["head"] - 0.4, "l_0", va="bottom")
+    ax.text(
+        columns[-1],
+        8.0,
+        "reward R = 1 if the class is right;\nREINFORCE on R trains the location net",
+        ha="center",
+        va="bottom",
+        fontsize=7.5,
+    )
+    return ax
