@@ -810,3 +810,87 @@ def recurrent_attention(ax):
         fontsize=7.5,
     )
     return ax
+
+
+def dynamic_capacity(ax):
+    """The dynamic capacity network: a cheap pass everywhere, a costly one where the entropy's gradient is largest.
+
+    Almahairi et al. 2016, "Dynamic Capacity Networks", figure 1 and section 2. The coarse layers
+    read the whole image into coarse features c, one vector per position of an H' x W' grid; the
+    top layers g classify from them. The saliency of a position is the norm of the gradient of
+    the coarse prediction's entropy H with respect to the coarse feature there; the fine layers
+    read only the input patches of the k most salient positions, and their features replace the
+    coarse ones there; the same top layers g classify from the refined features.
+    """
+    canvas(ax, 19, 9.4)
+    top_k = {(1, 2), (2, 2)}  # (row, column) on the 4 x 4 grid of positions
+    # The image, with the patches of the top-k positions.
+    image_left, image_bottom, side = 0.4, 2.9, 3.2
+    ax.add_patch(Rectangle((image_left, image_bottom), side, side, facecolor=COLORS["data"], edgecolor=INK))
+    patch = side / 4
+    for line in range(1, 4):  # the patch of each of the 4 x 4 positions
+        ax.plot([image_left + line * patch] * 2, [image_bottom, image_bottom + side], ":", color="#bfc9ca", lw=0.8)
+        ax.plot([image_left, image_left + side], [image_bottom + line * patch] * 2, ":", color="#bfc9ca", lw=0.8)
+    for row, column in sorted(top_k):
+        corner = (image_left + column * patch, image_bottom + (3 - row) * patch)
+        ax.add_patch(Rectangle(corner, patch, patch, facecolor=COLORS["sampling"], alpha=0.6, edgecolor=SAMPLING_EDGE))
+    plate = {"facecolor": COLORS["data"], "edgecolor": "none", "pad": 1.0}  # hides the dotted lines under a text
+    ax.text(image_left + 0.1, image_bottom + side - 0.1, "image x", fontsize=8, va="top", bbox=plate)
+    ax.text(image_left + 0.1, image_bottom + 0.1, "H x W x C_in", fontsize=8, va="bottom", bbox=plate)
+    ax.text(
+        image_left + 2.5 * patch, image_bottom + 2 * patch, "5", ha="center", va="center", fontsize=18, color="#566573"
+    )
+    # Coarse path (top) and fine path (bottom).
+    net_x, grid_x, top_x, out_x = 5.6, 8.9, 12.4, 16.6
+    high, middle, low = 7.4, 4.5, 1.7
+    box(ax, (net_x, high), (3.5, 1.0), "coarse layers f_c\nwhole image, cheap", COLORS["convolution"], fontsize=8)
+    route(ax, [(2.0, image_bottom + side), (2.0, high), (net_x - 1.75, high)])
+    box(ax, (net_x, low), (3.5, 1.0), "fine layers f_f\nk patches only, costly", COLORS["convolution"], fontsize=8)
+    route(ax, [(2.0, image_bottom), (2.0, low), (net_x - 1.75, low)])
+    _label(ax, 2.95, low + 0.1, "k patches", va="bottom")
+    cell = 0.4
+    grid_left = grid_x - 2 * cell
+    coarse = _tint(COLORS["feed_forward"], 0.7)
+    cells(ax, grid_left, high - 2 * cell, 4, 4, cell, fill=coarse)
+    arrow(ax, (net_x + 1.75, high), (grid_left, high))
+    _label(ax, grid_x, high + 2 * cell + 0.1, "coarse features c\nH' x W' x C", va="bottom")
+    saliency = np.array([[0.1, 0.2, 0.5, 0.2], [0.1, 0.4, 1.0, 0.3], [0.2, 0.3, 0.8, 0.2], [0.1, 0.1, 0.3, 0.1]])
+    fills = {(row, column): _tint(COLORS["attention"], value) for (row, column), value in np.ndenumerate(saliency)}
+    cells(ax, grid_left, middle - 2 * cell, 4, 4, cell, fills=fills)
+    for row, column in top_k:
+        corner = (grid_left + column * cell, middle - 2 * cell + (3 - row) * cell)
+        ax.add_patch(Rectangle(corner, cell, cell, facecolor="none", edgecolor=SAMPLING_EDGE, linewidth=2))
+    ax.text(
+        grid_left - 0.2,
+        middle,
+        "saliency at each position:\n||∂H / ∂c_ij||, top k = 2",
+        ha="right",
+        va="center",
+        fontsize=8,
+    )
+    arrow(ax, (grid_x, high - 2 * cell), (grid_x, middle + 2 * cell))
+    fills = {(row, column): COLORS["sampling"] for row, column in top_k}
+    cells(ax, grid_left, low - 2 * cell, 4, 4, cell, fill=coarse, fills=fills)
+    arrow(ax, (grid_x, middle - 2 * cell), (grid_x, low + 2 * cell))
+    ax.text(grid_x + 0.2, (middle + low) / 2, "their fine features\nreplace the coarse ones", fontsize=8, va="center")
+    arrow(ax, (net_x + 1.75, low), (grid_left, low))
+    _label(ax, grid_x, low - 2 * cell - 0.1, "refined features\nH' x W' x C")
+    # The same top layers on both, the coarse prediction's entropy, its gradient.
+    for y, text, name in (
+        (high, "top layers g", "coarse prediction\nits entropy H"),
+        (low, "top layers g\n(the same)", "prediction\nclass scores"),
+    ):
+        box(ax, (top_x, y), (2.6, 1.0), text, COLORS["feed_forward"], fontsize=8)
+        arrow(ax, (grid_x + 2 * cell, y), (top_x - 1.3, y))
+        box(ax, (out_x, y), (3.2, 1.0), name, COLORS["output"], fontsize=8)
+        arrow(ax, (top_x + 1.3, y), (out_x - 1.6, y))
+    route(ax, [(out_x, high - 0.5), (out_x, middle), (grid_x + 2 * cell, middle)], color=HEAD_COLORS[0], linestyle="--")
+    _label(
+        ax,
+        (grid_x + out_x) / 2 + 0.2,
+        middle + 0.1,
+        "∂H/∂c at each position (backprop)",
+        va="bottom",
+        color=HEAD_COLORS[0],
+    )
+    return ax
