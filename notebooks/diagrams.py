@@ -12,7 +12,7 @@ off) and returns it:
 - `gpt_and_bert(axes)`: the decoder-only and the encoder-only language model side by side, each
   with its attention mask and what it predicts.
 
-Attention in vision (notebook 06), each figure with the shapes of one image, `H x W x C`:
+Attention in vision (notebook 06), shapes those of one image, no batch (`H x W x C`):
 
 - `spatial_transformer(ax)`: the spatial transformer (Jaderberg et al. 2015): a localisation net
   picks an affine `theta`, the grid generator maps the output's regular grid onto the input, the
@@ -48,7 +48,7 @@ COLORS = {
     "data": "#f2f3f4",
     "convolution": "#d5d8dc",
     "pooling": "#a3e4d7",
-    "sampling": "#f5b7b1",
+    "sampling": "#f5b7b1",  # what reads a chosen part of the image: a sampler, a glimpse, a patch
     "recurrent": "#edbb99",
 }
 HEAD_COLORS = ("#e67e22", "#2e86c1", "#28b463", "#8e44ad")
@@ -690,7 +690,7 @@ def cbam(ax):
             arrow(ax, (1.2, pool_y), (1.85, pool_y))
         ax.add_patch(Rectangle((5.8, pool_y - 0.4), 0.8, 0.8, facecolor=COLORS["pooling"], edgecolor=INK))
         arrow(ax, (5.15, pool_y), (5.8, pool_y))
-        _label(ax, 6.2, pool_y + 0.5, "H x W x 1", va="bottom") if above else _label(ax, 6.2, pool_y - 0.5, "H x W x 1")
+        _label(ax, 6.2, pool_y + (0.5 if above else -0.5), "H x W x 1", va="bottom" if above else "top")
         route(ax, [(6.6, pool_y), (7.2, pool_y), (7.2, y), (7.7, y)])
     _junction(ax, (7.2, y))
     box(ax, (9.35, y), (3.3, 1.1), "concat: H x W x 2\nconv 7x7, 2 → 1", COLORS["convolution"], fontsize=8)
@@ -816,11 +816,12 @@ def dynamic_capacity(ax):
     """The dynamic capacity network: a cheap pass everywhere, a costly one where the entropy's gradient is largest.
 
     Almahairi et al. 2016, "Dynamic Capacity Networks", figure 1 and section 2. The coarse layers
-    read the whole image into coarse features c, one vector per position of an H' x W' grid; the
-    top layers g classify from them. The saliency of a position is the norm of the gradient of
+    read the whole image into coarse features c, one D-vector per position of an h x w grid (here
+    one position per p x p block of the image, as `keras_transformer.vision.dynamic_capacity`
+    does); the top layers g classify from them. The saliency of a position is the norm of the gradient of
     the coarse prediction's entropy H with respect to the coarse feature there; the fine layers
     read only the input patches of the k most salient positions, and their features replace the
-    coarse ones there; the same top layers g classify from the refined features.
+    coarse ones there (the mixed features); the same top layers g classify from them.
     """
     canvas(ax, 19, 9.4)
     top_k = {(1, 2), (2, 2)}  # (row, column) on the 4 x 4 grid of positions
@@ -836,7 +837,7 @@ def dynamic_capacity(ax):
         ax.add_patch(Rectangle(corner, patch, patch, facecolor=COLORS["sampling"], alpha=0.6, edgecolor=SAMPLING_EDGE))
     plate = {"facecolor": COLORS["data"], "edgecolor": "none", "pad": 1.0}  # hides the dotted lines under a text
     ax.text(image_left + 0.1, image_bottom + side - 0.1, "image x", fontsize=8, va="top", bbox=plate)
-    ax.text(image_left + 0.1, image_bottom + 0.1, "H x W x C_in", fontsize=8, va="bottom", bbox=plate)
+    ax.text(image_left + 0.1, image_bottom + 0.1, "H x W x C", fontsize=8, va="bottom", bbox=plate)
     ax.text(
         image_left + 2.5 * patch, image_bottom + 2 * patch, "5", ha="center", va="center", fontsize=18, color="#566573"
     )
@@ -847,13 +848,13 @@ def dynamic_capacity(ax):
     route(ax, [(2.0, image_bottom + side), (2.0, high), (net_x - 1.75, high)])
     box(ax, (net_x, low), (3.5, 1.0), "fine layers f_f\nk patches only, costly", COLORS["convolution"], fontsize=8)
     route(ax, [(2.0, image_bottom), (2.0, low), (net_x - 1.75, low)])
-    _label(ax, 2.95, low + 0.1, "k patches", va="bottom")
+    ax.text(1.85, (image_bottom + low) / 2, "k patches,\np x p each", ha="right", va="center", fontsize=8)
     cell = 0.4
     grid_left = grid_x - 2 * cell
     coarse = _tint(COLORS["feed_forward"], 0.7)
     cells(ax, grid_left, high - 2 * cell, 4, 4, cell, fill=coarse)
     arrow(ax, (net_x + 1.75, high), (grid_left, high))
-    _label(ax, grid_x, high + 2 * cell + 0.1, "coarse features c\nH' x W' x C", va="bottom")
+    _label(ax, grid_x, high + 2 * cell + 0.1, "coarse features c\nh x w x D", va="bottom")
     saliency = np.array([[0.1, 0.2, 0.5, 0.2], [0.1, 0.4, 1.0, 0.3], [0.2, 0.3, 0.8, 0.2], [0.1, 0.1, 0.3, 0.1]])
     fills = {(row, column): _tint(COLORS["attention"], value) for (row, column), value in np.ndenumerate(saliency)}
     cells(ax, grid_left, middle - 2 * cell, 4, 4, cell, fills=fills)
@@ -874,7 +875,7 @@ def dynamic_capacity(ax):
     arrow(ax, (grid_x, middle - 2 * cell), (grid_x, low + 2 * cell))
     ax.text(grid_x + 0.2, (middle + low) / 2, "their fine features\nreplace the coarse ones", fontsize=8, va="center")
     arrow(ax, (net_x + 1.75, low), (grid_left, low))
-    _label(ax, grid_x, low - 2 * cell - 0.1, "refined features\nH' x W' x C")
+    _label(ax, grid_x, low - 2 * cell - 0.1, "mixed features\nh x w x D")
     # The same top layers on both, the coarse prediction's entropy, its gradient.
     for y, text, name in (
         (high, "top layers g", "coarse prediction\nits entropy H"),
