@@ -18,11 +18,13 @@ in more clutter of the cluttered-MNIST papers. One task for every run (`--task-s
 The models (`keras_transformer.vision.saliency.build_saliency_model`): the same encoder-decoder
 (3 downsampling stages of `--filters` channels, a decoder back up with skip connections, a
 sigmoid per pixel) without attention, with a CBAM in each decoder block, or with residual
-attention there. Each run: `model.fit` on the training canvases' masks, binary cross-entropy,
-Adam at `--learning-rate`, batches of `--batch-size` (shuffled with the seed), `--steps` steps;
-every `--eval-every` steps the validation canvases are scored and the weights of the best
-validation max F are kept (the steps are chosen on the validation split). The seed sets the
-initial weights and the batches. Runs go seed by seed in one process.
+attention there; the decoder's blocks plain (the default) or residual (`--block residual`, the
+attention on the residual branch, as the CBAM and residual-attention papers place it). Each
+run: `model.fit` on the training canvases' masks, binary cross-entropy, Adam at
+`--learning-rate`, batches of `--batch-size` (shuffled with the seed), `--steps` steps; every
+`--eval-every` steps the validation canvases are scored and the weights of the best validation
+max F are kept (the steps are chosen on the validation split). The seed sets the initial weights
+and the batches. Runs go seed by seed in one process.
 
 References on the same test canvases: the gradient saliency of the plain CNN classifier
 (`build_classifier("none")`, trained on the labels for `--classifier-steps` steps with each
@@ -34,7 +36,8 @@ the mean precision and mean recall over the images at each of 256 thresholds, th
 pointing game, a hit when the map's maximum lies within 15/224 x side pixels of a mask pixel.
 
 Output: one line per run; a table per model (each seed, the mean and the spread); the JSON
-(`vision_saliency.json`, or `vision_saliency_<size>.json` for other sizes: settings, the command,
+(`vision_saliency.json`; `vision_saliency_<size>.json` for other sizes, `*_residual_blocks.json`
+with `--block residual`: settings, the command,
 versions, CPU model and flags, every run and its validation curve) in `--out`; the figure of
 maps (`vision_saliency_maps.png`: canvases, ground truth, each model's map and the gradient
 saliency) and the figure of scores (`vision_saliency.png`) in `--figures`.
@@ -56,7 +59,7 @@ from vision_saliency_figures import plot_maps, plot_scores
 from vision_saliency_train import reference_maps, train_gradient_reference, train_saliency
 
 from keras_transformer.vision.cluttered import generate_splits
-from keras_transformer.vision.saliency import SALIENCY_ATTENTIONS
+from keras_transformer.vision.saliency import SALIENCY_ATTENTIONS, SALIENCY_BLOCKS
 
 SCORES = ("mae", "max_f", "pointing_hit_rate")
 PAPERS_SIZE = 60  # from this canvas side on, the defaults are the papers' smaller glyphs and more clutter
@@ -121,6 +124,12 @@ def build_parser():
         help="Three comma-separated channel counts, the encoder's stages from the finest.",
     )
     parser.add_argument(
+        "--block",
+        default="plain",
+        choices=SALIENCY_BLOCKS,
+        help="The decoder's blocks: plain, attention(conv(f)), or residual, relu(f + attention(conv(f))).",
+    )
+    parser.add_argument(
         "--classifier-steps",
         type=int,
         default=800,
@@ -161,8 +170,9 @@ def parse_args(argv=None):
 
 
 def result_stem(args):
-    """The name of the run's files: `vision_saliency`, or `vision_saliency_<size>` for a side other than 40."""
-    return "vision_saliency" if args.size == 40 else f"vision_saliency_{args.size}"
+    """The name of the run's files: `vision_saliency`, then `_<size>` for a side other than 40, `_residual_blocks`."""
+    stem = "vision_saliency" if args.size == 40 else f"vision_saliency_{args.size}"
+    return stem + ("_residual_blocks" if args.block == "residual" else "")
 
 
 def summarise(runs):

@@ -56,7 +56,9 @@ def plot_maps(path, args, test, shown, reference_images):
         colour_bar.set_label(bar, fontsize=6)
         colour_bar.ax.tick_params(labelsize=6)
     figure.suptitle(
-        f"Test canvases {args.size}x{args.size}, {args.clutter} fragments; maps of seed {args.seeds[0]}", fontsize=9
+        f"Test canvases {args.size}x{args.size}, {args.clutter} fragments; {args.block} decoder blocks; "
+        f"maps of seed {args.seeds[0]}",
+        fontsize=9,
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=100)
@@ -82,7 +84,7 @@ def plot_scores(path, args, summary, cpu, chance):
         axis.set_xticks(positions, [summary[n]["label"] for n in names], rotation=30, ha="right", fontsize=7)
         axis.set_ylabel(title)
     figure.suptitle(
-        f"Salient-object detection, cluttered glyphs {args.size}x{args.size}; seeds "
+        f"Salient-object detection, cluttered glyphs {args.size}x{args.size}, {args.block} decoder blocks; seeds "
         f"{', '.join(map(str, args.seeds))} (dots); {cpu['model'] or 'unknown CPU'}",
         fontsize=9,
     )

@@ -15,10 +15,16 @@ can be compared at equal depth:
         x = relu(conv_3x3(max_pool_2x2(e_3)))                 [B, ceil(H/8), ceil(W/8), f_3]
       decoder, stage i = 3, 2, 1, input x and the skip e_i [B, h_i, w_i, f_i]:
         x = concat(up(x), e_i)                                up: nearest x2, cut to h_i x w_i
-        x = relu(conv_3x3(x))                                 [B, h_i, w_i, f_i], the fusion
-        x = relu(conv_3x3(x))                                 "none"
-            CBAM(relu(conv_3x3(x)))                           "cbam": channel, then spatial attention
-            ResidualAttention(f_i)(x)                         "residual": (1 + M(x)) * relu(conv_3x3(x))
+        f = relu(conv_3x3(x))                                 [B, h_i, w_i, f_i], the fusion
+        plain block (block="plain", the default):
+          x = relu(conv_3x3(f))                               "none"
+              CBAM(relu(conv_3x3(f)))                         "cbam": channel, then spatial attention
+              ResidualAttention(f_i)(f)                       "residual": (1 + M(f)) * relu(conv_3x3(f))
+        residual block (block="residual"):
+          branch = conv_3x3(f)                                "none", no activation
+                   CBAM(conv_3x3(f))                          "cbam"
+                   ResidualAttention(f_i)(f)                  "residual"
+          x = relu(f + branch)
       saliency = sigmoid(conv_1x1(x))[..., 0]                 [B, H, W], each value in (0, 1)
 
 Pooling rounds up (`padding="same"`), and each upsampling is cut to the size of the skip it is
@@ -28,7 +34,11 @@ The attention sits where the decoder decides which of the fused features mark th
 after the fusion of the coarse, wide-context features with the skip's fine ones. CBAM (Woo et
 al. 2018, https://arxiv.org/abs/1807.06521) reweights the channels, then the positions;
 residual attention (Wang et al. 2017, https://arxiv.org/abs/1704.06904) replaces the block's
-second convolution by its trunk and hourglass mask. The salient-object-detection networks that
+second convolution by its trunk and hourglass mask. In the plain block the attention's gates
+(about 0.5 at initialization) scale everything the block passes on; in the residual block they
+sit on the residual branch, before the addition, where the CBAM and residual-attention papers
+put them (as `keras_transformer.vision.models.build_classifier`'s residual blocks), so a gate
+near 0 damps only the branch. The salient-object-detection networks that
 use attention this way (e.g. Zhang et al. 2018, "Progressive Attention Guided Recurrent Network
 for Salient Object Detection"; Liu, Han and Yang 2018, "PiCANet") put it in the decoder too.
 
@@ -47,6 +57,7 @@ from keras import ops
 from keras_transformer.vision.mixed import CBAM, ResidualAttention, upsample_to
 
 SALIENCY_ATTENTIONS = ("none", "cbam", "residual")
+SALIENCY_BLOCKS = ("plain", "residual")
 SALIENCY_LABELS = {"none": "encoder-decoder", "cbam": "+ CBAM", "residual": "+ residual attention"}
 
 
@@ -78,7 +89,9 @@ def _check_filters(filters):
     return filters
 
 
-def build_saliency_model(attention="none", filters=(16, 32, 64), channels=1, reduction=16, spatial_kernel_size=7):
+def build_saliency_model(
+    attention="none", filters=(16, 32, 64), channels=1, reduction=16, spatial_kernel_size=7, block="plain"
+):
     """The encoder-decoder of salient-object detection, plain or with attention in its decoder.
 
     Args:
@@ -90,16 +103,21 @@ def build_saliency_model(attention="none", filters=(16, 32, 64), channels=1, red
         reduction: int, CBAM's channel-MLP reduction ratio (the paper's 16; at least 8 hidden
             units, never more than the channels).
         spatial_kernel_size: odd int, CBAM's spatial convolution (the paper's 7).
+        block: one of `SALIENCY_BLOCKS`: `"plain"`, each decoder block's output the attended
+            features, or `"residual"`, `relu(f + branch)` with the attention on the branch (the
+            module docstring draws both).
 
     Returns:
         `keras.Model`, images `[B, H, W, C]` of any height and width -> saliency `[B, H, W]`,
         the probability that each pixel belongs to the salient object.
 
     Raises:
-        ValueError: an unknown `attention`, or `filters` not three positive ints.
+        ValueError: an unknown `attention` or `block`, or `filters` not three positive ints.
     """
     if attention not in SALIENCY_ATTENTIONS:
         raise ValueError(f"`attention` must be one of {SALIENCY_ATTENTIONS}. Received: attention={attention!r}")
+    if block not in SALIENCY_BLOCKS:
+        raise ValueError(f"`block` must be one of {SALIENCY_BLOCKS}. Received: block={block!r}")
     filters = _check_filters(filters)
     images = keras.Input((None, None, channels), name="images")
     skips, x = [], images
@@ -114,16 +132,21 @@ def build_saliency_model(attention="none", filters=(16, 32, 64), channels=1, red
         width, skip = filters[i - 1], skips[i - 1]
         x = UpsampleToSkip(name=f"decoder_{i}_up")(x, skip)
         x = keras.layers.Concatenate(name=f"decoder_{i}_concat")([x, skip])
-        x = _conv(width, f"decoder_{i}_fuse")(x)
+        fused = _conv(width, f"decoder_{i}_fuse")(x)
         if attention == "residual":
-            x = ResidualAttention(width, name=f"decoder_{i}_residual_attention")(x)
+            x = ResidualAttention(width, name=f"decoder_{i}_residual_attention")(fused)
         else:
-            x = _conv(width, f"decoder_{i}_conv")(x)
+            activation = "relu" if block == "plain" else None  # residual: the relu comes after the addition
+            x = _conv(width, f"decoder_{i}_conv", activation=activation)(fused)
             if attention == "cbam":
                 x = CBAM(reduction, spatial_kernel_size, name=f"decoder_{i}_cbam")(x)
+        if block == "residual":
+            x = keras.layers.Add(name=f"decoder_{i}_add")([fused, x])
+            x = keras.layers.ReLU(name=f"decoder_{i}_relu")(x)
     logits = _conv(1, "logits", size=1, activation=None)(x)  # (B, H, W, 1)
     saliency = keras.layers.Activation("sigmoid", name="saliency")(SqueezeChannel(name="squeeze")(logits))
-    return keras.Model(images, saliency, name=f"saliency_{attention}")
+    name = f"saliency_{attention}" if block == "plain" else f"saliency_{attention}_residual_blocks"
+    return keras.Model(images, saliency, name=name)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
