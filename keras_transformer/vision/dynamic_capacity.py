@@ -270,7 +270,9 @@ class DynamicCapacityNetwork(keras.Model):
             self.coarse_net = keras.Sequential(self._coarse_layers(), name="coarse")
         if mode in ("dcn", "fine"):
             self.fine_net = keras.Sequential(self._fine_layers(), name="fine")
-        self.top_conv = keras.layers.Conv2D(top_units, top_kernel_size, padding="same", name="top_conv")
+        self.top_conv = keras.layers.Conv2D(
+            top_units, top_kernel_size, padding="same", kernel_initializer="he_normal", name="top_conv"
+        )
         self.top_pool = keras.layers.GlobalAveragePooling2D(name="top_pool")
         self.classifier = keras.layers.Dense(num_classes, name="logits")
 
@@ -280,22 +282,28 @@ class DynamicCapacityNetwork(keras.Model):
             [keras.layers.AveragePooling2D(self.coarse_factor, name="downsample")] if self.coarse_factor > 1 else []
         )
         layers += [
-            keras.layers.Conv2D(width, 3, padding="same", activation="relu", name=f"coarse_conv_{i}")
+            keras.layers.Conv2D(
+                width, 3, padding="same", activation="relu", kernel_initializer="he_normal", name=f"coarse_conv_{i}"
+            )
             for i, width in enumerate(self.coarse_filters, start=1)
         ]
         cell = self.patch_size // self.coarse_factor
-        layers.append(keras.layers.Conv2D(self.features, cell, strides=cell, activation="relu", name="coarse_out"))
+        layers.append(keras.layers.Conv2D(self.features, cell, strides=cell, name="coarse_out"))  # linear
         return layers
 
     def _fine_layers(self):
         """f_f's layers on a p x p patch: 3x3 convolutions, a 2x2 max pool after each but the first, a last one to D."""
         layers, side = [], self.patch_size
         for i, width in enumerate(self.fine_filters, start=1):
-            layers.append(keras.layers.Conv2D(width, 3, padding="same", activation="relu", name=f"fine_conv_{i}"))
+            layers.append(
+                keras.layers.Conv2D(
+                    width, 3, padding="same", activation="relu", kernel_initializer="he_normal", name=f"fine_conv_{i}"
+                )
+            )
             if i > 1:
                 layers.append(keras.layers.MaxPooling2D(2, padding="same", name=f"fine_pool_{i}"))
                 side = -(-side // 2)
-        layers.append(keras.layers.Conv2D(self.features, side, activation="relu", name="fine_out"))  # (N, 1, 1, D)
+        layers.append(keras.layers.Conv2D(self.features, side, name="fine_out"))  # (N, 1, 1, D), linear
         return layers
 
     def build(self, input_shape):
