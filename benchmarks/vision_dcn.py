@@ -1,6 +1,6 @@
 """Dynamic Capacity Networks on cluttered glyphs: the DCN against coarse-only and fine-everywhere.
 
-    python benchmarks/vision_dcn.py                    # 3 models x 2 seeds, 40x40 canvases, 800 steps each
+    python benchmarks/vision_dcn.py                    # 3 models x 2 seeds, 40x40 canvases, 1500 steps each
     python benchmarks/vision_dcn.py --size 60          # the papers' style: 60x60, smaller glyphs, more clutter
     python benchmarks/vision_dcn.py --steps 5 --train-size 128 --validation-size 64 --test-size 64 --seeds 0
                                                        # a quick check
@@ -83,7 +83,7 @@ def build_parser():
         "--validation-size", type=int, default=1000, help="Validation canvases (to choose the DCN's k)."
     )
     parser.add_argument("--test-size", type=int, default=1000, help="Test canvases.")
-    parser.add_argument("--steps", type=int, default=800, help="Training steps of every run.")
+    parser.add_argument("--steps", type=int, default=1500, help="Training steps of every run.")
     parser.add_argument("--batch-size", type=int, default=64, help="Canvases per step.")
     parser.add_argument("--learning-rate", type=float, default=3e-3, help="Adam's learning rate.")
     parser.add_argument(

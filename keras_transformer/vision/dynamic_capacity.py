@@ -22,10 +22,10 @@ patch size p, the grid has h = ceil(H / p) rows and w = ceil(W / p) columns, one
 block of the image:
 
     f_c   average pooling by `coarse_factor` (the image at a lower resolution), 3x3 convolutions
-          (relu, `coarse_filters`), a `p / coarse_factor` convolution of that stride (relu, D)
+          (relu, `coarse_filters`), a `p / coarse_factor` convolution of that stride (linear, D)
     f_f   on one p x p patch: 3x3 convolutions (relu, `fine_filters`) at full resolution, a 2x2
           max pool after every one but the first, and a convolution as large as what is left
-          (relu, D): one D-vector per patch, the same shape as the coarse features of a position
+          (linear, D): one D-vector per patch, the same shape as the coarse features of a position
     g     a 3x3 convolution (relu, `top_units`), global average pooling, a dense layer
 
 The saliency is computed in closed form with `keras.ops` (no autodiff inside the forward pass,
@@ -47,7 +47,10 @@ Deviations from the paper: its coarse and fine networks and top layers are large
 are the receptive fields of the positions (which overlap); here each position's patch is its own
 p x p block of the image (they tile it), so that the fine-everywhere model is exactly the fine
 network on every block. The hint term is averaged over the selected positions and the D
-features (the paper sums squared distances), weighted by `hint_weight`.
+features (the paper sums squared distances), weighted by `hint_weight`. Both networks' last
+convolutions are linear: with a relu there, the fine network of the benchmark (vision_dcn.py)
+sent every feature to 0 in its first steps and stayed at chance (a blank patch gives exactly 0,
+where the relu has no gradient); the 3x3 convolutions start from He-normal weights.
 """
 
 import math
