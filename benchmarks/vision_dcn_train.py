@@ -84,11 +84,17 @@ def fit(args, model, seed, data):
     return history, timer, time.perf_counter() - started
 
 
-def details(model, images, **call_args):
-    """The model's details dict on `images`, in batches, as NumPy arrays (the scalar hint left out)."""
+def details(model, images, batch_size=EVAL_BATCH, positions=None, **call_args):
+    """The model's details dict on `images`, in batches, as NumPy arrays (the scalar hint left out).
+
+    `positions` (int `[N, k]`, optional) are sliced with the images; `call_args` go to every call.
+    """
     parts = []
-    for start in range(0, len(images), EVAL_BATCH):
-        out = model(images[start : start + EVAL_BATCH], return_details=True, **call_args)
+    for start in range(0, len(images), batch_size):
+        part = slice(start, start + batch_size)
+        if positions is not None:
+            call_args["positions"] = positions[part]
+        out = model(images[part], return_details=True, **call_args)
         parts.append({key: keras.ops.convert_to_numpy(value) for key, value in out.items() if key != "hint"})
     return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
 

@@ -172,7 +172,9 @@ def test_the_mixed_map_holds_the_fine_features_of_the_chosen_patches_and_the_coa
                 np.testing.assert_allclose(mixed[b, n], to_numpy(model.fine_net(patch)).reshape(-1), atol=1e-6)
             else:
                 np.testing.assert_array_equal(mixed[b, n], coarse[b, n])
-    # Chosen positions of our own: the same map with those patches.
+    # Chosen positions of our own, also through the benchmark's batches: the same map with those patches.
+    batched = vision_dcn_train.details(model, images, batch_size=2, positions=np.array([[0, 8], [1, 2], [4, 5]]))
+    np.testing.assert_array_equal(batched["positions"], [[0, 8], [1, 2], [4, 5]])
     forced = model(images, return_details=True, positions=np.array([[0, 8]] * 3, "int32"))
     np.testing.assert_array_equal(to_numpy(forced["positions"]), [[0, 8]] * 3)
     np.testing.assert_allclose(
