@@ -82,6 +82,7 @@ class ValidationCurve(keras.callbacks.Callback):
             return
         loss_total = float(logs["loss"]) * (batch + 1)  # Keras reports the mean loss of the epoch so far
         logits = self.model.predict(self.validation.images, batch_size=250, verbose=0)
+        logits = logits["logits"] if isinstance(logits, dict) else logits  # models with several outputs
         self.points.append(
             {
                 "step": batch + 1,

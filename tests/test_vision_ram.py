@@ -1,0 +1,191 @@
+"""The recurrent attention model (Mnih et al. 2014), `keras_transformer.vision.recurrent`.
+
+The glimpse sensor is checked against NumPy written from the paper's retina (section 3.1): k
+square patches centred on the location, the first g x g pixels, each next one twice as wide,
+each shrunk to g x g by averaging blocks; the image read bilinearly at the real-valued location
+(the sum over every pixel of `value * max(0, 1 - |dy|) * max(0, 1 - |dx|)`), zero outside. The
+model is held to what its users rely on: the shapes of its outputs in training and inference,
+the first glimpse at the centre, inference without noise, a training step that moves the
+location policy, its loss, config round trips and errors that name the value.
+"""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+import vision_ram  # benchmarks/ is on sys.path through conftest.py
+from conftest import run_main
+
+from keras_transformer.layers.reinforce import Reinforce
+from keras_transformer.vision.recurrent import GlimpseSensor, RecurrentAttentionModel, gaussian_log_density
+
+
+def reference_retina(image, location, patch_size, scales):
+    """Paper's retina in float64: `image [H, W, C]`, `location (row, column)` normalized -> `[k, g, g, C]`."""
+    height, width, channels = image.shape
+    centre = ((location[0] + 1) * (height - 1) / 2, (location[1] + 1) * (width - 1) / 2)
+    rows, columns = np.arange(height)[:, None], np.arange(width)[None, :]
+    patches = []
+    for i in range(scales):
+        factor = 2**i
+        side = patch_size * factor
+        full = np.zeros((side, side, channels))
+        for a in range(side):
+            for b in range(side):
+                y = centre[0] + a - (side - 1) / 2
+                x = centre[1] + b - (side - 1) / 2
+                weights = np.maximum(0, 1 - np.abs(y - rows)) * np.maximum(0, 1 - np.abs(x - columns))
+                full[a, b] = (weights[..., None] * image).sum(axis=(0, 1))
+        shrunk = np.zeros((patch_size, patch_size, channels))
+        for a in range(patch_size):
+            for b in range(patch_size):
+                shrunk[a, b] = full[a * factor : (a + 1) * factor, b * factor : (b + 1) * factor].mean(axis=(0, 1))
+        patches.append(shrunk)
+    return np.stack(patches)
+
+
+@pytest.mark.parametrize("patch_size, scales", [(2, 3), (3, 2), (1, 1)])
+def test_glimpse_sensor_is_the_papers_retina_at_any_location_on_an_odd_canvas(patch_size, scales):
+    rng = np.random.default_rng(0)
+    images = rng.random((3, 7, 9, 2)).astype(np.float32)
+    locations = np.array([[0.0, 0.0], [-0.83, 0.41], [0.95, -1.0]], np.float32)  # centre, inside, at an edge
+    sensed = np.asarray(GlimpseSensor(patch_size, scales)(images, locations))
+    assert sensed.shape == (3, scales, patch_size, patch_size, 2)
+    for n in range(3):
+        expected = reference_retina(images[n].astype(np.float64), locations[n], patch_size, scales)
+        np.testing.assert_allclose(sensed[n], expected, atol=1e-5)
+
+
+def test_glimpse_sensor_on_a_pixel_is_a_crop_and_coarse_patches_see_farther():
+    image = np.zeros((1, 11, 11, 1), np.float32)
+    image[0, 5, 5] = 1.0  # the centre pixel
+    image[0, 5, 9] = 2.0  # 4 pixels to its right
+    patches = np.asarray(GlimpseSensor(3, 3)(image, np.zeros((1, 2), np.float32)))[0, ..., 0]
+    np.testing.assert_allclose(patches[0], [[0, 0, 0], [0, 1, 0], [0, 0, 0]])  # the 3x3 crop: the far dot unseen
+    assert patches[1].sum() == pytest.approx(1 / 4)  # 6x6 around the centre, 2x2 blocks: the centre dot only
+    assert patches[2].sum() == pytest.approx((1 + 2) / 16)  # 12x12: both dots, each averaged into a 4x4 block
+
+
+def test_gaussian_log_density_is_the_bivariate_normal():
+    sample = np.array([[0.3, -0.2], [1.0, 1.0]], np.float32)
+    mean = np.array([[0.1, 0.0], [1.0, 1.0]], np.float32)
+    std = 0.2
+    expected = [-((s - m) ** 2).sum() / (2 * std**2) - math.log(2 * math.pi * std**2) for s, m in zip(sample, mean)]
+    np.testing.assert_allclose(np.asarray(gaussian_log_density(sample, mean, std)), expected, rtol=1e-5)
+
+
+def small_model(**options):
+    settings = dict(num_classes=4, glimpses=3, patch_size=4, scales=2, glimpse_units=8, units=16, seed=0)
+    return RecurrentAttentionModel(**{**settings, **options})
+
+
+@pytest.mark.parametrize("core", ["gru", "lstm", "rnn"])
+def test_outputs_in_inference_and_training_and_the_first_glimpse_at_the_centre(core):
+    images = np.random.default_rng(1).random((2, 13, 11, 1)).astype(np.float32)
+    model = small_model(core=core, reinforce=Reinforce("leave_one_out", samples=3))
+    inference = model(images)
+    assert inference["logits"].shape == (2, 4) and inference["locations"].shape == (2, 3, 2)
+    assert inference["episode_logits"].shape == (1, 2, 4) and inference["log_probs"].shape == (2, 1, 2)
+    np.testing.assert_array_equal(np.asarray(inference["locations"])[:, 0], 0.0)
+    again = model(images)  # inference reads the policy's mean: no noise
+    np.testing.assert_array_equal(np.asarray(again["locations"]), np.asarray(inference["locations"]))
+    training = model(images, training=True)
+    assert training["episode_logits"].shape == (3, 2, 4) and training["log_probs"].shape == (2, 3, 2)
+    assert training["baselines"].shape == (2, 3, 2) and training["locations"].shape == (2, 3, 2)
+    assert np.all(np.abs(np.asarray(training["locations"])) <= 1.0)
+    one = small_model(core=core)(images[:1])  # batch of one
+    assert one["logits"].shape == (1, 4)
+    assert model.values_read == 3 * 2 * 4 * 4
+
+
+def test_one_glimpse_trains_on_the_cross_entropy_alone():
+    images = np.random.default_rng(2).random((4, 9, 9, 1)).astype(np.float32)
+    labels = np.array([0, 1, 2, 3])
+    model = small_model(glimpses=1)
+    outputs = model(images, training=True)
+    loss = model.compute_loss(images, labels, outputs, training=True)
+    expected = keras.losses.sparse_categorical_crossentropy(labels, outputs["logits"], from_logits=True)
+    np.testing.assert_allclose(float(loss), float(np.mean(expected)), rtol=1e-6)
+    assert outputs["log_probs"].shape == (0, 1, 4)
+
+
+@pytest.mark.parametrize("reward", ["correct", "log_likelihood"])
+@pytest.mark.parametrize("baseline", ["value", "learned", "leave_one_out"])
+def test_a_training_step_moves_the_location_policy(reward, baseline):
+    rng = np.random.default_rng(3)
+    images, labels = rng.random((8, 12, 12, 1)).astype(np.float32), rng.integers(0, 4, 8)
+    samples = 2 if baseline == "leave_one_out" else 1
+    model = small_model(reward=reward, reinforce=Reinforce(baseline, samples=samples, normalize=True))
+    model.compile(keras.optimizers.Adam(0.01), metrics=["accuracy"])
+    model.build(images.shape)
+    before = [np.array(w) for w in model.locator.weights]
+    history = model.fit(images, labels, batch_size=8, epochs=2, verbose=0)
+    assert np.all(np.isfinite(history.history["loss"])) and "accuracy" in history.history
+    assert any(not np.allclose(b, np.array(w)) for b, w in zip(before, model.locator.weights))
+
+
+def test_config_round_trip_and_keras_file(tmp_path):
+    model = small_model(core="lstm", location_std=0.15, reward="log_likelihood", policy_trains_core=False)
+    images = np.random.default_rng(4).random((2, 10, 10, 1)).astype(np.float32)
+    expected = model(images)
+    clone = RecurrentAttentionModel.from_config(model.get_config())
+    assert clone.get_config() == model.get_config()
+    path = tmp_path / "ram.keras"
+    model.save(path)
+    loaded = keras.models.load_model(path)
+    for name in ("logits", "locations"):
+        np.testing.assert_allclose(np.asarray(loaded(images)[name]), np.asarray(expected[name]), atol=1e-6)
+    sensor = GlimpseSensor(5, 2, name="retina")
+    assert GlimpseSensor.from_config(sensor.get_config()).get_config() == sensor.get_config()
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"core": "transformer"}, "`core` must be one of ('gru', 'lstm', 'rnn'). Received: core='transformer'"),
+        ({"location_std": 0}, "`location_std` must be a number > 0. Received: location_std=0"),
+        ({"glimpses": 0}, "`glimpses` must be an int >= 1. Received: glimpses=0"),
+        ({"reward": "accuracy"}, "`reward` must be one of ('correct', 'log_likelihood'). Received: reward='accuracy'"),
+        ({"reinforce": "value"}, "`reinforce` must be a Reinforce, its config or None. Received: 'value'"),
+        ({"patch_size": 2.5}, "`patch_size` must be an int >= 1. Received: patch_size=2.5"),
+    ],
+)
+def test_bad_arguments_name_the_value(options, message):
+    with pytest.raises(ValueError) as error:
+        small_model(**options)
+    assert message in str(error.value)
+
+
+def test_benchmark_flags_are_checked_and_every_flag_has_help(capsys):
+    args = vision_ram.parse_args([])
+    assert args.glimpses == [1, 2, 4, 8] and args.seeds == [0, 1] and args.size == 60
+    assert args.reinforce == Reinforce("leave_one_out", 4, normalize=True)
+    for argv, text in (
+        (["--glimpses", "0,2"], "--glimpses must be >= 1. Received: [0, 2]"),
+        (["--location-std", "0"], "--location-std must be > 0. Received: 0.0"),
+        (["--baseline", "leave_one_out", "--samples", "1"], "needs `samples` of at least 2"),
+        (["--object-scale", "0.5,0.2"], "--object-scale must be low,high"),
+        (["--fragment-size", "99"], "--fragment-size must be in [1, --size]. Received: 99"),
+        (["--steps", "0"], "--steps must be >= 1. Received: 0"),
+    ):
+        with pytest.raises(SystemExit):
+            vision_ram.parse_args(argv)
+        assert text in capsys.readouterr().err
+    assert [a.dest for a in vision_ram.build_parser()._actions if not a.help] == []
+
+
+@pytest.mark.slow
+def test_benchmark_smoke_run_writes_its_json_and_figure(tmp_path, capsys):
+    import json
+
+    argv = ["--glimpses", "1,2", "--seeds", "0", "--steps", "3", "--train-size", "64", "--test-size", "16",
+            "--validation-size", "16", "--batch-size", "16", "--size", "24", "--curve-every", "3",
+            "--output", str(tmp_path / "ram.json"), "--figure", str(tmp_path / "ram.png")]  # fmt: skip
+    status, printed = run_main(vision_ram.main, argv, capsys)
+    assert status == 0 and "ram_2" in printed and "over the CNN" in printed
+    results = json.loads((tmp_path / "ram.json").read_text())
+    assert [r["model"] for r in results["runs"]] == ["cnn", "ram", "ram"] and results["cpu"]["model"]
+    ram = results["runs"][2]
+    assert ram["values_read"] == 2 * 3 * 12 * 12 and len(ram["where"]["distance_px"]) == 2 and ram["curve"]
+    assert (tmp_path / "ram.png").stat().st_size > 0
