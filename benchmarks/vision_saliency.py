@@ -37,7 +37,7 @@ pointing game, a hit when the map's maximum lies within 15/224 x side pixels of 
 
 Output: one line per run; a table per model (each seed, the mean and the spread); the JSON
 (`vision_saliency.json`; `vision_saliency_<size>.json` for other sizes, `*_residual_blocks.json`
-with `--block residual`: settings, the command,
+with `--block residual`, `*_filters_<f1>_<f2>_<f3>.json` for other widths: settings, the command,
 versions, CPU model and flags, every run and its validation curve) in `--out`; the figure of
 maps (`vision_saliency_maps.png`: canvases, ground truth, each model's map and the gradient
 saliency) and the figure of scores (`vision_saliency.png`) in `--figures`.
@@ -170,9 +170,14 @@ def parse_args(argv=None):
 
 
 def result_stem(args):
-    """The name of the run's files: `vision_saliency`, then `_<size>` for a side other than 40, `_residual_blocks`."""
+    """The name of the run's files: `vision_saliency`, then `_<size>`, `_residual_blocks`, `_filters_<f1>_<f2>_<f3>`.
+
+    `_<size>` for a side other than 40, `_residual_blocks` with `--block residual`, the filters for
+    widths other than the default 16, 32, 64.
+    """
     stem = "vision_saliency" if args.size == 40 else f"vision_saliency_{args.size}"
-    return stem + ("_residual_blocks" if args.block == "residual" else "")
+    stem += "_residual_blocks" if args.block == "residual" else ""
+    return stem + ("" if args.filters == [16, 32, 64] else "_filters_" + "_".join(map(str, args.filters)))
 
 
 def summarise(runs):
@@ -217,7 +222,8 @@ def print_report(args, summary, cpu, test, tolerance, chance):
         if "chosen_steps" in entry:
             extra += f"; {entry['chosen_steps']}"
         if "classifier_test_accuracy_percent" in entry:
-            extra += f"; classifier accuracy {entry['classifier_test_accuracy_percent']}%"
+            accuracy = ", ".join(f"{a:.1f}" for a in entry["classifier_test_accuracy_percent"])
+            extra += f"; classifier accuracy {accuracy}%"
         print(f"{entry['label']:<38} {cells[0]:>17} {cells[1]:>17} {cells[2]:>17}{extra}")
         if len(entry["mae"]) > 1:
             per_seed = "  ".join(f"{s}: " + ", ".join(f"{v:.4f}" for v in entry[s]) for s in SCORES)

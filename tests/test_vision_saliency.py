@@ -250,8 +250,14 @@ def test_flags_are_checked_every_flag_has_help_and_size_60_is_the_papers_setting
     assert vision_saliency.parse_args(["--size", "60", "--clutter", "3"]).clutter == 3
     blocks = vision_saliency.parse_args(["--block", "residual"])
     assert args.block == "plain" and blocks.block == "residual"
-    stems = [vision_saliency.result_stem(a) for a in (args, papers, blocks)]
-    assert stems == ["vision_saliency", "vision_saliency_60", "vision_saliency_residual_blocks"]
+    wide = vision_saliency.parse_args(["--size", "60", "--filters", "8,8,16"])
+    stems = [vision_saliency.result_stem(a) for a in (args, papers, blocks, wide)]
+    assert stems == [
+        "vision_saliency",
+        "vision_saliency_60",
+        "vision_saliency_residual_blocks",
+        "vision_saliency_60_filters_8_8_16",
+    ]
     for argv, message in (
         (["--models", "none,se"], "expected comma-separated names of none, cbam, residual"),
         (["--seeds", "a"], "expected comma-separated ints"),
@@ -292,7 +298,7 @@ def test_smoke_run_trains_each_model_scores_the_references_and_writes_the_json_a
     status, printed = run_main(vision_saliency.main, argv, capsys)
     assert status == 0, printed[-3000:]
     assert common.cpu_line(common.cpu_info()) in printed.splitlines()
-    written = json.loads((tmp_path / "vision_saliency_20.json").read_text())
+    written = json.loads((tmp_path / "vision_saliency_20_filters_2_2_4.json").read_text())
     assert written["cpu"] == common.cpu_info() and written["cpu_count"] == os.cpu_count()
     assert written["command"].endswith(" ".join(argv)) and set(written["versions"]) >= {"python", "tensorflow"}
     summary = written["summary"]
@@ -307,5 +313,5 @@ def test_smoke_run_trains_each_model_scores_the_references_and_writes_the_json_a
             best = max(p["validation"]["max_f"] for p in run["curve"])
             assert run["validation_max_f_at_chosen_step"] == best
     assert written["pointing_tolerance_px"] == pytest.approx(15 * 20 / 224)
-    for name in ("vision_saliency_20.png", "vision_saliency_20_maps.png"):
+    for name in ("vision_saliency_20_filters_2_2_4.png", "vision_saliency_20_filters_2_2_4_maps.png"):
         assert (tmp_path / "figures" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
