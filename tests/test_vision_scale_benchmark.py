@@ -1,0 +1,124 @@
+"""benchmarks/vision_scale.py: its flags, its scale-weight summary, and a smoke run at tiny settings.
+
+Not of accuracy: the benchmark measures that. conftest.py puts `benchmarks/` on `sys.path`.
+"""
+
+import json
+import os
+from types import SimpleNamespace
+
+import common  # noqa: E402
+import numpy as np
+import pytest
+import vision_scale  # noqa: E402
+from conftest import run_main
+
+
+def test_flags_have_the_task_defaults_every_flag_has_help_and_bad_flags_exit_with_a_clear_message(capsys):
+    args = vision_scale.parse_args([])
+    assert args.models == ["one", "average", "max", "attention"] and args.factors == [1, 2, 4]
+    assert args.seeds == [0, 1] and args.size == 40 and args.object_scale == [0.15, 0.45] and args.clutter == 6
+    assert (args.steps, args.batch_size, args.learning_rate, args.train_size, args.test_size) == (
+        800,
+        64,
+        3e-3,
+        6000,
+        1000,
+    )
+    assert args.filters == [16, 32, 32] and args.curve_every == 0 and args.name == "vision_scale"
+    args = vision_scale.parse_args(["--models", "attention, one,attention", "--factors", "1,3", "--filters", "8,8"])
+    assert args.models == ["attention", "one"] and args.factors == [1, 3] and args.filters == [8, 8]
+    for argv, message in (
+        (["--models", "one,sum"], "expected comma-separated names of one, average, max, attention"),
+        (["--seeds", "a"], "expected comma-separated ints"),
+        (["--factors", "2,4"], "--factors must be two or more positive ints, 1 first. Received: [2, 4]"),
+        (["--factors", "1"], "--factors must be two or more positive ints, 1 first. Received: [1]"),
+        (["--factors", "1,16"], "--factors must be at most --size / 4 (10). Received: [1, 16]"),
+        (["--object-scale", "0.2"], "--object-scale must be 'low,high'"),
+        (["--object-scale", "0.4,0.2"], "--object-scale must be 'low,high'"),
+        (["--steps", "0"], "--steps must be >= 1. Received: 0"),
+        (["--size", "8"], "--size must be >= 16. Received: 8"),
+        (["--clutter", "-1"], "--clutter must be >= 0. Received: -1"),
+        (["--learning-rate", "0"], "--learning-rate must be > 0. Received: 0.0"),
+        (["--curve-every", "-1"], "--curve-every must be >= 0. Received: -1"),
+        (["--filters", "8,0"], "--filters must be positive. Received: [8, 0]"),
+        (["--name", "../x"], "--name must be letters, digits, _ and -. Received: '../x'"),
+    ):
+        with pytest.raises(SystemExit):
+            vision_scale.parse_args(argv)
+        assert message in capsys.readouterr().err, argv
+    assert [a.dest for a in vision_scale.build_parser()._actions if not a.help] == []
+
+
+def test_scale_weights_inside_and_outside_the_box_by_tercile_match_a_pixel_by_pixel_reference():
+    rng = np.random.default_rng(0)
+    n, size, grid, factors = 6, 6, 3, (1, 2, 4)
+    logits = rng.normal(size=(n, grid, grid, len(factors)))
+    weights = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    boxes = np.array([[0, 0, 2, 2], [1, 2, 5, 6], [3, 3, 4, 5], [0, 0, 6, 5], [2, 1, 4, 3], [4, 4, 6, 6]], float)
+    heights = np.array([2.0, 5.0, 1.0, 6.0, 3.0, 2.5])
+    test = SimpleNamespace(images=np.zeros((n, size, size, 1)), boxes=boxes, heights=heights)
+    edges = np.quantile(heights, [1 / 3, 2 / 3])
+    groups = vision_scale.terciles(heights, edges)
+    assert sorted(groups.tolist()) == [0, 0, 1, 1, 2, 2] and groups[2] == 0 and groups[3] == 2
+    summary = vision_scale.scale_weight_summary(weights, test, groups, factors)
+    # The reference: each pixel takes the weights of the grid cell it lies in (cells of 2x2 pixels).
+    inside, outside = np.zeros((n, 3)), np.zeros((n, 3))
+    for i in range(n):
+        top, left, bottom, right = boxes[i]
+        ins, outs = [], []
+        for row in range(size):
+            for column in range(size):
+                w = weights[i, row // 2, column // 2]
+                (ins if top <= row < bottom and left <= column < right else outs).append(w)
+        inside[i], outside[i] = np.mean(ins, 0), np.mean(outs, 0)
+    log2 = inside @ np.log2(factors)
+    for t, name in enumerate(vision_scale.TERCILES):
+        np.testing.assert_allclose(summary["inside"][name], inside[groups == t].mean(0), rtol=1e-12)
+        np.testing.assert_allclose(summary["outside"][name], outside[groups == t].mean(0), rtol=1e-12)
+        assert summary["log2_factor_inside"][name] == pytest.approx(log2[groups == t].mean())
+    assert summary["height_correlation"] == pytest.approx(np.corrcoef(log2, heights)[0, 1])
+    # Weights all on the coarsest scale: log2 of its factor everywhere, and no correlation to measure.
+    flat = np.zeros_like(weights)
+    flat[..., -1] = 1.0
+    coarse = vision_scale.scale_weight_summary(flat, test, groups, factors)
+    assert coarse["log2_factor_inside"] == {"small": 2.0, "medium": 2.0, "large": 2.0}
+    assert coarse["height_correlation"] is None
+
+
+def test_weights_on_canvas_spread_a_grid_that_does_not_divide_the_canvas_as_the_layer_upsamples():
+    weights = np.arange(3 * 3, dtype=float).reshape(1, 3, 3, 1)
+    canvas = vision_scale.weights_on_canvas(weights, 7)[0, ..., 0]
+    # Pixel p reads cell floor((p + 0.5) * 3 / 7): 0.21, 0.64 -> 0; 1.07, 1.5, 1.93 -> 1; 2.36, 2.79 -> 2.
+    cells = [0, 0, 1, 1, 1, 2, 2]
+    assert canvas.tolist() == [[3.0 * r + c for c in cells] for r in cells]
+
+
+@pytest.mark.slow
+def test_smoke_run_writes_the_accuracy_by_tercile_the_scale_weights_the_cpu_and_the_figure(tmp_path, capsys):
+    argv = "--models one,attention --seeds 0 --steps 2 --batch-size 8 --train-size 32 --test-size 24".split()
+    argv += ["--size", "24", "--factors", "1,2", "--filters", "4,8", "--clutter", "2", "--curve-every", "1"]
+    argv += ["--validation-size", "8", "--name", "scale_smoke", "--out", str(tmp_path), "--figures", str(tmp_path)]
+    status, printed = run_main(vision_scale.main, argv, capsys)
+    assert status == 0, printed[-3000:]
+    assert common.cpu_line(common.cpu_info()) in printed.splitlines()
+    written = json.loads((tmp_path / "scale_smoke.json").read_text())
+    assert written["cpu"] == common.cpu_info() and written["cpu_count"] == os.cpu_count()
+    assert written["command"].endswith(" ".join(argv)) and set(written["versions"]) >= {"python", "tensorflow"}
+    assert written["settings"]["factors"] == [1, 2] and written["settings"]["object_scale"] == [0.15, 0.45]
+    assert list(written["models"]) == ["one", "attention"] and len(written["runs"]) == 2
+    low, high = written["tercile_edges_px"]
+    assert 0.15 * 24 <= low <= high <= 0.45 * 24
+    for run in written["runs"]:
+        assert 0 <= run["test_accuracy_percent"] <= 100 and run["forward_flops"] > 0 and run["parameters"] > 0
+        assert set(run["tercile_accuracy_percent"]) == {"small", "medium", "large"}
+        assert [point["step"] for point in run["curve"]] == [1, 2]
+        assert run["factors"] == ([1] if run["model"] == "one" else [1, 2])
+        assert ("scale_weights" in run) == (run["model"] != "one")
+    one, attention = (written["models"][name]["forward_flops"] for name in ("one", "attention"))
+    assert one < attention  # the second scale's trunk and the attention head cost
+    attention = next(run for run in written["runs"] if run["model"] == "attention")["scale_weights"]
+    for key in ("inside", "outside"):
+        for tercile, weights in attention[key].items():
+            assert len(weights) == 2 and sum(weights) == pytest.approx(1.0), (key, tercile)
+    assert (tmp_path / "scale_smoke.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
