@@ -74,6 +74,14 @@ class UpsampleToSkip(keras.layers.Layer):
         return upsample_to(x, shape[1], shape[2])
 
 
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class SqueezeChannel(keras.layers.Layer):
+    """`[B, H, W, 1]` -> `[B, H, W]`: drops the last axis of a one-channel map."""
+
+    def call(self, x):
+        return x[..., 0]
+
+
 def _conv(filters, name, size=3, activation="relu"):
     return keras.layers.Conv2D(filters, size, padding="same", activation=activation, name=name)
 
@@ -147,11 +155,3 @@ def build_saliency_model(
     saliency = keras.layers.Activation("sigmoid", name="saliency")(SqueezeChannel(name="squeeze")(logits))
     name = f"saliency_{attention}" if block == "plain" else f"saliency_{attention}_residual_blocks"
     return keras.Model(images, saliency, name=name)
-
-
-@keras.saving.register_keras_serializable(package="keras_transformer")
-class SqueezeChannel(keras.layers.Layer):
-    """`[B, H, W, 1]` -> `[B, H, W]`: drops the last axis of a one-channel map."""
-
-    def call(self, x):
-        return x[..., 0]
