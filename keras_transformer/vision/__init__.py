@@ -7,17 +7,28 @@ for feature maps of any spatial size:
     spatial   SpatialAttention, SpatialTransformer                    where in the image to look
     mixed     CBAM (channel then spatial), ResidualAttention          both at once
     scale     ScaleAttention                                          which size of the image to read
+    glimpse   GlimpseSensor                                           a few pixels, sharp where it looks
 
-Every layer returns its attention on request (`return_attention_scores=True`): channel weights,
-a spatial map or an affine transform, never stored on the layer.
+Every layer but the sensor (whose locations come from its caller) returns its attention on request
+(`return_attention_scores=True`): channel weights, a spatial map or an affine transform, never
+stored on the layer.
 
 The rest of the package, one module each:
 
     cluttered   the task that needs attention, generated (no download): a small glyph at a random
-                position, size and rotation on a larger cluttered canvas, with its label and box
+                position, size and rotation on a larger cluttered canvas, with its label, box and mask
     pointing    whether a spatial map falls on the object: its mass inside the box, against a
                 uniform map's
     models      the small CNN with each kind of attention, and the spatial map it attends with
+    recurrent   the recurrent attention model (Mnih et al. 2014): a glimpse sensor, a recurrent core
+                and a location policy trained by REINFORCE; it reads a few glimpses, not the image
+    dynamic_capacity  Dynamic Capacity Networks (Almahairi et al. 2016): a cheap network everywhere,
+                an expensive one on the k positions where the cheap prediction's entropy is most
+                sensitive
+    saliency    salient-object detection: an encoder-decoder (plain, or with CBAM or residual
+                attention in its decoder blocks) from an image to each pixel's object probability
+    saliency_metrics  MAE, max F-measure (beta^2 = 0.3) and the pointing game within 15/224 of
+                the side, against binary masks
     datasets    tf.data pipelines of the task and of TFDS image datasets (TensorFlow only)
     export      SavedModel, image in, class and attention map out (TensorFlow only)
 
@@ -32,12 +43,14 @@ Shape letters of the vision docstrings and shape comments (not the text model's)
 
 from keras_transformer.vision.channel import ChannelAttention, SelectiveKernel, SqueezeExcitation
 from keras_transformer.vision.mixed import CBAM, ResidualAttention
+from keras_transformer.vision.recurrent import GlimpseSensor
 from keras_transformer.vision.scale import ScaleAttention
 from keras_transformer.vision.spatial import SpatialAttention, SpatialTransformer, affine_grid, bilinear_sample
 
 __all__ = [
     "CBAM",
     "ChannelAttention",
+    "GlimpseSensor",
     "ResidualAttention",
     "ScaleAttention",
     "SelectiveKernel",
