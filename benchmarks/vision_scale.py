@@ -117,6 +117,14 @@ def build_parser():
         help="Comma-separated channels of the trunk's residual blocks (a 2x2 max pool after each but the last).",
     )
     parser.add_argument(
+        "--extra-supervision",
+        type=float,
+        default=0.0,
+        help="Weight of the paper's extra supervision for the fusion models: the cross-entropy of each scale's own "
+        "prediction (the shared pooling and dense layer on that scale's features), summed over the scales, added to "
+        "the fused prediction's; 0: the fused prediction's cross-entropy alone.",
+    )
+    parser.add_argument(
         "--curve-every",
         type=int,
         default=0,
@@ -144,6 +152,8 @@ def parse_args(argv=None):
     common.check_at_least(parser, args, ("clutter", "curve_every"), 0)
     if not args.learning_rate > 0:
         parser.error(f"--learning-rate must be > 0. Received: {args.learning_rate}")
+    if not args.extra_supervision >= 0:
+        parser.error(f"--extra-supervision must be >= 0. Received: {args.extra_supervision}")
     if len(args.factors) < 2 or args.factors[0] != 1 or min(args.factors) < 1:
         parser.error(f"--factors must be two or more positive ints, 1 first. Received: {args.factors}")
     if max(args.factors) > args.size // 4:
@@ -162,21 +172,70 @@ def parse_args(argv=None):
 # ---------------------------------------------------------------- one run
 
 
+class ExtraSupervised(keras.Model):
+    """A scale classifier trained with the paper's extra supervision (Chen et al. 2016, section 3.3).
+
+    Its outputs: `{"logits": [B, K], "scale_logits": [B, S, K]}`, the fused prediction and each
+    scale's own (the classifier's global average pooling and dense layer applied to that scale's
+    trunk features, before the fusion). The loss: the fused prediction's cross-entropy plus
+    `weight` x the sum over the scales of theirs. (The paper fuses score maps, so each scale's
+    output is already a prediction; here the fusion is of features, and the shared head makes
+    each scale's prediction.) Shares every weight with the classifier it is built from.
+
+    Args:
+        inputs: the classifier's inputs.
+        outputs: the dict above.
+        weight: float >= 0, the weight of the scales' cross-entropies.
+    """
+
+    def __init__(self, inputs, outputs, weight, **kwargs):
+        super().__init__(inputs, outputs, **kwargs)
+        self.extra_weight = weight
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        labels = keras.ops.cast(keras.ops.convert_to_tensor(y), "int32")
+        cross_entropy = keras.losses.sparse_categorical_crossentropy
+        loss = keras.ops.mean(cross_entropy(labels, y_pred["logits"], from_logits=True))
+        scale_logits = y_pred["scale_logits"]  # (B, S, K)
+        scale_labels = keras.ops.broadcast_to(labels[:, None], keras.ops.shape(scale_logits)[:2])  # (B, S)
+        per_scale = cross_entropy(scale_labels, scale_logits, from_logits=True)  # (B, S)
+        return loss + self.extra_weight * keras.ops.sum(keras.ops.mean(per_scale, axis=0))
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        return super().compute_metrics(x, y, y_pred["logits"], sample_weight)
+
+
+def extra_supervised(model, weight):
+    """The `ExtraSupervised` training model around a fusion classifier's `model` (same layers, same weights)."""
+    features = model.get_layer("scale_attention").input  # S maps [B, h_s, w_s, C], the finest first
+    pool, dense = model.get_layer("pool"), model.get_layer("logits")
+    scale_logits = keras.ops.stack([dense(pool(f)) for f in features], axis=1)  # (B, S, K)
+    outputs = {"logits": model.outputs[0], "scale_logits": scale_logits}
+    return ExtraSupervised(model.inputs, outputs, weight, name=f"{model.name}_extra_supervised")
+
+
 def compiled_scale_classifier(args, model_name, seed, num_classes):
-    """A new session seeded with `seed`, and the classifier of `model_name` in it, compiled, its optimizer built."""
+    """A new session seeded with `seed`, and the classifier of `model_name` in it, and the model to train, compiled.
+
+    Returns:
+        `(classifier, trained)`: `trained` is `classifier.model`, or with `--extra-supervision` > 0
+        and a fusion model its `ExtraSupervised` wrapper; compiled with Adam, its optimizer built.
+    """
     keras.backend.clear_session()
     keras.utils.set_random_seed(seed)
     factors = (1,) if model_name == "one" else tuple(args.factors)
     fusion = "attention" if model_name == "one" else model_name  # one scale: no fusion at all
     classifier = build_scale_classifier(fusion, factors, num_classes=num_classes, filters=tuple(args.filters))
-    model = classifier.model
-    model.compile(
+    trained = classifier.model
+    if args.extra_supervision and model_name != "one":  # one scale: its own prediction is the fused one
+        trained = extra_supervised(trained, args.extra_supervision)
+    trained.compile(
         keras.optimizers.Adam(args.learning_rate),
         keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=["accuracy"],
     )
-    model.optimizer.build(model.trainable_variables)  # eagerly: a lazy build slows the first step's trace
-    return classifier
+    trained.optimizer.build(trained.trainable_variables)  # eagerly: a lazy build slows the first step's trace
+    return classifier, trained
 
 
 def terciles(heights, edges):
@@ -231,10 +290,10 @@ def scale_weight_summary(weights, test, groups, factors):
 
 def train_one(args, model_name, seed, data, num_classes, edges):
     """Build, train and measure one model; returns its results and, for the figure, its test weights."""
-    classifier = compiled_scale_classifier(args, model_name, seed, num_classes)
+    classifier, trained = compiled_scale_classifier(args, model_name, seed, num_classes)
     model = classifier.model
     test = data["test"]
-    history, callbacks, train_seconds = fit(args, model, seed, data)
+    history, callbacks, train_seconds = fit(args, trained, seed, data)
     timer = callbacks[0]
     outputs = classifier.attention_model.predict(test.images, batch_size=EVAL_BATCH, verbose=0)
     correct = outputs["logits"].argmax(-1) == test.labels
