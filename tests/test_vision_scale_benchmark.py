@@ -8,6 +8,7 @@ import os
 from types import SimpleNamespace
 
 import common  # noqa: E402
+import keras
 import numpy as np
 import pytest
 import vision_scale  # noqa: E402
@@ -25,7 +26,12 @@ def test_flags_have_the_task_defaults_every_flag_has_help_and_bad_flags_exit_wit
         6000,
         1000,
     )
-    assert args.filters == [16, 32, 32] and args.curve_every == 0 and args.name == "vision_scale"
+    assert (
+        args.filters == [16, 32, 32]
+        and args.curve_every == 0
+        and args.extra_supervision == 0
+        and args.name == "vision_scale"
+    )
     args = vision_scale.parse_args(["--models", "attention, one,attention", "--factors", "1,3", "--filters", "8,8"])
     assert args.models == ["attention", "one"] and args.factors == [1, 3] and args.filters == [8, 8]
     for argv, message in (
@@ -40,6 +46,7 @@ def test_flags_have_the_task_defaults_every_flag_has_help_and_bad_flags_exit_wit
         (["--size", "8"], "--size must be >= 16. Received: 8"),
         (["--clutter", "-1"], "--clutter must be >= 0. Received: -1"),
         (["--learning-rate", "0"], "--learning-rate must be > 0. Received: 0.0"),
+        (["--extra-supervision", "-1"], "--extra-supervision must be >= 0. Received: -1.0"),
         (["--curve-every", "-1"], "--curve-every must be >= 0. Received: -1"),
         (["--filters", "8,0"], "--filters must be positive. Received: [8, 0]"),
         (["--name", "../x"], "--name must be letters, digits, _ and -. Received: '../x'"),
@@ -122,3 +129,28 @@ def test_smoke_run_writes_the_accuracy_by_tercile_the_scale_weights_the_cpu_and_
         for tercile, weights in attention[key].items():
             assert len(weights) == 2 and sum(weights) == pytest.approx(1.0), (key, tercile)
     assert (tmp_path / "scale_smoke.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_extra_supervision_adds_each_scales_own_cross_entropy_computed_by_hand_from_its_features():
+    args = vision_scale.parse_args(["--factors", "1,2", "--filters", "3", "--extra-supervision", "0.5"])
+    classifier, trained = vision_scale.compiled_scale_classifier(args, "average", 0, 4)
+    assert isinstance(trained, vision_scale.ExtraSupervised) and trained.get_layer("logits") is not None
+    rng = np.random.default_rng(1)
+    x, y = rng.uniform(size=(3, 8, 8, 1)).astype("float32"), np.array([0, 3, 1])
+    features = keras.Model(classifier.model.inputs, classifier.model.get_layer("scale_attention").input)(x)
+    kernel, bias = (np.asarray(w, np.float64) for w in classifier.model.get_layer("logits").get_weights())
+
+    def cross_entropy(logits):  # the mean over the batch of -log softmax(logits)[y]
+        logits = logits - logits.max(-1, keepdims=True)
+        return float(np.mean(np.log(np.exp(logits).sum(-1)) - logits[np.arange(len(y)), y]))
+
+    # The coarse map is on a 4x4 grid: nearest upsampling repeats each cell twice each way before the mean.
+    fine, coarse = (np.asarray(f, np.float64) for f in features)
+    fused = (fine + coarse.repeat(2, axis=1).repeat(2, axis=2)) / 2
+    expected = cross_entropy(fused.mean((1, 2)) @ kernel + bias)
+    expected += 0.5 * sum(cross_entropy(f.mean((1, 2)) @ kernel + bias) for f in (fine, coarse))
+    loss = trained.compute_loss(x, y, trained(x), training=False)
+    assert float(loss) == pytest.approx(expected, rel=1e-5)
+    # The one-scale control trains its plain model: its own prediction is the fused one.
+    _, plain = vision_scale.compiled_scale_classifier(args, "one", 0, 4)
+    assert not isinstance(plain, vision_scale.ExtraSupervised)
