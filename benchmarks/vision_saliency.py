@@ -55,6 +55,7 @@ from pathlib import Path
 import common
 import keras
 import numpy as np
+from vision_attention import parse_list
 from vision_saliency_figures import plot_maps, plot_scores
 from vision_saliency_train import reference_maps, train_gradient_reference, train_saliency
 
@@ -63,22 +64,6 @@ from keras_transformer.vision.saliency import SALIENCY_ATTENTIONS, SALIENCY_BLOC
 
 SCORES = ("mae", "max_f", "pointing_hit_rate")
 PAPERS_SIZE = 60  # from this canvas side on, the defaults are the papers' smaller glyphs and more clutter
-
-
-def parse_list(kind, choices=None, unique=True):
-    """An argparse type: comma-separated values of `kind`, in the order given, duplicates dropped if `unique`."""
-
-    def parse(text):
-        try:
-            values = [kind(part.strip()) for part in text.split(",") if part.strip()]
-            values = list(dict.fromkeys(values)) if unique else values
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected comma-separated {kind.__name__}s; got {text!r}")
-        if not values or (choices and any(v not in choices for v in values)):
-            raise argparse.ArgumentTypeError(f"expected comma-separated names of {', '.join(choices)}; got {text!r}")
-        return values
-
-    return parse
 
 
 def build_parser():
