@@ -11,9 +11,11 @@ Segmentation" (https://arxiv.org/abs/1511.03339): one trunk reads the image at s
 a softmax over the scales at every position weighs its feature maps
 (`keras_transformer.vision.scale.ScaleAttention`); the paper finds the weights favour the coarse
 scale on large objects and the fine scale on small ones, and attention beating average- and
-max-pooling over the scales. Deviation: the paper segments (a label per pixel); here the fused
-map is pooled into one label per canvas, so only the class of the whole canvas supervises the
-weights.
+max-pooling over the scales. Deviation: the paper segments (a label per pixel) and fuses score
+maps; here the trunk's features are fused and pooled into one label per canvas, so only the class
+of the whole canvas supervises the weights. `--extra-supervision w` adds the paper's extra
+supervision: w times the cross-entropy of each scale's own prediction (the shared pooling and
+dense layer on that scale's features), summed over the scales.
 
 The models (`keras_transformer.vision.models.build_scale_classifier`), the same residual trunk of
 `--filters` channels and the same budget for all: "one", the trunk at one scale (factors `(1,)`,
