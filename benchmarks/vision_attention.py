@@ -72,6 +72,57 @@ def parse_list(kind, choices=None, unique=True):
     return parse
 
 
+def add_task_flags(parser, size_help="Canvas side in pixels.", clutter=6, clutter_help=None, object_scale=False,
+                   object_scale_help=None, train_size=6000, test_size=1000, validation_size=1000,
+                   validation_help="Validation canvases.", steps=800, batch_size=64, learning_rate=3e-3):  # fmt: skip
+    """Add the flags every vision benchmark shares: the seeds, the generated task and the training budget.
+
+    `--seeds`, `--task-seed`, `--size`, `--object-scale` (unless `object_scale` is False; its
+    default otherwise, a `"low,high"` string or None), `--clutter`, `--train-size`,
+    `--validation-size`, `--test-size`, `--steps`, `--batch-size`, `--learning-rate`, with the
+    given defaults and helps.
+    """
+    parser.add_argument(
+        "--seeds", type=parse_list(int), default=DEFAULT_SEEDS, help="Comma-separated seeds (weights and batches)."
+    )
+    parser.add_argument("--task-seed", type=int, default=0, help="Seed of the generated task (the same for all runs).")
+    parser.add_argument("--size", type=int, default=40, help=size_help)
+    if object_scale is not False:
+        parser.add_argument(
+            "--object-scale",
+            type=parse_list(float, unique=False),
+            default=object_scale,
+            help=object_scale_help or "Glyph height range as fractions of the canvas, 'low,high' (drawn uniformly).",
+        )
+    clutter_help = clutter_help or "Fragments of other glyphs per canvas."
+    parser.add_argument("--clutter", type=int, default=clutter, help=clutter_help)
+    parser.add_argument("--train-size", type=int, default=train_size, help="Training canvases.")
+    parser.add_argument("--validation-size", type=int, default=validation_size, help=validation_help)
+    parser.add_argument("--test-size", type=int, default=test_size, help="Test canvases.")
+    parser.add_argument("--steps", type=int, default=steps, help="Training steps of every run.")
+    parser.add_argument("--batch-size", type=int, default=batch_size, help="Canvases per step.")
+    parser.add_argument("--learning-rate", type=float, default=learning_rate, help="Adam's learning rate.")
+
+
+def check_task_flags(parser, args):
+    """`parser.error` unless the flags of `add_task_flags` are in range (defaults that depend on `--size` filled in)."""
+    common.check_at_least(parser, args, ("steps", "batch_size", "train_size", "validation_size", "test_size"), 1)
+    common.check_at_least(parser, args, ("size",), 16)
+    common.check_at_least(parser, args, ("clutter",), 0)
+    if not args.learning_rate > 0:
+        parser.error(f"--learning-rate must be > 0. Received: {args.learning_rate}")
+    scale = getattr(args, "object_scale", None)
+    if scale is not None and (len(scale) != 2 or not 0.1 <= scale[0] <= scale[1] <= 0.9):
+        parser.error(f"--object-scale must be 'low,high' with 0.1 <= low <= high <= 0.9. Received: {scale}")
+
+
+def generate_task(args, sizes=None):
+    """The canvases of the flags of `add_task_flags`: `{split: ClutteredGlyphs}` of `sizes` (default: all three)."""
+    sizes = sizes or {"train": args.train_size, "validation": args.validation_size, "test": args.test_size}
+    options = {"glyphs": args.glyphs} if hasattr(args, "glyphs") else {"object_scale": tuple(args.object_scale)}
+    return generate_splits(sizes, seed=args.task_seed, size=args.size, clutter=args.clutter, **options)
+
+
 def build_parser():
     """The command line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=common.DefaultsHelpFormatter)
@@ -81,18 +132,8 @@ def build_parser():
         default=DEFAULT_ATTENTIONS,
         help="Comma-separated models: none (the baseline), se, sk, cbam, residual, stn.",
     )
-    parser.add_argument(
-        "--seeds", type=parse_list(int), default=DEFAULT_SEEDS, help="Comma-separated seeds (weights and batches)."
-    )
-    parser.add_argument("--task-seed", type=int, default=0, help="Seed of the generated task (the same for all runs).")
-    parser.add_argument("--size", type=int, default=40, help="Canvas side in pixels.")
+    add_task_flags(parser, validation_help="Validation canvases of the curves (--curve-every only).")
     parser.add_argument("--glyphs", default="digits", choices=["digits", "fine"], help="Glyph set of the task.")
-    parser.add_argument("--clutter", type=int, default=6, help="Fragments of other glyphs per canvas.")
-    parser.add_argument("--train-size", type=int, default=6000, help="Training canvases.")
-    parser.add_argument("--test-size", type=int, default=1000, help="Test canvases.")
-    parser.add_argument("--steps", type=int, default=800, help="Training steps of every run.")
-    parser.add_argument("--batch-size", type=int, default=64, help="Canvases per step.")
-    parser.add_argument("--learning-rate", type=float, default=3e-3, help="Adam's learning rate.")
     parser.add_argument(
         "--filters",
         type=parse_list(int, unique=False),
@@ -113,9 +154,6 @@ def build_parser():
         help="Every this many steps, each run's accuracy on the validation canvases and its mean training loss "
         "since the last point (a learning curve); 0: no curves and no validation canvases.",
     )
-    parser.add_argument(
-        "--validation-size", type=int, default=1000, help="Validation canvases of the curves (--curve-every only)."
-    )
     parser.add_argument("--out", default="benchmarks/results", help="Folder of the JSON results.")
     parser.add_argument("--figures", default="benchmarks/figures", help="Folder of the PNG figures.")
     return parser
@@ -126,12 +164,9 @@ def parse_args(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
-    common.check_at_least(parser, args, ("steps", "batch_size", "train_size", "test_size", "glimpse"), 1)
-    common.check_at_least(parser, args, ("size",), 16)
-    common.check_at_least(parser, args, ("clutter", "curve_every"), 0)
-    common.check_at_least(parser, args, ("validation_size",), 1)
-    if not args.learning_rate > 0:
-        parser.error(f"--learning-rate must be > 0. Received: {args.learning_rate}")
+    check_task_flags(parser, args)
+    common.check_at_least(parser, args, ("glimpse",), 1)
+    common.check_at_least(parser, args, ("curve_every",), 0)
     if keras.backend.backend() != "tensorflow":
         parser.error(f"needs Keras on TensorFlow (KERAS_BACKEND=tensorflow). Received: {keras.backend.backend()}")
     return args
@@ -215,13 +250,7 @@ def main(argv=None):
     sizes = {"train": args.train_size, "test": args.test_size}
     if args.curve_every:
         sizes["validation"] = args.validation_size  # its own random stream: train and test stay the same
-    data = generate_splits(
-        sizes,
-        seed=args.task_seed,
-        size=args.size,
-        glyphs=args.glyphs,
-        clutter=args.clutter,
-    )
+    data = generate_task(args, sizes)
     num_classes = data["train"].num_classes
     print(
         f"generated {args.train_size} + {args.test_size} canvases in {time.perf_counter() - started:.1f} s", flush=True

@@ -41,11 +41,10 @@ from pathlib import Path
 import common
 import keras
 import numpy as np
-from vision_attention import parse_list
+from vision_attention import add_task_flags, check_task_flags, generate_task, parse_list
 from vision_dcn_figures import plot_patches
 from vision_dcn_train import train_one
 
-from keras_transformer.vision.cluttered import generate_splits
 from keras_transformer.vision.dynamic_capacity import MODES, grid_size
 
 LABELS = {"coarse": "coarse only", "fine": "fine everywhere", "dcn": "DCN"}
@@ -60,32 +59,16 @@ def build_parser():
         default="coarse,fine,dcn",
         help="Comma-separated models: coarse (coarse network only), fine (fine network on every patch), dcn.",
     )
-    parser.add_argument(
-        "--seeds", type=parse_list(int), default="0,1", help="Comma-separated seeds (weights and batches)."
+    add_task_flags(
+        parser,
+        object_scale=None,
+        object_scale_help="Glyph height range as fractions of the canvas, 'low,high'; default 0.3,0.45 below "
+        "--size 60, 0.25,0.35 from 60.",
+        clutter=None,
+        clutter_help="Fragments of other glyphs per canvas; default 6 below --size 60, 10 from 60.",
+        validation_help="Validation canvases (to choose the DCN's k).",
+        steps=1500,
     )
-    parser.add_argument("--task-seed", type=int, default=0, help="Seed of the generated task (the same for all runs).")
-    parser.add_argument("--size", type=int, default=40, help="Canvas side in pixels.")
-    parser.add_argument(
-        "--object-scale",
-        type=parse_list(float, unique=False),
-        default=None,
-        help="Glyph height range as fractions of the canvas, 'low,high'; default 0.3,0.45 below --size 60, "
-        "0.25,0.35 from 60.",
-    )
-    parser.add_argument(
-        "--clutter",
-        type=int,
-        default=None,
-        help="Fragments of other glyphs per canvas; default 6 below --size 60, 10 from 60.",
-    )
-    parser.add_argument("--train-size", type=int, default=6000, help="Training canvases.")
-    parser.add_argument(
-        "--validation-size", type=int, default=1000, help="Validation canvases (to choose the DCN's k)."
-    )
-    parser.add_argument("--test-size", type=int, default=1000, help="Test canvases.")
-    parser.add_argument("--steps", type=int, default=1500, help="Training steps of every run.")
-    parser.add_argument("--batch-size", type=int, default=64, help="Canvases per step.")
-    parser.add_argument("--learning-rate", type=float, default=3e-3, help="Adam's learning rate.")
     parser.add_argument(
         "--patch-size",
         type=int,
@@ -137,7 +120,7 @@ def parse_args(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
-    common.check_at_least(parser, args, ("size",), 16)
+    common.check_at_least(parser, args, ("size",), 16)  # before the defaults that depend on it
     papers = args.size >= 60
     if args.object_scale is None:
         args.object_scale = [0.25, 0.35] if papers else [0.3, 0.45]
@@ -145,22 +128,13 @@ def parse_args(argv=None):
         args.clutter = 10 if papers else 6
     if args.patch_size is None:
         args.patch_size = 12 if papers else 8
+    check_task_flags(parser, args)
     common.check_at_least(
-        parser,
-        args,
-        ("steps", "batch_size", "train_size", "validation_size", "test_size", "patch_size", "coarse_factor"),
-        1,
+        parser, args, ("patch_size", "coarse_factor", "features", "top_units", "k", "figure_canvases"), 1
     )
-    common.check_at_least(parser, args, ("features", "top_units", "k", "figure_canvases"), 1)
-    common.check_at_least(parser, args, ("clutter",), 0)
-    for name in ("learning_rate",):
-        if not getattr(args, name) > 0:
-            parser.error(f"--{name.replace('_', '-')} must be > 0. Received: {getattr(args, name)}")
     for name in ("hint_weight", "coarse_weight", "k_tolerance"):
         if not getattr(args, name) >= 0:
             parser.error(f"--{name.replace('_', '-')} must be >= 0. Received: {getattr(args, name)}")
-    if len(args.object_scale) != 2 or not 0.1 <= args.object_scale[0] <= args.object_scale[1] <= 0.9:
-        parser.error(f"--object-scale must be 'low,high' with 0.1 <= low <= high <= 0.9. Received: {args.object_scale}")
     if args.patch_size % args.coarse_factor:
         parser.error(
             f"--patch-size must be a multiple of --coarse-factor ({args.coarse_factor}). Received: {args.patch_size}"
@@ -270,13 +244,7 @@ def main(argv=None):
     cpu = common.cpu_info()
     load_start = os.getloadavg()
     started = time.perf_counter()
-    data = generate_splits(
-        {"train": args.train_size, "validation": args.validation_size, "test": args.test_size},
-        seed=args.task_seed,
-        size=args.size,
-        clutter=args.clutter,
-        object_scale=tuple(args.object_scale),
-    )
+    data = generate_task(args)
     num_classes = data["train"].num_classes
     print(f"generated the canvases in {time.perf_counter() - started:.1f} s", flush=True)
     runs, shown = [], None

@@ -55,11 +55,10 @@ from pathlib import Path
 import common
 import keras
 import numpy as np
-from vision_attention import parse_list
+from vision_attention import add_task_flags, check_task_flags, generate_task, parse_list
 from vision_saliency_figures import plot_maps, plot_scores
 from vision_saliency_train import reference_maps, train_gradient_reference, train_saliency
 
-from keras_transformer.vision.cluttered import generate_splits
 from keras_transformer.vision.saliency import SALIENCY_ATTENTIONS, SALIENCY_BLOCKS
 
 SCORES = ("mae", "max_f", "pointing_hit_rate")
@@ -75,33 +74,24 @@ def build_parser():
         default=",".join(SALIENCY_ATTENTIONS),
         help="Comma-separated saliency models: none (no attention), cbam, residual.",
     )
-    parser.add_argument(
-        "--seeds", type=parse_list(int), default="0,1", help="Comma-separated seeds (weights and batches)."
+    add_task_flags(
+        parser,
+        size_help=f"Canvas side in pixels ({PAPERS_SIZE}: the papers').",
+        clutter=None,
+        clutter_help=f"Fragments of other glyphs per canvas; default 6, or 10 from --size {PAPERS_SIZE} on.",
+        object_scale=None,
+        object_scale_help=f"low,high: the glyph's height as a fraction of the side; default 0.3,0.45, or 0.25,0.35 "
+        f"from --size {PAPERS_SIZE} on.",
+        train_size=4000,
+        validation_size=500,
+        validation_help="Validation canvases (choose the steps).",
+        steps=1000,
+        batch_size=32,
+        learning_rate=1e-3,
     )
-    parser.add_argument("--task-seed", type=int, default=0, help="Seed of the generated task (the same for all runs).")
-    parser.add_argument("--size", type=int, default=40, help=f"Canvas side in pixels ({PAPERS_SIZE}: the papers').")
-    parser.add_argument(
-        "--clutter",
-        type=int,
-        default=None,
-        help=f"Fragments of other glyphs per canvas; default 6, or 10 from --size {PAPERS_SIZE} on.",
-    )
-    parser.add_argument(
-        "--object-scale",
-        type=parse_list(float, unique=False),
-        default=None,
-        help=f"low,high: the glyph's height as a fraction of the side; default 0.3,0.45, or 0.25,0.35 from --size "
-        f"{PAPERS_SIZE} on.",
-    )
-    parser.add_argument("--train-size", type=int, default=4000, help="Training canvases.")
-    parser.add_argument("--validation-size", type=int, default=500, help="Validation canvases (choose the steps).")
-    parser.add_argument("--test-size", type=int, default=1000, help="Test canvases (the scores).")
-    parser.add_argument("--steps", type=int, default=1000, help="Most training steps of every saliency run.")
     parser.add_argument(
         "--eval-every", type=int, default=100, help="Score the validation canvases every this many steps."
     )
-    parser.add_argument("--batch-size", type=int, default=32, help="Canvases per step.")
-    parser.add_argument("--learning-rate", type=float, default=1e-3, help="Adam's learning rate.")
     parser.add_argument(
         "--filters",
         type=parse_list(int, unique=False),
@@ -130,25 +120,19 @@ def parse_args(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
-    common.check_at_least(parser, args, ("steps", "eval_every", "batch_size", "train_size"), 1)
-    common.check_at_least(parser, args, ("validation_size", "test_size"), 1)
-    common.check_at_least(parser, args, ("size",), 16)
-    common.check_at_least(parser, args, ("classifier_steps",), 0)
-    if args.eval_every > args.steps:
-        parser.error(f"--eval-every must be <= --steps ({args.steps}). Received: {args.eval_every}")
+    common.check_at_least(parser, args, ("size",), 16)  # before the defaults that depend on it
     papers = args.size >= PAPERS_SIZE
     if args.clutter is None:
         args.clutter = 10 if papers else 6
-    common.check_at_least(parser, args, ("clutter",), 0)
     if args.object_scale is None:
         args.object_scale = [0.25, 0.35] if papers else [0.3, 0.45]
-    low_high = args.object_scale
-    if len(low_high) != 2 or not 0.1 <= low_high[0] <= low_high[1] <= 0.9:
-        parser.error(f"--object-scale must be low,high with 0.1 <= low <= high <= 0.9. Received: {low_high}")
+    check_task_flags(parser, args)
+    common.check_at_least(parser, args, ("eval_every",), 1)
+    common.check_at_least(parser, args, ("classifier_steps",), 0)
+    if args.eval_every > args.steps:
+        parser.error(f"--eval-every must be <= --steps ({args.steps}). Received: {args.eval_every}")
     if len(args.filters) != 3 or min(args.filters) < 1:
         parser.error(f"--filters must be three positive ints. Received: {args.filters}")
-    if not args.learning_rate > 0:
-        parser.error(f"--learning-rate must be > 0. Received: {args.learning_rate}")
     if keras.backend.backend() != "tensorflow":
         parser.error(f"needs Keras on TensorFlow (KERAS_BACKEND=tensorflow). Received: {keras.backend.backend()}")
     return args
@@ -223,13 +207,7 @@ def main(argv=None):
     cpu = common.cpu_info()
     load_start = os.getloadavg()
     started = time.perf_counter()
-    data = generate_splits(
-        {"train": args.train_size, "validation": args.validation_size, "test": args.test_size},
-        seed=args.task_seed,
-        size=args.size,
-        clutter=args.clutter,
-        object_scale=tuple(args.object_scale),
-    )
+    data = generate_task(args)
     test = data["test"]
     print(f"generated the canvases in {time.perf_counter() - started:.1f} s", flush=True)
     runs, shown = [], {}

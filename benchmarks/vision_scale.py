@@ -58,10 +58,9 @@ from pathlib import Path
 import common
 import keras
 import numpy as np
-from vision_attention import parse_list, run_orders
+from vision_attention import add_task_flags, check_task_flags, generate_task, parse_list, run_orders
 from vision_attention_train import fit, forward_flops
 
-from keras_transformer.vision.cluttered import generate_splits
 from keras_transformer.vision.models import build_scale_classifier
 from keras_transformer.vision.pointing import box_masks
 
@@ -95,23 +94,11 @@ def build_parser():
         default="1,2,4",
         help="Comma-separated downsampling factors of the scales of the fusion models, 1 first, at least two.",
     )
-    parser.add_argument(
-        "--seeds", type=parse_list(int), default="0,1", help="Comma-separated seeds (weights and batches)."
+    add_task_flags(
+        parser,
+        object_scale="0.15,0.45",
+        validation_help="Validation canvases of the curves (--curve-every only).",
     )
-    parser.add_argument("--task-seed", type=int, default=0, help="Seed of the generated task (the same for all runs).")
-    parser.add_argument("--size", type=int, default=40, help="Canvas side in pixels.")
-    parser.add_argument(
-        "--object-scale",
-        type=parse_list(float, unique=False),
-        default="0.15,0.45",
-        help="Glyph height range as fractions of the canvas, 'low,high' (drawn uniformly).",
-    )
-    parser.add_argument("--clutter", type=int, default=6, help="Fragments of other glyphs per canvas.")
-    parser.add_argument("--train-size", type=int, default=6000, help="Training canvases.")
-    parser.add_argument("--test-size", type=int, default=1000, help="Test canvases.")
-    parser.add_argument("--steps", type=int, default=800, help="Training steps of every run.")
-    parser.add_argument("--batch-size", type=int, default=64, help="Canvases per step.")
-    parser.add_argument("--learning-rate", type=float, default=3e-3, help="Adam's learning rate.")
     parser.add_argument(
         "--filters",
         type=parse_list(int, unique=False),
@@ -134,9 +121,6 @@ def build_parser():
         "since the last point (a learning curve); 0: no curves and no validation canvases.",
     )
     parser.add_argument(
-        "--validation-size", type=int, default=1000, help="Validation canvases of the curves (--curve-every only)."
-    )
-    parser.add_argument(
         "--name", default="vision_scale", help="Stem of the JSON and PNG file names (letters, digits, _ and -)."
     )
     parser.add_argument("--out", default="benchmarks/results", help="Folder of the JSON results.")
@@ -149,19 +133,14 @@ def parse_args(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
-    common.check_at_least(parser, args, ("steps", "batch_size", "train_size", "test_size", "validation_size"), 1)
-    common.check_at_least(parser, args, ("size",), 16)
-    common.check_at_least(parser, args, ("clutter", "curve_every"), 0)
-    if not args.learning_rate > 0:
-        parser.error(f"--learning-rate must be > 0. Received: {args.learning_rate}")
+    check_task_flags(parser, args)
+    common.check_at_least(parser, args, ("curve_every",), 0)
     if not args.extra_supervision >= 0:
         parser.error(f"--extra-supervision must be >= 0. Received: {args.extra_supervision}")
     if len(args.factors) < 2 or args.factors[0] != 1 or min(args.factors) < 1:
         parser.error(f"--factors must be two or more positive ints, 1 first. Received: {args.factors}")
     if max(args.factors) > args.size // 4:
         parser.error(f"--factors must be at most --size / 4 ({args.size // 4}). Received: {args.factors}")
-    if len(args.object_scale) != 2 or not 0.1 <= args.object_scale[0] <= args.object_scale[1] <= 0.9:
-        parser.error(f"--object-scale must be 'low,high' with 0.1 <= low <= high <= 0.9. Received: {args.object_scale}")
     if min(args.filters) < 1:
         parser.error(f"--filters must be positive. Received: {args.filters}")
     if not args.name or not all(c.isalnum() or c in "_-" for c in args.name):
@@ -510,9 +489,7 @@ def main(argv=None):
     sizes = {"train": args.train_size, "test": args.test_size}
     if args.curve_every:
         sizes["validation"] = args.validation_size  # its own random stream: train and test stay the same
-    data = generate_splits(
-        sizes, seed=args.task_seed, size=args.size, object_scale=tuple(args.object_scale), clutter=args.clutter
-    )
+    data = generate_task(args, sizes)
     num_classes = data["train"].num_classes
     edges = np.quantile(data["test"].heights, [1 / 3, 2 / 3])
     print(f"generated {sum(sizes.values())} canvases in {time.perf_counter() - started:.1f} s", flush=True)

@@ -265,7 +265,7 @@ def test_flags_are_checked_every_flag_has_help_and_size_60_is_the_papers_setting
         (["--size", "8"], "--size must be >= 16. Received: 8"),
         (["--learning-rate", "0"], "--learning-rate must be > 0. Received: 0.0"),
         (["--eval-every", "50", "--steps", "10"], "--eval-every must be <= --steps (10). Received: 50"),
-        (["--object-scale", "0.5,0.3"], "--object-scale must be low,high with 0.1 <= low <= high <= 0.9"),
+        (["--object-scale", "0.5,0.3"], "--object-scale must be 'low,high' with 0.1 <= low <= high <= 0.9"),
         (["--filters", "8,8"], "--filters must be three positive ints. Received: [8, 8]"),
         (["--clutter", "-1"], "--clutter must be >= 0. Received: -1"),
         (["--classifier-steps", "-1"], "--classifier-steps must be >= 0. Received: -1"),
