@@ -104,6 +104,19 @@ def add_task_flags(parser, size_help="Canvas side in pixels.", clutter=6, clutte
     parser.add_argument("--learning-rate", type=float, default=learning_rate, help="Adam's learning rate.")
 
 
+def add_output_flags(parser):
+    """Add `--out` (the JSON's folder) and `--figures` (the PNGs' folder)."""
+    parser.add_argument("--out", default="benchmarks/results", help="Folder of the JSON results.")
+    parser.add_argument("--figures", default="benchmarks/figures", help="Folder of the PNG figures.")
+
+
+def parsed(parser, argv):
+    """`parser`'s flags of `argv` (`sys.argv[1:]` when None), with the list itself as `args.argv` (for the JSON)."""
+    args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    return args
+
+
 def check_task_flags(parser, args):
     """`parser.error` unless the flags of `add_task_flags` are in range (defaults that depend on `--size` filled in)."""
     common.check_at_least(parser, args, ("steps", "batch_size", "train_size", "validation_size", "test_size"), 1)
@@ -154,16 +167,14 @@ def build_parser():
         help="Every this many steps, each run's accuracy on the validation canvases and its mean training loss "
         "since the last point (a learning curve); 0: no curves and no validation canvases.",
     )
-    parser.add_argument("--out", default="benchmarks/results", help="Folder of the JSON results.")
-    parser.add_argument("--figures", default="benchmarks/figures", help="Folder of the PNG figures.")
+    add_output_flags(parser)
     return parser
 
 
 def parse_args(argv=None):
     """The flags, checked (`argv`: `sys.argv[1:]` when `None`)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
+    args = parsed(parser, argv)
     check_task_flags(parser, args)
     common.check_at_least(parser, args, ("glimpse",), 1)
     common.check_at_least(parser, args, ("curve_every",), 0)

@@ -41,7 +41,7 @@ from pathlib import Path
 import common
 import keras
 import numpy as np
-from vision_attention import add_task_flags, check_task_flags, generate_task, parse_list
+from vision_attention import add_output_flags, add_task_flags, check_task_flags, generate_task, parse_list, parsed
 from vision_dcn_figures import plot_patches
 from vision_dcn_train import train_one
 
@@ -110,16 +110,14 @@ def build_parser():
         "--coarse-weight", type=float, default=1.0, help="Weight of the DCN's coarse prediction's cross-entropy."
     )
     parser.add_argument("--figure-canvases", type=int, default=8, help="Test canvases in the figure.")
-    parser.add_argument("--out", default="benchmarks/results", help="Folder of the JSON results.")
-    parser.add_argument("--figures", default="benchmarks/figures", help="Folder of the PNG figure.")
+    add_output_flags(parser)
     return parser
 
 
 def parse_args(argv=None):
     """The flags, checked, with the size's defaults filled in (`argv`: `sys.argv[1:]` when `None`)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
+    args = parsed(parser, argv)
     common.check_at_least(parser, args, ("size",), 16)  # before the defaults that depend on it
     papers = args.size >= 60
     if args.object_scale is None:

@@ -55,7 +55,7 @@ from pathlib import Path
 import common
 import keras
 import numpy as np
-from vision_attention import add_task_flags, check_task_flags, generate_task, parse_list
+from vision_attention import add_output_flags, add_task_flags, check_task_flags, generate_task, parse_list, parsed
 from vision_saliency_figures import plot_maps, plot_scores
 from vision_saliency_train import reference_maps, train_gradient_reference, train_saliency
 
@@ -110,16 +110,14 @@ def build_parser():
         default=800,
         help="Training steps (of 64) of the CNN classifier whose gradient saliency is the reference; 0: none.",
     )
-    parser.add_argument("--out", default="benchmarks/results", help="Folder of the JSON results.")
-    parser.add_argument("--figures", default="benchmarks/figures", help="Folder of the PNG figures.")
+    add_output_flags(parser)
     return parser
 
 
 def parse_args(argv=None):
     """The flags, checked, and the defaults that depend on `--size` resolved (`argv`: `sys.argv[1:]` when `None`)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
+    args = parsed(parser, argv)
     common.check_at_least(parser, args, ("size",), 16)  # before the defaults that depend on it
     papers = args.size >= PAPERS_SIZE
     if args.clutter is None:

@@ -58,7 +58,15 @@ from pathlib import Path
 import common
 import keras
 import numpy as np
-from vision_attention import add_task_flags, check_task_flags, generate_task, parse_list, run_orders
+from vision_attention import (
+    add_output_flags,
+    add_task_flags,
+    check_task_flags,
+    generate_task,
+    parse_list,
+    parsed,
+    run_orders,
+)
 from vision_attention_train import fit, forward_flops
 
 from keras_transformer.vision.models import build_scale_classifier
@@ -123,16 +131,14 @@ def build_parser():
     parser.add_argument(
         "--name", default="vision_scale", help="Stem of the JSON and PNG file names (letters, digits, _ and -)."
     )
-    parser.add_argument("--out", default="benchmarks/results", help="Folder of the JSON results.")
-    parser.add_argument("--figures", default="benchmarks/figures", help="Folder of the PNG figure.")
+    add_output_flags(parser)
     return parser
 
 
 def parse_args(argv=None):
     """The flags, checked (`argv`: `sys.argv[1:]` when `None`)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
+    args = parsed(parser, argv)
     check_task_flags(parser, args)
     common.check_at_least(parser, args, ("curve_every",), 0)
     if not args.extra_supervision >= 0:
