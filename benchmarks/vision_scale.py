@@ -129,6 +129,13 @@ def build_parser():
         "since the last point (a learning curve); 0: no curves and no validation canvases.",
     )
     parser.add_argument(
+        "--head-warmup",
+        type=int,
+        default=0,
+        help="Steps at the start of the attention model's training with its fusion layer frozen at its initial, "
+        "near-uniform weights (then trained with the rest, for --steps in all); 0: trained from the start.",
+    )
+    parser.add_argument(
         "--name", default="vision_scale", help="Stem of the JSON and PNG file names (letters, digits, _ and -)."
     )
     add_output_flags(parser)
@@ -141,6 +148,8 @@ def parse_args(argv=None):
     args = parsed(parser, argv)
     check_task_flags(parser, args)
     common.check_at_least(parser, args, ("curve_every",), 0)
+    if not 0 <= args.head_warmup < args.steps:
+        parser.error(f"--head-warmup must be >= 0 and < --steps ({args.steps}). Received: {args.head_warmup}")
     if not args.extra_supervision >= 0:
         parser.error(f"--extra-supervision must be >= 0. Received: {args.extra_supervision}")
     if len(args.factors) < 2 or args.factors[0] != 1 or min(args.factors) < 1:
@@ -216,13 +225,18 @@ def compiled_scale_classifier(args, model_name, seed, num_classes):
     trained = classifier.model
     if args.extra_supervision and model_name != "one":  # one scale: its own prediction is the fused one
         trained = extra_supervised(trained, args.extra_supervision)
+    recompile(trained, args)
+    return classifier, trained
+
+
+def recompile(trained, args):
+    """Compile `trained` with a new Adam of `--learning-rate` (again after a change of what is trainable)."""
     trained.compile(
         keras.optimizers.Adam(args.learning_rate),
         keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=["accuracy"],
     )
     trained.optimizer.build(trained.trainable_variables)  # eagerly: a lazy build slows the first step's trace
-    return classifier, trained
 
 
 def terciles(heights, edges):
@@ -280,7 +294,16 @@ def train_one(args, model_name, seed, data, num_classes, edges):
     classifier, trained = compiled_scale_classifier(args, model_name, seed, num_classes)
     model = classifier.model
     test = data["test"]
-    history, callbacks, train_seconds = fit(args, trained, seed, data)
+    warmup = args.head_warmup if model_name == "attention" else 0
+    if warmup:  # the fusion frozen at its initial, near-uniform weights, then trained with the rest
+        fusion = model.get_layer("scale_attention")
+        fusion.trainable = False
+        recompile(trained, args)
+        fit(argparse.Namespace(**{**vars(args), "steps": warmup, "curve_every": 0}), trained, seed, data)
+        fusion.trainable = True
+        recompile(trained, args)
+    steps_args = argparse.Namespace(**{**vars(args), "steps": args.steps - warmup})
+    history, callbacks, train_seconds = fit(steps_args, trained, seed, data)
     timer = callbacks[0]
     outputs = classifier.attention_model.predict(test.images, batch_size=EVAL_BATCH, verbose=0)
     correct = outputs["logits"].argmax(-1) == test.labels
