@@ -18,7 +18,7 @@ Measured per run:
   (the test accuracy at every k is in the JSON too), and, at that k, the accuracy of its own
   coarse prediction and of the same model reading k random patches instead of the salient ones;
 - FLOPs of one forward pass of one canvas, counted from the layers' shapes
-  (`dynamic_capacity.flop_counts`: a multiply-add is 2 FLOPs, a bias addition 1, a pooling
+  (`dynamic_capacity_flops.flop_counts`: a multiply-add is 2 FLOPs, a bias addition 1, a pooling
   window 1 per input) and by TensorFlow's profiler on the frozen graph (`forward_flops`);
 - for the DCN, whether the chosen patches fall on the glyph: the share of chosen patches whose
   block overlaps the glyph's box, against chance (the share of the grid's blocks that overlap
@@ -34,7 +34,8 @@ import keras
 import numpy as np
 from vision_attention_train import StepTimer, forward_flops
 
-from keras_transformer.vision.dynamic_capacity import DynamicCapacityNetwork, flop_counts
+from keras_transformer.vision.dynamic_capacity import DynamicCapacityNetwork
+from keras_transformer.vision.dynamic_capacity_flops import flop_counts
 
 EVAL_BATCH = 250
 

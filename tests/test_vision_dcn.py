@@ -21,11 +21,11 @@ from conftest import run_main
 from keras_transformer.vision.dynamic_capacity import (
     DynamicCapacityNetwork,
     entropy_saliency,
-    flop_counts,
     gather_positions,
     image_patches,
     scatter_positions,
 )
+from keras_transformer.vision.dynamic_capacity_flops import flop_counts
 
 TINY = dict(
     num_classes=4, patch_size=4, coarse_factor=2, coarse_filters=(3,), fine_filters=(3, 4), features=3, top_units=5, k=2

@@ -24,7 +24,7 @@ The rest of the package, one module each:
                 and a location policy trained by REINFORCE; it reads a few glimpses, not the image
     dynamic_capacity  Dynamic Capacity Networks (Almahairi et al. 2016): a cheap network everywhere,
                 an expensive one on the k positions where the cheap prediction's entropy is most
-                sensitive
+                sensitive; `dynamic_capacity_flops` counts its FLOPs and its bounds'
     saliency    salient-object detection: an encoder-decoder (plain, or with CBAM or residual
                 attention in its decoder blocks) from an image to each pixel's object probability
     saliency_metrics  MAE, max F-measure (beta^2 = 0.3) and the pointing game within 15/224 of
