@@ -41,6 +41,7 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.reinforce import Reinforce
+from keras_transformer.vision.dynamic_capacity import _check_int
 from keras_transformer.vision.spatial import bilinear_sample
 
 CORES = ("gru", "lstm", "rnn")
@@ -62,12 +63,6 @@ def gaussian_log_density(sample, mean, std):
     """
     squared = ops.sum(ops.square(ops.cast(sample, "float32") - ops.cast(mean, "float32")), axis=-1)
     return -squared / (2.0 * std**2) - 2.0 * math.log(std) - math.log(2.0 * math.pi)
-
-
-def _check_int(name, value, low):
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"`{name}` must be an int >= {low}. Received: {name}={value!r}")
-    return value
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
