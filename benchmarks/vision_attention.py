@@ -72,13 +72,15 @@ def parse_list(kind, choices=None, unique=True):
     return parse
 
 
-def add_task_flags(parser, size_help="Canvas side in pixels.", clutter=6, clutter_help=None, object_scale=False,
-                   object_scale_help=None, train_size=6000, test_size=1000, validation_size=1000,
-                   validation_help="Validation canvases.", steps=800, batch_size=64, learning_rate=3e-3):  # fmt: skip
+def add_task_flags(parser, size=40, size_help="Canvas side in pixels.", clutter=6, clutter_help=None,
+                   object_scale=False, object_scale_help=None, fragment_size=False, train_size=6000, test_size=1000,
+                   validation_size=1000, validation_help="Validation canvases.", steps=800, batch_size=64,
+                   learning_rate=3e-3):  # fmt: skip
     """Add the flags every vision benchmark shares: the seeds, the generated task and the training budget.
 
     `--seeds`, `--task-seed`, `--size`, `--object-scale` (unless `object_scale` is False; its
-    default otherwise, a `"low,high"` string or None), `--clutter`, `--train-size`,
+    default otherwise, a `"low,high"` string or None), `--clutter`, `--fragment-size` (unless
+    `fragment_size` is False; its default otherwise, an int or None), `--train-size`,
     `--validation-size`, `--test-size`, `--steps`, `--batch-size`, `--learning-rate`, with the
     given defaults and helps.
     """
@@ -86,7 +88,7 @@ def add_task_flags(parser, size_help="Canvas side in pixels.", clutter=6, clutte
         "--seeds", type=parse_list(int), default=DEFAULT_SEEDS, help="Comma-separated seeds (weights and batches)."
     )
     parser.add_argument("--task-seed", type=int, default=0, help="Seed of the generated task (the same for all runs).")
-    parser.add_argument("--size", type=int, default=40, help=size_help)
+    parser.add_argument("--size", type=int, default=size, help=size_help)
     if object_scale is not False:
         parser.add_argument(
             "--object-scale",
@@ -96,6 +98,13 @@ def add_task_flags(parser, size_help="Canvas side in pixels.", clutter=6, clutte
         )
     clutter_help = clutter_help or "Fragments of other glyphs per canvas."
     parser.add_argument("--clutter", type=int, default=clutter, help=clutter_help)
+    if fragment_size is not False:
+        parser.add_argument(
+            "--fragment-size",
+            type=int,
+            default=fragment_size,
+            help="Side of a clutter fragment in pixels (default: a quarter of --size).",
+        )
     parser.add_argument("--train-size", type=int, default=train_size, help="Training canvases.")
     parser.add_argument("--validation-size", type=int, default=validation_size, help=validation_help)
     parser.add_argument("--test-size", type=int, default=test_size, help="Test canvases.")
@@ -110,6 +119,19 @@ def add_output_flags(parser):
     parser.add_argument("--figures", default="benchmarks/figures", help="Folder of the PNG figures.")
 
 
+def add_name_flag(parser, default):
+    """Add `--name`, the stem of a run's JSON and PNG file names (checked by `check_name`)."""
+    parser.add_argument(
+        "--name", default=default, help="Stem of the JSON and PNG file names (letters, digits, _ and -)."
+    )
+
+
+def check_name(parser, args):
+    """`parser.error` unless `--name` is letters, digits, _ and - (a file name in `--out`, never a path)."""
+    if not args.name or not all(c.isalnum() or c in "_-" for c in args.name):
+        parser.error(f"--name must be letters, digits, _ and -. Received: {args.name!r}")
+
+
 def parsed(parser, argv):
     """`parser`'s flags of `argv` (`sys.argv[1:]` when None), with the list itself as `args.argv` (for the JSON)."""
     args = parser.parse_args(argv)
@@ -122,6 +144,8 @@ def check_task_flags(parser, args):
     common.check_at_least(parser, args, ("steps", "batch_size", "train_size", "validation_size", "test_size"), 1)
     common.check_at_least(parser, args, ("size",), 16)
     common.check_at_least(parser, args, ("clutter",), 0)
+    if getattr(args, "fragment_size", None) is not None and not 1 <= args.fragment_size <= args.size:
+        parser.error(f"--fragment-size must be in [1, --size]. Received: {args.fragment_size}")
     if not args.learning_rate > 0:
         parser.error(f"--learning-rate must be > 0. Received: {args.learning_rate}")
     scale = getattr(args, "object_scale", None)
@@ -133,6 +157,8 @@ def generate_task(args, sizes=None):
     """The canvases of the flags of `add_task_flags`: `{split: ClutteredGlyphs}` of `sizes` (default: all three)."""
     sizes = sizes or {"train": args.train_size, "validation": args.validation_size, "test": args.test_size}
     options = {"glyphs": args.glyphs} if hasattr(args, "glyphs") else {"object_scale": tuple(args.object_scale)}
+    if getattr(args, "fragment_size", None) is not None:
+        options["fragment_size"] = args.fragment_size
     return generate_splits(sizes, seed=args.task_seed, size=args.size, clutter=args.clutter, **options)
 
 

@@ -163,8 +163,11 @@ def compiled_classifier(args, attention, seed, num_classes):
     return classifier
 
 
-def fit(args, model, seed, data):
+def fit(args, model, seed, data, curve=ValidationCurve):
     """Train `model` for `--steps` steps on the training canvases, shuffled with `seed`.
+
+    With `--curve-every`, `curve(args.curve_every, data["validation"])` records the learning curve
+    (a `ValidationCurve` or a subclass that measures more at each point).
 
     Returns:
         `(history, callbacks, seconds)`: the `model.fit` history; the `StepTimer`, then, with
@@ -175,7 +178,7 @@ def fit(args, model, seed, data):
     timer = StepTimer()
     callbacks = [timer]  # the timer first: its step ends before a curve point's evaluation
     if args.curve_every:
-        callbacks.append(ValidationCurve(args.curve_every, data["validation"]))
+        callbacks.append(curve(args.curve_every, data["validation"]))
     started = time.perf_counter()
     history = model.fit(
         image_dataset(data["train"], args.batch_size, shuffle=True, seed=seed, repeat=True),

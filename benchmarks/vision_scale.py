@@ -59,8 +59,10 @@ import common
 import keras
 import numpy as np
 from vision_attention import (
+    add_name_flag,
     add_output_flags,
     add_task_flags,
+    check_name,
     check_task_flags,
     generate_task,
     parse_list,
@@ -135,9 +137,7 @@ def build_parser():
         help="Steps at the start of the attention model's training with its fusion layer frozen at its initial, "
         "near-uniform weights (then trained with the rest, for --steps in all); 0: trained from the start.",
     )
-    parser.add_argument(
-        "--name", default="vision_scale", help="Stem of the JSON and PNG file names (letters, digits, _ and -)."
-    )
+    add_name_flag(parser, "vision_scale")
     add_output_flags(parser)
     return parser
 
@@ -158,8 +158,7 @@ def parse_args(argv=None):
         parser.error(f"--factors must be at most --size / 4 ({args.size // 4}). Received: {args.factors}")
     if min(args.filters) < 1:
         parser.error(f"--filters must be positive. Received: {args.filters}")
-    if not args.name or not all(c.isalnum() or c in "_-" for c in args.name):
-        parser.error(f"--name must be letters, digits, _ and -. Received: {args.name!r}")
+    check_name(parser, args)
     if keras.backend.backend() != "tensorflow":
         parser.error(f"needs Keras on TensorFlow (KERAS_BACKEND=tensorflow). Received: {keras.backend.backend()}")
     return args

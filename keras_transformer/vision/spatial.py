@@ -22,6 +22,11 @@ from keras_transformer.vision.channel import channels_of
 # The identity transform's six parameters, row by row: [[1, 0, 0], [0, 1, 0]].
 IDENTITY = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
 
+# SpatialTransformer's localisation nets (its docstring describes each), and each one's default
+# `(localization_filters, localization_units)`: the convolutional net's are the paper's.
+LOCALIZATIONS = ("pooled", "convolutional")
+LOCALIZATION_DEFAULTS = {"pooled": ((8, 16), 32), "convolutional": ((20, 20), 50)}
+
 
 def normalized_coordinates(size, dtype="float32"):
     """The normalized coordinates of `size` pixel centres along one axis: -1 ... +1 (0 for a single pixel).
@@ -185,24 +190,33 @@ class SpatialTransformer(keras.layers.Layer):
     the layer starts by passing its input through unchanged, and learns from the classification
     loss alone (no box is ever given) which part of the image to cut out.
 
-    The localisation net, for any image size: `coordinates` appends the normalized x and y of
-    each pixel to the input as two channels; two stride-2 3x3 convolutions (relu,
-    `localization_filters`); a 1x1 convolution scores each position, a softmax over all positions
-    turns the scores into a distribution p; the features, the coordinates and their squares are
-    averaged under p (so the position of the most salient region is read out directly); a relu
-    `Dense(localization_units)`; a `Dense(6)`.
+    Two localisation nets (`localization`):
 
-    Deviation: the paper's localisation nets are fully connected or convolutional networks over
-    a fixed-size image; this one pools with a softmax over positions, so that it runs on images
-    of any size and reads the position of what it finds.
+    - `"pooled"` (the default), for any image size: `coordinates` appends the normalized x and y
+      of each pixel to the input as two channels; two stride-2 3x3 convolutions (relu,
+      `localization_filters`); a 1x1 convolution scores each position, a softmax over all
+      positions turns the scores into a distribution p; the features, the coordinates and their
+      squares are averaged under p (so the position of the most salient region is read out
+      directly); a relu `Dense(localization_units)`; a `Dense(6)`. A deviation from the paper,
+      so that it runs on images of any size and reads the position of what it finds.
+    - `"convolutional"`, the paper's ST-CNN localisation net for its cluttered MNIST: 2x2 max
+      pooling, a 5x5 convolution (relu, `localization_filters[0]`), 2x2 max pooling, a 5x5
+      convolution (relu, `localization_filters[1]`), flattened, a relu
+      `Dense(localization_units)`, a `Dense(6)` (the paper: 20, 20 and 50). Its flattened size
+      depends on the image's, so it needs images of a height and width known when it is built
+      (and the same ones after). Deviation: "same" padding, so that small images keep a cell.
 
     Args:
         output_size: None (default: the output has the input's height and width) or a pair of
             ints `(height, width)`, the size of the glimpse (a smaller one downsamples, as the
             paper's 60x60 -> 30x30 MNIST transformers).
         localization_filters: pair of ints, the channels of the localisation net's two
-            convolutions.
-        localization_units: int, the width of its hidden dense layer.
+            convolutions; None: `(8, 16)` for `"pooled"`, the paper's `(20, 20)` for
+            `"convolutional"`.
+        localization_units: int, the width of its hidden dense layer; None: 32 for `"pooled"`,
+            the paper's 50 for `"convolutional"`.
+        localization: one of `LOCALIZATIONS`, the localisation net: `"pooled"` (any image size)
+            or `"convolutional"` (the paper's; a fixed image size).
         localization_rate: float in (0, 1], how fast the transform moves relative to the rest of
             the model: `theta = identity + rate * (net(x) - identity)`, so every gradient step
             moves it `rate` times as far under Adam (the papers train their localisation nets at
@@ -228,9 +242,20 @@ class SpatialTransformer(keras.layers.Layer):
     """
 
     def __init__(
-        self, output_size=None, localization_filters=(8, 16), localization_units=32, localization_rate=0.1, **kwargs
+        self,
+        output_size=None,
+        localization_filters=None,
+        localization_units=None,
+        localization_rate=0.1,
+        localization="pooled",
+        **kwargs,
     ):
         super().__init__(**kwargs)
+        if localization not in LOCALIZATIONS:
+            raise ValueError(f"`localization` must be one of {LOCALIZATIONS}. Received: localization={localization!r}")
+        default_filters, default_units = LOCALIZATION_DEFAULTS[localization]
+        localization_filters = default_filters if localization_filters is None else localization_filters
+        localization_units = default_units if localization_units is None else localization_units
         if output_size is not None:
             output_size = tuple(output_size)
             if len(output_size) != 2 or any(not isinstance(n, int) or n < 1 for n in output_size):
@@ -259,9 +284,55 @@ class SpatialTransformer(keras.layers.Layer):
         self.localization_filters = localization_filters
         self.localization_units = localization_units
         self.localization_rate = float(localization_rate)
+        self.localization = localization
 
     def build(self, inputs_shape, theta_shape=None):
         channels = channels_of(inputs_shape, "SpatialTransformer")
+        if self.localization == "convolutional":
+            self._build_convolutional(inputs_shape, channels)
+        else:
+            self._build_pooled(channels)
+        self.theta_dense = keras.layers.Dense(
+            6,
+            kernel_initializer="zeros",
+            bias_initializer=keras.initializers.Constant(IDENTITY),
+            dtype=self.dtype_policy,
+            name="localization_theta",
+        )
+        self.theta_dense.build((None, self.localization_units))
+
+    def _build_convolutional(self, inputs_shape, channels):
+        """The paper's localisation net: pool, 5x5 convolution, pool, 5x5 convolution, flatten, dense."""
+        height, width = inputs_shape[1], inputs_shape[2]
+        if height is None or width is None:
+            raise ValueError(
+                'SpatialTransformer(localization="convolutional") needs images of a known height and width. '
+                f"Received: inputs_shape={tuple(inputs_shape)}"
+            )
+        self.image_size = (int(height), int(width))
+        first, second = self.localization_filters
+        self.convolutional_layers = [
+            keras.layers.MaxPooling2D(2, padding="same", dtype=self.dtype_policy, name="localization_pool_1"),
+            keras.layers.Conv2D(
+                first, 5, padding="same", activation="relu", dtype=self.dtype_policy, name="localization_conv_1"
+            ),
+            keras.layers.MaxPooling2D(2, padding="same", dtype=self.dtype_policy, name="localization_pool_2"),
+            keras.layers.Conv2D(
+                second, 5, padding="same", activation="relu", dtype=self.dtype_policy, name="localization_conv_2"
+            ),
+            keras.layers.Flatten(dtype=self.dtype_policy, name="localization_flatten"),
+        ]
+        shape = (None, *self.image_size, channels)
+        for layer in self.convolutional_layers:
+            layer.build(shape)
+            shape = layer.compute_output_shape(shape)
+        self.hidden_dense = keras.layers.Dense(
+            self.localization_units, activation="relu", dtype=self.dtype_policy, name="localization_hidden"
+        )
+        self.hidden_dense.build(shape)
+
+    def _build_pooled(self, channels):
+        """The softmax-pooled localisation net of any image size (see the class docstring)."""
         first, second = self.localization_filters
         self.first_conv = keras.layers.Conv2D(
             first, 3, strides=2, padding="same", activation="relu", dtype=self.dtype_policy, name="localization_conv_1"
@@ -277,17 +348,34 @@ class SpatialTransformer(keras.layers.Layer):
             self.localization_units, activation="relu", dtype=self.dtype_policy, name="localization_hidden"
         )
         self.hidden_dense.build((None, second + 4))
-        self.theta_dense = keras.layers.Dense(
-            6,
-            kernel_initializer="zeros",
-            bias_initializer=keras.initializers.Constant(IDENTITY),
-            dtype=self.dtype_policy,
-            name="localization_theta",
-        )
-        self.theta_dense.build((None, self.localization_units))
 
     def localize(self, inputs):
         """The localisation net: `[B, H, W, C]` images -> `theta` `[B, 2, 3]`."""
+        summary = (
+            self._convolutional_summary(inputs)
+            if self.localization == "convolutional"
+            else self._pooled_summary(inputs)
+        )
+        theta = self.theta_dense(self.hidden_dense(summary))  # (B, 6), the identity at initialization
+        identity = ops.convert_to_tensor(IDENTITY, theta.dtype)
+        theta = identity + self.localization_rate * (theta - identity)  # a slower transform, same start
+        return ops.reshape(theta, (-1, 2, 3))  # (B, 2, 3)
+
+    def _convolutional_summary(self, inputs):
+        """The paper's net up to its hidden layer: `[B, H, W, C]` -> `[B, H/4 * W/4 * F]`."""
+        size = tuple(inputs.shape[1:3])
+        if None not in size and size != self.image_size:
+            raise ValueError(
+                f'SpatialTransformer(localization="convolutional") was built for {self.image_size[0]}x'
+                f"{self.image_size[1]} images. Received: {size[0]}x{size[1]}"
+            )
+        x = inputs
+        for layer in self.convolutional_layers:
+            x = layer(x)
+        return x
+
+    def _pooled_summary(self, inputs):
+        """The pooled net up to its hidden layer: `[B, H, W, C]` -> `[B, F + 4]` (see the class docstring)."""
         shape = ops.shape(inputs)
         x, y = affine_grid(ops.convert_to_tensor([[list(IDENTITY[:3]), list(IDENTITY[3:])]]), shape[1], shape[2])
         coordinates = ops.stack([x, y], axis=-1)  # (1, H, W, 2)
@@ -303,11 +391,7 @@ class SpatialTransformer(keras.layers.Layer):
         pooled = ops.einsum("bn,bnf->bf", where, flat)  # (B, F)
         centre = ops.matmul(where, positions)  # (B, 2)
         spread = ops.matmul(where, ops.square(positions))  # (B, 2)
-        summary = ops.cast(ops.concatenate([pooled, centre, spread], axis=-1), self.compute_dtype)  # (B, F + 4)
-        theta = self.theta_dense(self.hidden_dense(summary))  # (B, 6), the identity at initialization
-        identity = ops.convert_to_tensor(IDENTITY, theta.dtype)
-        theta = identity + self.localization_rate * (theta - identity)  # a slower transform, same start
-        return ops.reshape(theta, (-1, 2, 3))  # (B, 2, 3)
+        return ops.cast(ops.concatenate([pooled, centre, spread], axis=-1), self.compute_dtype)  # (B, F + 4)
 
     def call(self, inputs, theta=None, return_attention_scores=False):
         theta = self.localize(inputs) if theta is None else ops.reshape(ops.cast(theta, "float32"), (-1, 2, 3))
@@ -329,6 +413,7 @@ class SpatialTransformer(keras.layers.Layer):
                 "localization_filters": list(self.localization_filters),
                 "localization_units": self.localization_units,
                 "localization_rate": self.localization_rate,
+                "localization": self.localization,
             }
         )
         return config
