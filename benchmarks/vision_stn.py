@@ -308,7 +308,7 @@ def plot_glimpses(path, shown, validation, title):
         axis.set_xticks([])
         axis.set_yticks([])
     figure.suptitle(title, fontsize=8)
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0, 1, 1 - 0.25 / figure.get_figheight()))  # room for the title
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=100)
     plt.close(figure)

@@ -115,11 +115,11 @@ def test_st_cnn_outputs_logits_and_the_glimpse_footprint_and_only_the_learned_tr
         assert moved > 1e-4 and transformer.trainable_weights
 
 
-def test_st_cnn_saves_and_loads_with_its_transform():
+def test_st_cnn_saves_and_loads_with_its_transform(tmp_path):
     classifier = build_st_cnn(image_size=(20, 20), glimpse_size=(6, 6), filters=(4,), units=8)
     _fit_one_step(classifier, 20)
     x = _images(size=20)
-    path = __import__("tempfile").mkdtemp() + "/st_cnn.keras"
+    path = tmp_path / "st_cnn.keras"
     classifier.attention_model.save(path)
     loaded = keras.saving.load_model(path)
     for key in ("logits", "attention_map"):
@@ -135,10 +135,13 @@ def test_st_cnn_saves_and_loads_with_its_transform():
     "kwargs, message",
     [
         ({"transform": "stn"}, r"one of \('learned', 'identity', 'none'\). Received: transform='stn'"),
-        ({"image_size": (60,)}, r"`image_size` must be 2 positive ints. Received: image_size=\(60,\)"),
-        ({"glimpse_size": (0, 4)}, r"`glimpse_size` must be 2 positive ints. Received: glimpse_size=\(0, 4\)"),
-        ({"filters": ()}, r"`filters` must be positive ints. Received: filters=\(\)"),
-        ({"units": 2.5}, r"`units` must be 1 positive ints. Received: units=\(2.5,\)"),
+        (
+            {"image_size": (60,)},
+            r"`image_size` must be \(height, width\), two positive ints. Received: image_size=\(60,\)",
+        ),
+        ({"glimpse_size": (0, 4)}, r"`glimpse_size` must be a tuple of positive ints. Received: glimpse_size=\(0, 4\)"),
+        ({"filters": ()}, r"`filters` must be a tuple of positive ints. Received: filters=\(\)"),
+        ({"units": 2.5}, r"`units` must be an int >= 1. Received: units=2.5"),
     ],
 )
 def test_st_cnn_rejects_bad_arguments_naming_them(kwargs, message):

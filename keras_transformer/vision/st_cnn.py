@@ -24,23 +24,19 @@ footprint on the canvas (`keras_transformer.vision.models.GlimpseFootprint`): th
 import keras
 from keras import ops
 
+from keras_transformer.vision.dynamic_capacity import _check_int, _check_widths
 from keras_transformer.vision.models import Classifier, GlimpseFootprint
 from keras_transformer.vision.spatial import SpatialTransformer
 
 TRANSFORMS = ("learned", "identity", "none")
 
 
-def _positive_ints(name, values, count=None):
-    """`values` as a tuple of positive ints (of length `count` if given); a `ValueError` naming it otherwise."""
-    values = tuple(values) if isinstance(values, (list, tuple)) else (values,)
-    if (
-        (count is not None and len(values) != count)
-        or not values
-        or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values)
-    ):
-        wanted = f"{count} positive ints" if count else "positive ints"
-        raise ValueError(f"`{name}` must be {wanted}. Received: {name}={values!r}")
-    return values
+def _check_size(name, value):
+    """`value` as `(height, width)`, two positive ints; a `ValueError` naming the argument and the value otherwise."""
+    size = _check_widths(name, value)
+    if len(size) != 2:
+        raise ValueError(f"`{name}` must be (height, width), two positive ints. Received: {name}={value!r}")
+    return size
 
 
 def build_st_cnn(
@@ -79,10 +75,10 @@ def build_st_cnn(
     """
     if transform not in TRANSFORMS:
         raise ValueError(f"`transform` must be one of {TRANSFORMS}. Received: transform={transform!r}")
-    height, width = _positive_ints("image_size", image_size, 2)
-    glimpse_size = _positive_ints("glimpse_size", glimpse_size, 2)
-    filters = _positive_ints("filters", filters)
-    (units,) = _positive_ints("units", units, 1)
+    height, width = _check_size("image_size", image_size)
+    glimpse_size = _check_size("glimpse_size", glimpse_size)
+    filters = _check_widths("filters", filters)
+    units = _check_int("units", units)
     images = keras.Input((height, width, channels), name="images")
     x, theta = images, None
     if transform != "none":
