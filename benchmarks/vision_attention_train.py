@@ -28,7 +28,8 @@ Measured per run:
   area over the canvas's), their ratio ("lift"), and the pointing game (the map's maximum inside
   the box);
 - for the STN, how well its transform undoes the placement: the glimpse's centre against the
-  glyph's centre (pixels; the identity's centre, the canvas's, as the reference), the glimpse's
+  glyph's centre (pixels; the identity's centre, the canvas's, as the reference; and that error
+  split into its mean offset `(row, column)` and the scatter around it), the glimpse's
   side over the glyph's height, and its rotation against the glyph's (the correlation, and the
   mean error against the identity's, which is the mean |angle|);
 - for SE and SK, the last block's channel attention on the test canvases (SE's weight per
@@ -111,11 +112,14 @@ def stn_placement(theta, test):
     """How well the STN's transforms undo the glyphs' placement (see the module docstring)."""
     size = test.images.shape[1]
     centres, sides, angles = theta_placement(theta, size)
-    centre_error = np.linalg.norm(centres - test.centres, axis=1)
+    offsets = centres - test.centres  # (N, 2), glimpse centre minus glyph centre, as (row, column)
+    centre_error = np.linalg.norm(offsets, axis=1)
     identity_error = np.linalg.norm(test.centres - (size - 1) / 2.0, axis=1)
     correlation = float(np.corrcoef(angles, test.angles)[0, 1]) if np.std(angles) > 0 else 0.0
     return {
         "centre_error_px": float(centre_error.mean()),
+        "centre_mean_offset_px": offsets.mean(axis=0).tolist(),
+        "centre_scatter_px": float(np.linalg.norm(offsets - offsets.mean(axis=0), axis=1).mean()),
         "identity_centre_error_px": float(identity_error.mean()),
         "side_over_glyph_height": float(np.median(sides / test.heights)),
         "identity_side_over_glyph_height": float(np.median(size / test.heights)),
