@@ -6,6 +6,12 @@ from keras import ops
 from keras_transformer.config import ATTENTION_INITIALIZATIONS as INITIALIZATIONS
 from keras_transformer.config import ATTENTION_SCORES, check_choice
 from keras_transformer.layers.dropout import Dropout
+from keras_transformer.layers.fused_attention import (
+    ATTENTION_IMPLEMENTATIONS,
+    fused_context,
+    fused_pays,
+    log_choice_once,
+)
 from keras_transformer.layers.normalization import LayerNorm
 from keras_transformer.layers.scoring import AttentionScore, softmax_over_keys, weighted_sum
 from keras_transformer.masks import SIGN_MASK_RULES, attention_masks, zero_padding_rows
@@ -94,6 +100,13 @@ class MultiheadAttention(keras.layers.Layer):
         zero_padding: bool, set the outputs at padding queries to zero (default). False leaves
             what the tutorial code leaves there: `W^O`'s bias plus the query (zero context, by
             query masking), after LayerNorm if `normalize`.
+        attention_implementation: `"auto"` (default), `"fused"` or `"explicit"`: whether the
+            scaled dot-product attention runs as one `keras.ops.dot_product_attention` call (a
+            fused kernel on a GPU) or explicitly (scores, masked softmax, weighted sum); see
+            `keras_transformer.layers.fused_attention`. `"auto"` fuses on a GPU from the measured
+            crossover length and stays explicit on a CPU. The fused call needs `score=
+            "scaled_dot"` and `dropout_rate=0` (`"fused"` raises otherwise); with
+            `return_attention_scores` the explicit path runs, since it computes the weights.
 
     Call arguments:
         queries: float tensor `[B, T_q, D]`.
@@ -135,10 +148,17 @@ class MultiheadAttention(keras.layers.Layer):
         residual_dropout_rate=0.0,
         sign_mask_rule="abs_sum",
         zero_padding=True,
+        attention_implementation="auto",
         **kwargs,
     ):
         super().__init__(**kwargs)
         check_choice("score", score, ATTENTION_SCORES)
+        check_choice("attention_implementation", attention_implementation, ATTENTION_IMPLEMENTATIONS)
+        if attention_implementation == "fused" and (score != "scaled_dot" or dropout_rate):
+            raise ValueError(
+                '`attention_implementation="fused"` computes the scaled dot-product score without dropout on the '
+                f'weights. Received: score={score!r}, dropout_rate={dropout_rate} (use "auto" or "explicit")'
+            )
         check_choice("sign_mask_rule", sign_mask_rule, SIGN_MASK_RULES)
         if initialization not in INITIALIZATIONS:
             raise ValueError(
@@ -166,6 +186,7 @@ class MultiheadAttention(keras.layers.Layer):
         self.score = score
         self.sign_mask_rule = sign_mask_rule
         self.zero_padding = zero_padding
+        self.attention_implementation = attention_implementation
         self.supports_masking = True
         self._head_width = None  # K, known in `build`
 
@@ -288,17 +309,10 @@ class MultiheadAttention(keras.layers.Layer):
             weights if requested.
         """
         query = self._split_heads(self.query_dense(queries))  # (B, H, T_q, K)
-        scores = self.scoring(query, key, allowed)  # float32 (B, H, T_q, T_k), masked
-        weights = ops.cast(softmax_over_keys(scores), self.compute_dtype)  # (B, H, T_q, T_k)
-        # Query masking (the tutorial's `outputs *= query_masks`) is applied to the returned
-        # weights only: the rows of padding queries are zeroed at the end (with `zero_padding`),
-        # or their context is (without), so the outputs and gradients are the same without a
-        # pass over [B, H, T_q, T_k].
-
-        context = weighted_sum(self.attention_dropout(weights, training=training), value)  # (B, H, T_q, K)
-        context = ops.transpose(context, (0, 2, 1, 3))  # (B, T_q, H, K)
-        batch, query_length = ops.shape(context)[0], ops.shape(context)[1]
-        context = ops.reshape(context, (batch, query_length, self.num_heads * self._head_width))  # (B, T_q, H*K)
+        if self.uses_fused(key.shape[2], training, return_attention_scores):
+            context = fused_context(query, key, value, allowed)  # (B, T_q, H*K)
+        else:
+            context, weights = self._explicit_context(query, key, value, allowed, training)
         if not self.zero_padding:  # the query-masked weights' zero context at padding queries
             context = zero_padding_rows(context, queries_mask)
         if self.use_output_projection:
@@ -312,6 +326,37 @@ class MultiheadAttention(keras.layers.Layer):
         if return_attention_scores:
             return outputs, weights * ops.cast(queries_mask[:, None, :, None], weights.dtype)
         return outputs
+
+    def uses_fused(self, key_length, training=None, return_attention_scores=False):
+        """Whether a call runs the fused `keras.ops.dot_product_attention` (logged once per choice).
+
+        Args:
+            key_length: int or None, the static number of keys T_k.
+            training: bool, whether dropout is active.
+            return_attention_scores: bool, whether the weights are requested.
+        """
+        if self.attention_implementation == "explicit" or self.score != "scaled_dot" or return_attention_scores:
+            return False
+        if training and self.dropout_rate:
+            return False
+        if self.attention_implementation == "fused":
+            return True
+        fused = fused_pays(key_length, self.causality)
+        log_choice_once("fused" if fused else "explicit", f'"auto", {keras.backend.backend()}, {key_length} keys')
+        return fused
+
+    def _explicit_context(self, query, key, value, allowed, training):
+        """Scores, masked softmax, weighted sum: `(context [B, T_q, H*K], weights [B, H, T_q, T_k])`."""
+        scores = self.scoring(query, key, allowed)  # float32 (B, H, T_q, T_k), masked
+        weights = ops.cast(softmax_over_keys(scores), self.compute_dtype)  # (B, H, T_q, T_k)
+        # Query masking (the tutorial's `outputs *= query_masks`) is applied to the returned
+        # weights only: the rows of padding queries are zeroed at the end (with `zero_padding`),
+        # or their context is (without), so the outputs and gradients are the same without a
+        # pass over [B, H, T_q, T_k].
+        context = weighted_sum(self.attention_dropout(weights, training=training), value)  # (B, H, T_q, K)
+        context = ops.transpose(context, (0, 2, 1, 3))  # (B, T_q, H, K)
+        batch, query_length = ops.shape(context)[0], ops.shape(context)[1]
+        return ops.reshape(context, (batch, query_length, self.num_heads * self._head_width)), weights
 
     def get_config(self):
         config = super().get_config()
@@ -330,6 +375,7 @@ class MultiheadAttention(keras.layers.Layer):
                 "score": self.score,
                 "sign_mask_rule": self.sign_mask_rule,
                 "zero_padding": self.zero_padding,
+                "attention_implementation": self.attention_implementation,
             }
         )
         return config

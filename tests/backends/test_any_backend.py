@@ -126,3 +126,64 @@ def test_late_dropout_trains_at_the_raised_rate_from_the_start_step_on():
     # A later `fit` keeps training at the raised rate.
     again = probe.fit(x, x, batch_size=8, epochs=1, verbose=0, callbacks=[late])
     assert again.history["loss"][0] > 0.5 and late.raised_at == 5
+
+
+# ---------------------------------------------------------------- fused attention
+
+
+def _attention_pair(**kwargs):
+    """The explicit and the fused `MultiheadAttention`, built on the same weights."""
+    from keras_transformer.layers.attention import MultiheadAttention
+
+    explicit = MultiheadAttention(num_heads=4, attention_implementation="explicit", **kwargs)
+    fused = MultiheadAttention(num_heads=4, attention_implementation="fused", **kwargs)
+    return explicit, fused
+
+
+def _padded_inputs():
+    rng = np.random.default_rng(0)
+    queries = rng.normal(size=(3, 7, 16)).astype("float32")
+    keys = rng.normal(size=(3, 5, 16)).astype("float32")
+    queries[0, 5:] = 0.0  # padding queries
+    keys[1, 3:] = 0.0  # padding keys
+    keys[2] = 0.0  # a source that is all padding
+    return queries, keys
+
+
+@pytest.mark.parametrize("causality", [False, True])
+def test_fused_attention_is_the_explicit_attention_with_padding_and_causality(causality):
+    queries, keys = _padded_inputs()
+    keys = queries if causality else keys
+    explicit, fused = _attention_pair(causality=causality)
+    explicit(queries, keys), fused(queries, keys)
+    fused.set_weights(explicit.get_weights())
+    expected, got = numpy(explicit(queries, keys)), numpy(fused(queries, keys))
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    assert np.all(got[0, 5:] == 0.0)  # padding queries stay exactly zero
+
+
+def test_fused_attention_over_a_key_value_cache_is_the_explicit_attention():
+    """A decoding step: one new query over cached keys and values, of which the last two are not yet written."""
+    queries, keys = _padded_inputs()
+    explicit, fused = _attention_pair()
+    explicit(queries, keys), fused(queries, keys)
+    fused.set_weights(explicit.get_weights())
+    key, value = explicit.project_keys_values(keys)
+    allowed = ops.convert_to_tensor(np.array([[1, 1, 1, 0, 0]] * 3, bool)[:, None, None, :])  # (B, 1, 1, T_k)
+    step = ops.convert_to_tensor(queries[:, 2:3])  # `attend` takes tensors (a layer call converts arrays)
+    queries_mask = ops.convert_to_tensor(np.ones((3, 1), bool))
+    # `attend` called directly, outside a layer call: PyTorch tracks gradients, so stop them to read the values.
+    expected = numpy(ops.stop_gradient(explicit.attend(step, key, value, allowed, queries_mask)))
+    got = numpy(ops.stop_gradient(fused.attend(step, key, value, allowed, queries_mask)))
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_fused_attention_matches_in_bfloat16_within_its_precision():
+    queries, keys = _padded_inputs()
+    explicit, fused = _attention_pair(dtype="mixed_bfloat16")
+    explicit(queries, keys), fused(queries, keys)
+    fused.set_weights(explicit.get_weights())
+    expected = numpy(ops.cast(explicit(queries, keys), "float32"))
+    got = numpy(ops.cast(fused(queries, keys), "float32"))
+    np.testing.assert_allclose(got, expected, rtol=2e-2, atol=2e-2)
+    assert np.all(got[0, 5:] == 0.0)

@@ -1,0 +1,113 @@
+"""When `MultiheadAttention` runs the fused `keras.ops.dot_product_attention`, and that it is really called.
+
+The fused and explicit paths compute the same outputs on every backend:
+`tests/backends/test_any_backend.py` checks that on TensorFlow, JAX and PyTorch.
+"""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_transformer.layers import fused_attention
+from keras_transformer.layers.attention import MultiheadAttention
+
+
+@pytest.fixture
+def fused_calls(monkeypatch):
+    """A list that grows by one entry per call of `keras.ops.dot_product_attention`, which still runs."""
+    calls, original = [], keras.ops.dot_product_attention
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("mask").shape)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(keras.ops, "dot_product_attention", spy)
+    return calls
+
+
+def _inputs(length, batch=2, width=16):
+    x = np.random.default_rng(0).normal(size=(batch, length, width)).astype("float32")
+    x[0, -2:] = 0.0  # padding
+    return x
+
+
+def test_fused_runs_the_fused_call_with_a_full_mask_and_explicit_never_does(fused_calls):
+    x = _inputs(6)
+    MultiheadAttention(num_heads=4, attention_implementation="fused")(x, x)
+    assert [tuple(shape) for shape in fused_calls] == [(2, 1, 6, 6)]  # [B, 1, T_q, T_k]: not the broadcast mask
+    MultiheadAttention(num_heads=4, attention_implementation="explicit")(x, x)
+    assert len(fused_calls) == 1
+
+
+def test_requested_weights_and_weight_dropout_in_training_take_the_explicit_path(fused_calls):
+    x = _inputs(6)
+    fused = MultiheadAttention(num_heads=4, attention_implementation="fused")
+    outputs, weights = fused(x, x, return_attention_scores=True)
+    assert not fused_calls and tuple(weights.shape) == (2, 4, 6, 6)
+    dropping = MultiheadAttention(num_heads=4, dropout_rate=0.1, attention_implementation="auto")
+    dropping(x, x, training=True)
+    assert not fused_calls
+
+
+@pytest.mark.parametrize(
+    "kernel, length, causality, fused",
+    [
+        (False, 4096, False, False),  # no fused kernel (a CPU): always explicit
+        (True, 64, False, False),  # below the crossover
+        (True, 256, False, True),
+        (True, 256, True, False),  # causal: a later crossover
+        (True, 1024, True, True),
+    ],
+)
+def test_auto_fuses_only_with_a_fused_kernel_from_the_measured_crossover(
+    monkeypatch, fused_calls, kernel, length, causality, fused
+):
+    monkeypatch.setattr(fused_attention, "fused_kernel_available", lambda: kernel)
+    layer = MultiheadAttention(num_heads=2, causality=causality)
+    assert layer.uses_fused(length) is fused
+    x = _inputs(length, batch=1, width=8)
+    layer(x, x)
+    assert len(fused_calls) == int(fused)
+
+
+def test_auto_is_explicit_on_this_cpu_and_says_so_once(caplog):
+    caplog.set_level("INFO", logger="keras_transformer")
+    fused_attention._logged.clear()
+    layer = MultiheadAttention(num_heads=2)
+    assert fused_attention.fused_kernel_available() is False  # TensorFlow: no fused kernel in Keras
+    x = _inputs(300, batch=1, width=8)
+    layer(x, x), layer(x, x)
+    messages = [r.getMessage() for r in caplog.records if "MultiheadAttention" in r.getMessage()]
+    assert messages == ['MultiheadAttention: explicit attention ("auto", tensorflow, 300 keys)']
+
+
+def test_the_choice_round_trips_its_config_and_bad_choices_name_themselves():
+    layer = MultiheadAttention(num_heads=2, attention_implementation="fused")
+    config = layer.get_config()
+    assert config["attention_implementation"] == "fused"
+    assert MultiheadAttention.from_config(config).attention_implementation == "fused"
+    del config["attention_implementation"]  # a config saved before the choice existed
+    assert MultiheadAttention.from_config(config).attention_implementation == "auto"
+    with pytest.raises(ValueError, match="Received: attention_implementation='flash'"):
+        MultiheadAttention(attention_implementation="flash")
+    with pytest.raises(ValueError, match="Received: score='additive', dropout_rate=0.0"):
+        MultiheadAttention(score="additive", attention_implementation="fused")
+    with pytest.raises(ValueError, match="Received: score='scaled_dot', dropout_rate=0.1"):
+        MultiheadAttention(dropout_rate=0.1, attention_implementation="fused")
+
+
+def test_a_training_step_is_the_same_through_either_path():
+    x = _inputs(6)
+    target = np.random.default_rng(1).normal(size=x.shape).astype("float32")
+    weights = []
+    for implementation in ("explicit", "fused"):
+        keras.utils.set_random_seed(0)
+        inputs = keras.Input((6, 16))
+        model = keras.Model(
+            inputs, MultiheadAttention(num_heads=4, attention_implementation=implementation)(inputs, inputs)
+        )
+        model.compile(keras.optimizers.SGD(0.1), "mse")
+        model.fit(x, target, epochs=2, batch_size=2, verbose=0, shuffle=False)
+        weights.append(model.get_weights())
+    for explicit, fused in zip(*weights):
+        np.testing.assert_allclose(fused, explicit, rtol=1e-5, atol=1e-6)
