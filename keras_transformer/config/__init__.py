@@ -16,6 +16,7 @@ importable from here.
 
 from keras_transformer.config.base import check_choice
 from keras_transformer.config.model import (
+    ATTENTION_IMPLEMENTATIONS,
     ATTENTION_INITIALIZATIONS,
     ATTENTION_SCORES,
     EMBEDDING_SHARING,
@@ -46,6 +47,7 @@ from keras_transformer.config.train import (
 
 __all__ = [
     "ATTENTION_INITIALIZATIONS",
+    "ATTENTION_IMPLEMENTATIONS",
     "ATTENTION_SCORES",
     "DECODING_FIELDS",
     "EMBEDDING_SHARING",

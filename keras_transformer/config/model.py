@@ -1,7 +1,7 @@
 """The model configs and their presets: `ModelConfig` (translation) and `LanguageModelConfig` (GPT / BERT).
 
 Both share the sizes (`d_model`, `num_heads`, `num_blocks`, `d_ff`, `dropout_rate`), the
-attention options (`_ATTENTION_OPTIONS`: the projections' initialization, the score function)
+attention options (`_ATTENTION_OPTIONS`: the projections' initialization, the score function, its implementation)
 and the variant with its switches (`variant`, `VARIANT_SWITCHES`: where the paper, the
 document's tutorial code and Kyubyong's repository differ): the options and the switches are
 declared once (`_with_model_options` adds them to both classes) and every shared field is checked
@@ -17,6 +17,8 @@ from keras_transformer.config.base import _check_positive, _check_rate, _field, 
 ATTENTION_INITIALIZATIONS = ("glorot", "per_head")  # MultiheadAttention's `initialization`
 # The score functions s(x, q) of `keras_transformer.layers.AttentionScore`, the paper's first.
 ATTENTION_SCORES = ("scaled_dot", "dot", "additive", "bilinear", "cosine")
+# How `MultiheadAttention` computes scaled dot-product attention (`attention_implementation`).
+ATTENTION_IMPLEMENTATIONS = ("auto", "fused", "explicit")
 
 
 PROJECTION_ACTIVATIONS = ("linear", "relu")
@@ -39,6 +41,14 @@ _ATTENTION_OPTIONS = {
         "Score function of every attention sublayer: scaled_dot (paper), dot or bilinear (Luong et al. 2015), "
         "additive (Bahdanau et al. 2015), cosine (cosine similarity times a learned per-head scale).",
         ATTENTION_SCORES,
+    ),
+    "attention_implementation": (
+        "auto",
+        "How every attention sublayer computes scaled dot-product attention: auto (one fused "
+        "keras.ops.dot_product_attention call on a GPU from 256 keys, 1,024 with causality; explicit elsewhere), "
+        "fused (always, where no weights are requested; needs scaled_dot and no attention dropout) or explicit "
+        "(scores, masked softmax, weighted sum).",
+        ATTENTION_IMPLEMENTATIONS,
     ),
 }
 
@@ -206,6 +216,7 @@ def _check_model_sizes(config):
             f"Received: {config.attention_initialization!r}"
         )
     check_choice("attention_score", config.attention_score, ATTENTION_SCORES)
+    check_choice("attention_implementation", config.attention_implementation, ATTENTION_IMPLEMENTATIONS)
     check_choice("variant", config.variant, VARIANTS)
     if config.projection_activation not in (None, *PROJECTION_ACTIVATIONS):
         raise ValueError(

@@ -3,15 +3,10 @@
 import keras
 from keras import ops
 
+from keras_transformer.config import ATTENTION_IMPLEMENTATIONS, ATTENTION_SCORES, check_choice
 from keras_transformer.config import ATTENTION_INITIALIZATIONS as INITIALIZATIONS
-from keras_transformer.config import ATTENTION_SCORES, check_choice
 from keras_transformer.layers.dropout import Dropout
-from keras_transformer.layers.fused_attention import (
-    ATTENTION_IMPLEMENTATIONS,
-    fused_context,
-    fused_pays,
-    log_choice_once,
-)
+from keras_transformer.layers.fused_attention import fused_context, fused_pays, log_choice_once
 from keras_transformer.layers.normalization import LayerNorm
 from keras_transformer.layers.scoring import AttentionScore, softmax_over_keys, weighted_sum
 from keras_transformer.masks import SIGN_MASK_RULES, attention_masks, zero_padding_rows

@@ -45,6 +45,7 @@ class _Block(keras.layers.Layer):
         epsilon=1e-8,
         attention_initialization="glorot",
         attention_score="scaled_dot",
+        attention_implementation="auto",
         attention_dropout_rate=None,
         attention_residual_dropout_rate=0.0,
         feed_forward_dropout_rate=None,
@@ -69,6 +70,7 @@ class _Block(keras.layers.Layer):
         self.epsilon = epsilon
         self.attention_initialization = attention_initialization
         self.attention_score = attention_score
+        self.attention_implementation = attention_implementation
         self.padding_masks = padding_masks
         self.supports_masking = True
         # Attention sublayers are made here, so bad arguments fail at construction.
@@ -86,6 +88,7 @@ class _Block(keras.layers.Layer):
             epsilon=self.epsilon,
             initialization=self.attention_initialization,
             score=self.attention_score,
+            attention_implementation=self.attention_implementation,
             sign_mask_rule="abs_sum" if self._uses_ids else self.padding_masks,
             zero_padding=self._uses_ids,
             dtype=self.dtype_policy,
@@ -192,6 +195,7 @@ class _Block(keras.layers.Layer):
                 "epsilon": self.epsilon,
                 "attention_initialization": self.attention_initialization,
                 "attention_score": self.attention_score,
+                "attention_implementation": self.attention_implementation,
                 "attention_dropout_rate": self.attention_dropout_rate,
                 "attention_residual_dropout_rate": self.attention_residual_dropout_rate,
                 "feed_forward_dropout_rate": self.feed_forward_dropout_rate,
@@ -223,6 +227,7 @@ def block_arguments(config):
         dropout_rate=config.dropout_rate,
         attention_initialization=config.attention_initialization,
         attention_score=config.attention_score,
+        attention_implementation=config.attention_implementation,
         **{name: value for name, value in variant_switches(config).items() if name not in EMBEDDING_SWITCHES},
     )
 
@@ -258,6 +263,8 @@ class EncoderBlock(_Block):
         attention_initialization: `MultiheadAttention`'s `initialization`.
         attention_score: `MultiheadAttention`'s `score`, the score function of every attention
             sublayer: `"scaled_dot"` (default), `"dot"`, `"additive"`, `"bilinear"` or `"cosine"`.
+        attention_implementation: `MultiheadAttention`'s `attention_implementation` for every
+            attention sublayer: `"auto"` (default), `"fused"` or `"explicit"`.
 
     Call arguments:
         inputs: float tensor `[B, S, D]`.
@@ -278,14 +285,16 @@ class EncoderBlock(_Block):
 
     def call(self, inputs, training=None, mask=None, return_attention_scores=False):
         inputs_mask = self._mask(inputs, mask)
-        outputs, weights = self.self_attention(
+        # The weights only when asked for: computing them rules out the fused attention path.
+        outputs = self.self_attention(
             inputs,
             inputs,
             training=training,
             queries_mask=inputs_mask,
             keys_mask=inputs_mask,
-            return_attention_scores=True,
-        )  # (B, S, D), (B, H, S, S)
+            return_attention_scores=return_attention_scores,
+        )  # (B, S, D), and (B, H, S, S) if asked
+        outputs, weights = outputs if return_attention_scores else (outputs, None)
         outputs = self.feed_forward(outputs, training=training, mask=mask)  # (B, S, D)
         if return_attention_scores:
             return outputs, {"self_attention": weights}
@@ -407,22 +416,25 @@ class DecoderBlock(_Block):
         return_attention_scores=False,
     ):
         self_mask = self._mask(inputs, inputs_mask)
-        outputs, self_weights = self.self_attention(
+        # The weights only when asked for: computing them rules out the fused attention path.
+        outputs = self.self_attention(
             inputs,
             inputs,
             training=training,
             queries_mask=self_mask,
             keys_mask=self_mask,
-            return_attention_scores=True,
-        )  # (B, T, D), (B, H, T, T)
-        outputs, cross_weights = self.cross_attention(
+            return_attention_scores=return_attention_scores,
+        )  # (B, T, D), and (B, H, T, T) if asked
+        outputs, self_weights = outputs if return_attention_scores else (outputs, None)
+        outputs = self.cross_attention(
             outputs,
             memory,
             training=training,
             queries_mask=self._mask(outputs, inputs_mask),
             keys_mask=self._mask(memory, memory_mask),
-            return_attention_scores=True,
-        )  # (B, T, D), (B, H, T, S)
+            return_attention_scores=return_attention_scores,
+        )  # (B, T, D), and (B, H, T, S) if asked
+        outputs, cross_weights = outputs if return_attention_scores else (outputs, None)
         outputs = self.feed_forward(outputs, training=training, mask=inputs_mask)  # (B, T, D)
         if return_attention_scores:
             return outputs, {"self_attention": self_weights, "cross_attention": cross_weights}

@@ -27,7 +27,6 @@ import logging
 import keras
 from keras import ops
 
-ATTENTION_IMPLEMENTATIONS = ("auto", "fused", "explicit")
 FUSED_MIN_KEYS = 256
 FUSED_MIN_KEYS_CAUSAL = 1024
 
