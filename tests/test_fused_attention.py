@@ -111,3 +111,28 @@ def test_a_training_step_is_the_same_through_either_path():
         weights.append(model.get_weights())
     for explicit, fused in zip(*weights):
         np.testing.assert_allclose(fused, explicit, rtol=1e-5, atol=1e-6)
+
+
+def test_the_benchmark_times_both_paths_from_the_same_weights_and_writes_its_json(tmp_path, capsys):
+    import json
+
+    import fused_attention_speed as benchmark  # conftest.py puts benchmarks/ on the path
+    from conftest import run_main
+
+    argv = ["--lengths", "8,16", "--tokens", "32", "--width", "8", "--heads", "2", "--steps", "1", "--rounds", "2"]
+    status, printed = run_main(benchmark.main, argv + ["--out", str(tmp_path)], capsys)
+    assert status == 0, printed
+    results = json.loads((tmp_path / "fused_attention_speed_tensorflow.json").read_text())
+    assert [(r["length"], r["causality"], r["batch"]) for r in results["runs"]] == [
+        (8, False, 4),
+        (8, True, 4),
+        (16, False, 2),
+        (16, True, 2),
+    ]
+    assert all(len(r["step_ms"]["fused"]) == 2 and r["fused_over_explicit_speed"] > 0 for r in results["runs"])
+    assert results["cpu"] and "fused / explicit speed" in printed
+    for argv, message in ((["--width", "10", "--heads", "4"], "--width must be divisible by --heads"),
+                          (["--lengths", "0"], "expected comma-separated positive ints")):  # fmt: skip
+        with pytest.raises(SystemExit):
+            benchmark.parse_args(argv)
+        assert message in capsys.readouterr().err

@@ -15,8 +15,10 @@ flash attention on a GPU), keeping the weights out of memory. `attention_impleme
 
 The thresholds are the crossovers measured on one H200 (JAX, bfloat16, H 8, K 64, forward and
 backward): the fused call was 0.47x the explicit path's speed at 64 keys, 1.03-1.09x at 256 and
-1.45-1.55x at 1,024 without causality; 0.95-0.99x at 256 and 2.03-2.08x at 1,024 with it. No CPU
-measurement has shown a gain yet, so "auto" stays explicit on a CPU.
+1.45-1.55x at 1,024 without causality; 0.95-0.99x at 256 and 2.03-2.08x at 1,024 with it. On a
+2-core Zen 5 CPU (`benchmarks/fused_attention_speed.py`, a training step, 64 to 1,024 keys) it
+was slower at every length: 0.86-0.92x on TensorFlow, 0.55-0.98x on JAX. So "auto" stays explicit
+on a CPU.
 
 The mask is passed in full, `[B, 1, T_q, T_k]`: a broadcast `[B, 1, 1, T_k]` key-padding mask
 made Keras fall back, with a logged warning, from cuDNN to a slower non-fused path.
