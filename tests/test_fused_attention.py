@@ -136,3 +136,17 @@ def test_the_benchmark_times_both_paths_from_the_same_weights_and_writes_its_jso
         with pytest.raises(SystemExit):
             benchmark.parse_args(argv)
         assert message in capsys.readouterr().err
+
+
+def test_a_model_config_asking_for_fused_attention_with_attention_dropout_fails_when_made(fused_calls):
+    from keras_transformer.config import preset
+    from keras_transformer.models import build_transformer
+
+    sizes = dict(source_vocab_size=20, target_vocab_size=20)
+    with pytest.raises(ValueError, match="Received: attention_score='scaled_dot', attention dropout 0.1"):
+        preset("tiny", attention_implementation="fused", dropout_rate=0.1, **sizes)
+    config = preset("tiny", attention_implementation="fused", dropout_rate=0.1, attention_dropout_rate=0.0, **sizes)
+    model = build_transformer(config)
+    ids = np.array([[5, 6, 7, 0], [8, 9, 0, 0]], "int32")
+    model([ids, ids])
+    assert len(fused_calls) == 3 * config.num_blocks  # encoder self, decoder self and cross attention

@@ -230,6 +230,15 @@ def _check_model_sizes(config):
     _check_rate(
         config, *[name for name in VARIANT_SWITCHES if name.endswith("_rate") and getattr(config, name) is not None]
     )
+    if config.attention_implementation == "fused":
+        attention_dropout = variant_switches(config).get("attention_dropout_rate")
+        attention_dropout = config.dropout_rate if attention_dropout is None else attention_dropout
+        if config.attention_score != "scaled_dot" or attention_dropout:
+            raise ValueError(
+                '`attention_implementation="fused"` computes the scaled dot-product score without dropout on the '
+                f"attention weights. Received: attention_score={config.attention_score!r}, attention dropout "
+                f'{attention_dropout} (set attention_dropout_rate=0, or use "auto" or "explicit")'
+            )
 
 
 @dataclasses.dataclass
