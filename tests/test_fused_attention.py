@@ -50,19 +50,18 @@ def test_requested_weights_and_weight_dropout_in_training_take_the_explicit_path
 
 
 @pytest.mark.parametrize(
-    "kernel, length, causality, fused",
+    "device, length, causality, fused",
     [
-        (False, 4096, False, False),  # no fused kernel (a CPU): always explicit
-        (True, 64, False, False),  # below the crossover
-        (True, 256, False, True),
-        (True, 256, True, False),  # causal: a later crossover
-        (True, 1024, True, True),
+        (None, 4096, False, False),  # TensorFlow, or JAX on a CPU: no fused kernel, always explicit
+        ("gpu", 64, False, False),  # below the crossover
+        ("gpu", 256, False, True),
+        ("gpu", 256, True, False),  # causal: a later crossover
+        ("gpu", 1024, True, True),
+        ("cpu", 64, True, True),  # PyTorch's CPU kernel: measured faster at every length
     ],
 )
-def test_auto_fuses_only_with_a_fused_kernel_from_the_measured_crossover(
-    monkeypatch, fused_calls, kernel, length, causality, fused
-):
-    monkeypatch.setattr(fused_attention, "fused_kernel_available", lambda: kernel)
+def test_auto_fuses_where_it_was_measured_faster(monkeypatch, fused_calls, device, length, causality, fused):
+    monkeypatch.setattr(fused_attention, "fused_device", lambda: device)
     layer = MultiheadAttention(num_heads=2, causality=causality)
     assert layer.uses_fused(length) is fused
     x = _inputs(length, batch=1, width=8)
@@ -74,7 +73,7 @@ def test_auto_is_explicit_on_this_cpu_and_says_so_once(caplog):
     caplog.set_level("INFO", logger="keras_transformer")
     fused_attention._logged.clear()
     layer = MultiheadAttention(num_heads=2)
-    assert fused_attention.fused_kernel_available() is False  # TensorFlow: no fused kernel in Keras
+    assert fused_attention.fused_device() is None  # TensorFlow: no fused kernel in Keras
     x = _inputs(300, batch=1, width=8)
     layer(x, x), layer(x, x)
     messages = [r.getMessage() for r in caplog.records if "MultiheadAttention" in r.getMessage()]

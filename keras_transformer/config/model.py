@@ -45,7 +45,8 @@ _ATTENTION_OPTIONS = {
     "attention_implementation": (
         "auto",
         "How every attention sublayer computes scaled dot-product attention: auto (one fused "
-        "keras.ops.dot_product_attention call on a GPU from 256 keys, 1,024 with causality; explicit elsewhere), "
+        "keras.ops.dot_product_attention call on a GPU from 256 keys, 1,024 with causality, and on PyTorch's CPU; "
+        "explicit elsewhere), "
         "fused (always, where no weights are requested; needs scaled_dot and no attention dropout) or explicit "
         "(scores, masked softmax, weighted sum).",
         ATTENTION_IMPLEMENTATIONS,

@@ -98,8 +98,8 @@ class MultiheadAttention(keras.layers.Layer):
         attention_implementation: `"auto"` (default), `"fused"` or `"explicit"`: whether the
             scaled dot-product attention runs as one `keras.ops.dot_product_attention` call (a
             fused kernel on a GPU) or explicitly (scores, masked softmax, weighted sum); see
-            `keras_transformer.layers.fused_attention`. `"auto"` fuses on a GPU from the measured
-            crossover length and stays explicit on a CPU. The fused call needs `score=
+            `keras_transformer.layers.fused_attention`. `"auto"` fuses where it was measured faster:
+            on a GPU from the crossover length, and on PyTorch's CPU. The fused call needs `score=
             "scaled_dot"` and `dropout_rate=0` (`"fused"` raises otherwise); with
             `return_attention_scores` the explicit path runs, since it computes the weights.
 

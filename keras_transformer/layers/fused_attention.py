@@ -10,15 +10,16 @@ flash attention on a GPU), keeping the weights out of memory. `attention_impleme
     "fused"      the fused call wherever the layer's call reduces to it (weights requested: the
                  explicit path, which computes them)
     "auto"       the fused call on a GPU from `FUSED_MIN_KEYS` keys (`FUSED_MIN_KEYS_CAUSAL` with
-                 causality), the explicit path elsewhere: on a CPU, and for short sequences, where
-                 it was faster
+                 causality) and on PyTorch's CPU at every length; the explicit path elsewhere
+                 (TensorFlow, JAX on a CPU, short sequences on a GPU), where it was the faster
 
 The thresholds are the crossovers measured on one H200 (JAX, bfloat16, H 8, K 64, forward and
 backward): the fused call was 0.47x the explicit path's speed at 64 keys, 1.03-1.09x at 256 and
 1.45-1.55x at 1,024 without causality; 0.95-0.99x at 256 and 2.03-2.08x at 1,024 with it. On a
 2-core Zen 5 CPU (`benchmarks/fused_attention_speed.py`, a training step, 64 to 1,024 keys) it
-was slower at every length: 0.86-0.92x on TensorFlow, 0.55-0.98x on JAX. So "auto" stays explicit
-on a CPU.
+was slower at every length on TensorFlow (0.86-0.92x) and on JAX (0.55-0.98x), where neither is
+a fused kernel, and faster at every length on PyTorch (1.04x at 64 keys, 1.38-1.46x at 256,
+1.93-1.96x at 1,024), whose CPU kernel is fused. So on a CPU "auto" fuses on PyTorch only.
 
 The mask is passed in full, `[B, 1, T_q, T_k]`: a broadcast `[B, 1, 1, T_k]` key-padding mask
 made Keras fall back, with a logged warning, from cuDNN to a slower non-fused path.
@@ -36,28 +37,39 @@ logger = logging.getLogger("keras_transformer")
 _logged = set()
 
 
-def fused_kernel_available():
-    """Whether `keras.ops.dot_product_attention` can run a fused kernel: JAX on a GPU, or PyTorch with CUDA.
+def fused_device():
+    """Where `keras.ops.dot_product_attention` runs a fused kernel, for the backend Keras runs.
 
-    Keras's TensorFlow backend computes it as an einsum, a softmax and an einsum, the explicit
-    path under another name, so there it is never chosen by "auto".
+    Returns:
+        `"gpu"` (JAX on a GPU, PyTorch with CUDA), `"cpu"` (PyTorch on a CPU, whose
+        `scaled_dot_product_attention` is a fused CPU kernel), or None: TensorFlow, where Keras
+        computes it as an einsum, a softmax and an einsum (the explicit path under another name),
+        and JAX on a CPU, where it is not fused either.
     """
     backend = keras.backend.backend()
     if backend == "jax":
         import jax
 
-        return jax.default_backend() in ("gpu", "cuda", "rocm")
+        return "gpu" if jax.default_backend() in ("gpu", "cuda", "rocm") else None
     if backend == "torch":
         import torch
 
-        return torch.cuda.is_available()
-    return False
+        return "gpu" if torch.cuda.is_available() else "cpu"
+    return None
 
 
 def fused_pays(key_length, causal):
-    """The choice of "auto": a fused kernel exists and `key_length` (a static int, or None) reaches the crossover."""
+    """The choice of "auto": whether the fused call is the faster, by `fused_device` and the measured crossovers.
+
+    Args:
+        key_length: int or None, the static number of keys T_k (None: not known, explicit on a GPU).
+        causal: bool, whether the layer is causal (a later crossover on a GPU).
+    """
+    device = fused_device()
+    if device == "cpu":  # PyTorch on a CPU: faster at every length measured, 64 to 1,024
+        return True
     threshold = FUSED_MIN_KEYS_CAUSAL if causal else FUSED_MIN_KEYS
-    return key_length is not None and key_length >= threshold and fused_kernel_available()
+    return device == "gpu" and key_length is not None and key_length >= threshold
 
 
 def log_choice_once(choice, reason):
