@@ -187,3 +187,14 @@ def test_fused_attention_matches_in_bfloat16_within_its_precision():
     got = numpy(ops.cast(fused(queries, keys), "float32"))
     np.testing.assert_allclose(got, expected, rtol=2e-2, atol=2e-2)
     assert np.all(got[0, 5:] == 0.0)
+
+
+def test_auto_fuses_on_this_backend_where_it_was_measured_faster():
+    from keras_transformer.layers.attention import MultiheadAttention
+    from keras_transformer.layers.fused_attention import fused_device
+
+    device = fused_device()
+    assert device in {"tensorflow": {None}, "jax": {None, "gpu"}, "torch": {"cpu", "gpu"}}[keras.backend.backend()]
+    layer = MultiheadAttention(num_heads=2)
+    assert layer.uses_fused(64) is (device == "cpu")  # on a GPU, 64 keys is below the crossover
+    assert layer.uses_fused(1024) is (device is not None)
