@@ -247,24 +247,29 @@ def train_all(args, data, num_classes):
     return runs, shown
 
 
-def results_json(args, models, runs, cpu, load_start, started):
-    """The results JSON (the load average at the end and the wall seconds since `started` are read now)."""
-    settings = {key: value for key, value in vars(args).items() if key not in ("argv",)}
+def record_header(args, cpu, load_start, started, **settings):
+    """The head of every vision benchmark's results JSON; the run's own entries follow it.
+
+    `settings`: the flags (but `argv`), float32 and the extra `settings`; then the command, the
+    versions, the machine (`common.machine(cpu)`), the load average at `load_start` and now, the
+    wall seconds since `started` and the peak memory.
+    """
+    flags = {key: value for key, value in vars(args).items() if key != "argv"}
     return {
-        "settings": {
-            **settings,
-            "dtype": "float32",
-            "order": [list(o) for o in run_orders(args.attentions, args.seeds)],
-        },
+        "settings": {**flags, "dtype": "float32", **settings},
         "command": common.command_line(args.argv),
         "versions": common.package_versions({"tensorflow": "tensorflow", "keras": "keras", "numpy": "numpy"}),
         **common.machine(cpu),
         "load_average": {"start": list(load_start), "end": list(os.getloadavg())},
         "wall_seconds": time.perf_counter() - started,
         "peak_rss_mib": common.peak_rss_mib(),
-        "models": models,
-        "runs": runs,
     }
+
+
+def results_json(args, models, runs, cpu, load_start, started):
+    """The results JSON (the load average at the end and the wall seconds since `started` are read now)."""
+    order = [list(o) for o in run_orders(args.attentions, args.seeds)]
+    return {**record_header(args, cpu, load_start, started, order=order), "models": models, "runs": runs}
 
 
 def write_figures(args, stem, models, test, shown, cpu):

@@ -41,7 +41,15 @@ from pathlib import Path
 import common
 import keras
 import numpy as np
-from vision_attention import add_output_flags, add_task_flags, check_task_flags, generate_task, parse_list, parsed
+from vision_attention import (
+    add_output_flags,
+    add_task_flags,
+    check_task_flags,
+    generate_task,
+    parse_list,
+    parsed,
+    record_header,
+)
 from vision_dcn_figures import plot_patches
 from vision_dcn_train import train_one
 
@@ -254,15 +262,8 @@ def main(argv=None):
                 shown = (seed, result["k_chosen"], details)
             print(run_line(result), flush=True)
     print_report(args, runs, cpu)
-    settings = {key: value for key, value in vars(args).items() if key != "argv"}
     record = {
-        "settings": {**settings, "dtype": "float32"},
-        "command": common.command_line(args.argv),
-        "versions": common.package_versions({"tensorflow": "tensorflow", "keras": "keras", "numpy": "numpy"}),
-        **common.machine(cpu),
-        "load_average": {"start": list(load_start), "end": list(os.getloadavg())},
-        "wall_seconds": time.perf_counter() - started,
-        "peak_rss_mib": common.peak_rss_mib(),
+        **record_header(args, cpu, load_start, started),
         "models": summarise(runs, args.models),
         "runs": runs,
     }

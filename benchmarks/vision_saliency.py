@@ -55,7 +55,15 @@ from pathlib import Path
 import common
 import keras
 import numpy as np
-from vision_attention import add_output_flags, add_task_flags, check_task_flags, generate_task, parse_list, parsed
+from vision_attention import (
+    add_output_flags,
+    add_task_flags,
+    check_task_flags,
+    generate_task,
+    parse_list,
+    parsed,
+    record_header,
+)
 from vision_saliency_figures import plot_maps, plot_scores
 from vision_saliency_train import reference_maps, train_gradient_reference, train_saliency
 
@@ -235,16 +243,9 @@ def main(argv=None):
     summary = summarise(runs)
     tolerance, chance = runs[0]["test"]["pointing_tolerance_px"], runs[0]["test"]["chance_hit_rate"]
     print_report(args, summary, cpu, test, tolerance, chance)
-    settings = {key: value for key, value in vars(args).items() if key != "argv"}
     stem = result_stem(args)
     record = {
-        "settings": {**settings, "dtype": "float32", "loss": "binary cross-entropy", "optimizer": "Adam"},
-        "command": common.command_line(args.argv),
-        "versions": common.package_versions({"tensorflow": "tensorflow", "keras": "keras", "numpy": "numpy"}),
-        **common.machine(cpu),
-        "load_average": {"start": list(load_start), "end": list(os.getloadavg())},
-        "wall_seconds": time.perf_counter() - started,
-        "peak_rss_mib": common.peak_rss_mib(),
+        **record_header(args, cpu, load_start, started, loss="binary cross-entropy", optimizer="Adam"),
         "test_mask_share": float(test.masks.mean()),
         "pointing_tolerance_px": tolerance,
         "pointing_chance_hit_rate": chance,

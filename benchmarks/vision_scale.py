@@ -67,6 +67,7 @@ from vision_attention import (
     generate_task,
     parse_list,
     parsed,
+    record_header,
     run_orders,
 )
 from vision_attention_train import fit, forward_flops
@@ -492,15 +493,9 @@ def plot_scales(path, test, weights, edges, run, factors, title):
 
 def results_json(args, models, runs, edges, cpu, load_start, started):
     """The results JSON (the load average at the end and the wall seconds since `started` are read now)."""
-    settings = {key: value for key, value in vars(args).items() if key != "argv"}
+    order = [list(o) for o in run_orders(args.models, args.seeds)]
     return {
-        "settings": {**settings, "dtype": "float32", "order": [list(o) for o in run_orders(args.models, args.seeds)]},
-        "command": common.command_line(args.argv),
-        "versions": common.package_versions({"tensorflow": "tensorflow", "keras": "keras", "numpy": "numpy"}),
-        **common.machine(cpu),
-        "load_average": {"start": list(load_start), "end": list(os.getloadavg())},
-        "wall_seconds": time.perf_counter() - started,
-        "peak_rss_mib": common.peak_rss_mib(),
+        **record_header(args, cpu, load_start, started, order=order),
         "tercile_edges_px": [float(e) for e in edges],
         "terciles": list(TERCILES),
         "models": models,

@@ -63,6 +63,7 @@ from vision_attention import (
     generate_task,
     parse_list,
     parsed,
+    record_header,
     run_orders,
 )
 from vision_attention_train import ValidationCurve, fit, forward_flops, stn_placement
@@ -196,12 +197,10 @@ def train_one(args, transform, seed, data, num_classes):
     }
     final_theta = None
     if transform != "none":
-        transformer = model.get_layer("spatial_transformer")
-        _, theta = keras.Model(model.inputs, transformer.output).predict(test.images, batch_size=250, verbose=0)
+        glimpse_model = keras.Model(model.inputs, model.get_layer("spatial_transformer").output)
+        _, theta = glimpse_model.predict(test.images, batch_size=250, verbose=0)
         result["placement"] = stn_placement(theta, test)
-        _, final_theta = keras.Model(model.inputs, transformer.output).predict(
-            data["validation"].images[:SHOWN], verbose=0
-        )
+        _, final_theta = glimpse_model.predict(data["validation"].images[:SHOWN], verbose=0)
     return result, {"glimpses": curve.glimpses, "theta": final_theta}
 
 
@@ -367,18 +366,8 @@ def main(argv=None):
         print(run_line(result), flush=True)
     summary = summarise(runs, args.models)
     print_report(args, summary, cpu)
-    settings = {key: value for key, value in vars(args).items() if key != "argv"}
-    results = {
-        "settings": {**settings, "dtype": "float32", "order": [list(o) for o in run_orders(args.models, args.seeds)]},
-        "command": common.command_line(args.argv),
-        "versions": common.package_versions({"tensorflow": "tensorflow", "keras": "keras", "numpy": "numpy"}),
-        **common.machine(cpu),
-        "load_average": {"start": list(load_start), "end": list(os.getloadavg())},
-        "wall_seconds": time.perf_counter() - started,
-        "peak_rss_mib": common.peak_rss_mib(),
-        "models": summary,
-        "runs": runs,
-    }
+    order = [list(o) for o in run_orders(args.models, args.seeds)]
+    results = {**record_header(args, cpu, load_start, started, order=order), "models": summary, "runs": runs}
     print(f"wrote {common.write_json(Path(args.out) / f'{args.name}.json', results)}")
     setting = f"{args.size}x{args.size} canvases, {args.glimpse}x{args.glimpse} glimpse"
     if shown is not None:

@@ -25,6 +25,7 @@ The mask is passed in full, `[B, 1, T_q, T_k]`: a broadcast `[B, 1, 1, T_k]` key
 made Keras fall back, with a logged warning, from cuDNN to a slower non-fused path.
 """
 
+import functools
 import logging
 
 import keras
@@ -37,6 +38,7 @@ logger = logging.getLogger("keras_transformer")
 _logged = set()
 
 
+@functools.cache  # the backend and its devices do not change in a process; `auto` asks at every call
 def fused_device():
     """Where `keras.ops.dot_product_attention` runs a fused kernel, for the backend Keras runs.
 
