@@ -106,6 +106,32 @@ def peak_rss_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def peak_device_mib():
+    """The accelerator memory this process has used at most so far, in MiB, or None on a CPU.
+
+    JAX: the largest `peak_bytes_in_use` of its GPU devices; PyTorch: `torch.cuda.max_memory_allocated`;
+    TensorFlow: the `peak` of `tf.config.experimental.get_memory_info` over its GPUs.
+    """
+    import keras
+
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        peaks = [(d.memory_stats() or {}).get("peak_bytes_in_use") for d in jax.local_devices() if d.platform != "cpu"]
+    elif backend == "torch":
+        import torch
+
+        peaks = [torch.cuda.max_memory_allocated()] if torch.cuda.is_available() else []
+    else:
+        import tensorflow as tf
+
+        gpus = tf.config.list_logical_devices("GPU")
+        peaks = [tf.config.experimental.get_memory_info(gpu.name)["peak"] for gpu in gpus]
+    peaks = [peak for peak in peaks if peak is not None]
+    return max(peaks) / 2**20 if peaks else None
+
+
 def command_line(argv):
     """The command that ran the benchmark, as the JSON records it: the script's path, then `argv`."""
     return " ".join([Path(sys.argv[0]).as_posix(), *argv])

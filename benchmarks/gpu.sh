@@ -1,9 +1,21 @@
 #!/usr/bin/env bash
-# Training throughput on one GPU with the JAX backend of Keras: benchmarks/train_throughput.py,
-# our Transformer against keras-hub's, in mixed_bfloat16 and float32, XLA-compiled train steps.
+# The benchmarks on one GPU with the JAX backend of Keras, XLA-compiled, ours against keras-hub's:
 #
-#     bash benchmarks/gpu.sh                       # base preset, batch 256 x 64, 5 counted rounds of 30 steps
-#     bash benchmarks/gpu.sh --rounds 3 --steps 10 # any train_throughput.py flag overrides the defaults below
+#     bash benchmarks/gpu.sh                  # every job below, one after the other
+#     bash benchmarks/gpu.sh train [FLAGS]    # one job; its script's flags override the defaults below
+#
+# The jobs, each writing $OUT/gpu_JOB.json and $OUT/gpu_JOB.log:
+#   train   benchmarks/train_throughput.py, the encoder-decoder Transformers, base preset, V 8000, lengths
+#           64, 256 and 1,024 at 16,384 tokens per step (batches 256, 64 and 16), mixed_bfloat16 and
+#           float32: tokens/s, MFU against the measured matmul peaks, peak device memory
+#   lm      the same sweep with --task lm: our decoder-only LM against keras-hub's GPT2Backbone
+#   decode  benchmarks/decode.py: cached greedy and beam-4 decoding of 64 sentences, the greedy
+#           ones against keras-hub's GreedySampler, and single-sentence latency, greedy and beam 4,
+#           against keras-hub's GreedySampler and BeamSampler
+#   profile benchmarks/step_breakdown.py: where a training step's time goes at lengths 64, 256 and
+#           1,024 (the step against its parts, each timed alone), and a JAX profiler trace of it
+# Each train or lm length starts 2 workers per precision (4 XLA compiles per length), so one job
+# takes several minutes; give a short run e.g. --rounds 2 --steps 10.
 #
 # The layers are backend-neutral (keras.ops only), so the same model trains under JAX; only the
 # benchmark's data feed differs (a Python generator instead of tf.data) and the BLEU part, which
@@ -35,21 +47,18 @@
 #   SITE    where the .whl/ wheels are installed (default /tmp/site)
 #   OUT     where the results go (default benchmarks/results)
 #
-# Its own flags are all train_throughput.py's: they are passed on after the defaults below, so
-# any of them overrides a default (see python benchmarks/train_throughput.py --help).
+# The flags after a job's name are its script's: they are passed on after the defaults below, so
+# any of them overrides a default (see each script's --help).
 #
 # It prints the GPU (nvidia-smi -L), the Python, JAX, its devices and the Keras and keras-hub
-# versions, and stops if nvidia-smi sees a GPU but JAX's default backend is not the GPU. It
-# writes $OUT/train_throughput_gpu.json (train_throughput.py's results: throughput, MFU, peak
-# memory, the CPU model and flags, versions) and $OUT/train_throughput_gpu.log (everything
-# printed, written as it goes, so a run cut short still leaves it). The default run makes 4
-# worker starts and XLA compiles, then 24 rounds of 30 steps, 4 of them warm-up; pass e.g.
-# --rounds 3 --steps 20 for a shorter one.
+# versions, and stops if nvidia-smi sees a GPU but JAX's default backend is not the GPU. Each
+# job's log holds everything it printed, written as it goes, so a run cut short still leaves it;
+# its JSON has the results, the CPU model and flags and the versions.
 #
 # Without nvidia-smi the GPU check is skipped, so a CPU-only machine with JAX can run it end to
 # end with small flags, e.g.
-#     PYTHON=/path/to/python-with-jax SITE=/tmp/site_cpu bash benchmarks/gpu.sh \
-#         --preset tiny --batch-size 64 --length 24 --rounds 2 --steps 3 --peak-size 512
+#     PYTHON=/path/to/python-with-jax SITE=/tmp/site_cpu bash benchmarks/gpu.sh lm \
+#         --preset tiny --length 24 48 --tokens-per-step 96 --rounds 2 --steps 3 --peak-size 512
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -78,14 +87,39 @@ else
 fi
 export GPU_EXPECTED
 
-{
-    echo "== benchmarks/gpu.sh $* ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) CPUs)"
-    if [ "$GPU_EXPECTED" = 1 ]; then
-        nvidia-smi -L
-    else
-        echo "nvidia-smi: not found, GPU check skipped"
-    fi
-    "$PYTHON" - <<'EOF'
+JOBS=(train lm decode profile)
+if [ $# -gt 0 ]; then
+    case " ${JOBS[*]} " in
+        *" $1 "*) JOBS=("$1"); shift ;;
+        *) echo "gpu.sh: the first argument must be a job, one of: ${JOBS[*]} (received: $1)" >&2; exit 2 ;;
+    esac
+fi
+SWEEP=(--jit --precision mixed_bfloat16 float32 --bleu-epochs 0 --preset base --vocab 8000 --length 64 256 1024
+       --tokens-per-step 16384 --steps 30 --rounds 5 --warmup-rounds 1 --peak-size 8192)
+
+run_job() {
+    local job=$1
+    shift
+    case "$job" in
+        train) "$PYTHON" benchmarks/train_throughput.py "${SWEEP[@]}" --out "$OUT/gpu_train.json" "$@" ;;
+        lm) "$PYTHON" benchmarks/train_throughput.py --task lm "${SWEEP[@]}" --out "$OUT/gpu_lm.json" "$@" ;;
+        decode) "$PYTHON" benchmarks/decode.py --jit --preset base --vocab 8000 --batch 64 --source-len 32 \
+            --output-tokens 64 --repeats 5 --latency-requests 50 --out "$OUT/gpu_decode.json" "$@" ;;
+        profile) "$PYTHON" benchmarks/step_breakdown.py --jit --preset base --vocab 8000 --length 64 256 1024 \
+            --tokens-per-step 16384 --precision mixed_bfloat16 --trace "$OUT/gpu_profile_trace" \
+            --out "$OUT/gpu_profile.json" "$@" ;;
+    esac
+}
+
+for job in "${JOBS[@]}"; do
+    {
+        echo "== benchmarks/gpu.sh $job $* ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) CPUs)"
+        if [ "$GPU_EXPECTED" = 1 ]; then
+            nvidia-smi -L
+        else
+            echo "nvidia-smi: not found, GPU check skipped"
+        fi
+        "$PYTHON" - <<'EOF'
 import os
 import sys
 
@@ -98,9 +132,8 @@ print(f"keras {keras.__version__} (backend {keras.backend.backend()}), keras-hub
 if os.environ["GPU_EXPECTED"] == "1" and jax.default_backend() != "gpu":
     sys.exit(f"nvidia-smi sees a GPU but JAX's default backend is {jax.default_backend()!r}: stopping")
 EOF
-    SECONDS=0
-    "$PYTHON" benchmarks/train_throughput.py --jit --precision mixed_bfloat16 float32 --bleu-epochs 0 \
-        --preset base --vocab 8000 --batch-size 256 --length 64 --steps 30 --rounds 5 --warmup-rounds 1 \
-        --peak-size 8192 --out "$OUT/train_throughput_gpu.json" "$@"
-    echo "== train_throughput.py took ${SECONDS} s"
-} 2>&1 | tee "$OUT/train_throughput_gpu.log"
+        SECONDS=0
+        run_job "$job" "$@"
+        echo "== $job took ${SECONDS} s"
+    } 2>&1 | tee "$OUT/gpu_$job.log"
+done

@@ -3,9 +3,19 @@
     python benchmarks/train_throughput.py                       # small preset, float32 (+ mixed_bfloat16 if native)
     python benchmarks/train_throughput.py --jit --precision mixed_bfloat16
     python benchmarks/train_throughput.py --rounds 2 --steps 3 --bleu-epochs 0 --preset tiny   # a quick check
+    python benchmarks/train_throughput.py --length 64 256 1024 --tokens-per-step 4096 --bleu-epochs 0  # a length sweep
+    python benchmarks/train_throughput.py --task lm             # our decoder-only LM against keras-hub's GPT-2
 
 What runs:
 
+- `--task translation` (the default): our encoder-decoder Transformer against keras-hub's layers, on
+  padded sentence pairs, as below. `--task lm`: our decoder-only language model
+  (`build_decoder_only`, learned positions, tied embeddings) against keras-hub's `GPT2Backbone`
+  with the tied head of `GPT2CausalLM`, at the same size (language_models_build.py), on packed
+  causal-LM windows of `--length` tokens (every position a target; no BLEU check, no shared part).
+- A length sweep: `--length` takes several lengths, run one after the other, each with its own
+  workers; `--tokens-per-step N` sets the batch size at each length to `N // length`, so every
+  length trains on the same tokens per step. A summary table across the lengths ends the report.
 - Two worker processes (this script with `--worker NAME`), one per model, each building its model
   once under the `--precision` dtype policy, compiling it with
   `keras_transformer.training.compile_transformer` (the same masked label-smoothed loss, metrics,
@@ -22,9 +32,10 @@ What runs:
   tracing, XLA compiles, caches) are not counted.
 - Throughput is real target tokens (labels that are not padding) per second of a round; the
   report gives the median over the rounds and the ratio of the medians, ours / keras-hub. Peak
-  memory is each worker's maximum resident set size.
-- Model-FLOPs utilisation (MFU) = model FLOPs per second / the machine's measured fp32 matmul
-  peak (measured first, by the parent, alone; the bf16 peak is printed too).
+  memory is each worker's maximum resident set size and, on a GPU, the most device memory it used.
+- Model-FLOPs utilisation (MFU) = model FLOPs per second / the machine's measured matmul peak
+  (measured first, by the parent, alone): against the float32 peak ("MFU"), and against the peak
+  of the precision's compute dtype ("own MFU": the bfloat16 peak for mixed_bfloat16).
   train_throughput_models.py gives the model FLOPs of a step and how they are counted.
 - `--models ours,keras-hub,shared` adds a third worker that trains only what both models' steps
   share besides their blocks (both embedding tables, the logits projection, the loss and Adam
@@ -59,7 +70,8 @@ import tempfile
 
 import common
 import keras
-from train_throughput_models import MODELS, SHARED, model_config, target_tokens_per_step, train_step_flops
+from language_models_workload import FIRST_PIECE_ID
+from train_throughput_models import MODELS, SHARED, TASKS, at_length, model_config, step_flops, target_tokens_per_step
 from train_throughput_rounds import compare, matmul_peak
 from train_throughput_worker import run_worker
 
@@ -70,10 +82,27 @@ from keras_transformer.precision import choose_precision
 def parse_args(argv=None):
     """The benchmark's flags, checked (`argv`: `sys.argv[1:]` when `None`)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--task",
+        default="translation",
+        choices=TASKS,
+        help="translation: encoder-decoder Transformers; lm: our decoder-only LM against keras-hub's GPT2Backbone.",
+    )
     parser.add_argument("--preset", default="small", choices=sorted(PRESETS), help="Model size of both models.")
     parser.add_argument("--vocab", type=int, default=8000, help="Source and target vocabulary size V.")
-    parser.add_argument("--batch-size", type=int, default=64, help="Sentence pairs per batch B.")
-    parser.add_argument("--length", type=int, default=24, help="Padded source and target length S = T of a batch.")
+    parser.add_argument("--batch-size", type=int, default=64, help="Sentence pairs (lm: windows) per batch B.")
+    parser.add_argument(
+        "--length",
+        type=int,
+        nargs="+",
+        default=[24],
+        help="Padded source and target length S = T of a batch (lm: window length T); several lengths: a sweep.",
+    )
+    parser.add_argument(
+        "--tokens-per-step",
+        type=int,
+        help="Batch size at each length = this // length (instead of --batch-size): equal tokens per step.",
+    )
     parser.add_argument(
         "--precision",
         nargs="+",
@@ -106,14 +135,30 @@ def parse_args(argv=None):
     parser.add_argument("--worker", choices=(*MODELS, SHARED), help=argparse.SUPPRESS)
     policies = [name for name in PRECISIONS if name != "auto"]  # a worker is given what auto chose
     parser.add_argument("--worker-precision", choices=policies, help=argparse.SUPPRESS)
+    parser.add_argument("--worker-length", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # workers get the same flags
     args.models = [name.strip() for name in args.models.split(",") if name.strip()]
     unknown = sorted(set(args.models) - {*MODELS, SHARED})
     if unknown or not args.models:
         parser.error(f"--models takes names from {','.join(MODELS)},{SHARED}; received {unknown or 'nothing'}")
+    if args.task == "lm" and SHARED in args.models:
+        parser.error(f"--models {SHARED} is the translation task's shared part; --task lm has none")
     common.check_at_least(parser, args, ("vocab", "batch_size", "steps", "rounds", "batches", "peak_size"), 1)
-    common.check_at_least(parser, args, ("length",), 2)
+    common.check_at_least(parser, args, ("warmup_rounds",), 0)
+    for length in args.length:
+        if length < 2:
+            parser.error(f"--length must be >= 2. Received: {length}")
+        if args.tokens_per_step is not None and args.tokens_per_step < length:
+            parser.error(
+                f"--tokens-per-step must be >= every --length (a batch of one row at least). Received: "
+                f"{args.tokens_per_step} with --length {length}"
+            )
+    args.length = list(dict.fromkeys(args.length))  # a length given twice runs once
+    if args.task == "lm" and args.vocab < FIRST_PIECE_ID + 2:
+        parser.error(
+            f"--vocab must be >= {FIRST_PIECE_ID + 2} for --task lm (ids 0-4 are reserved). Received: {args.vocab}"
+        )
     return args
 
 
@@ -164,46 +209,82 @@ def bleu_by_precision(args, policies):
     return scores
 
 
-def print_report(args, peak, flops_per_step, comparisons, cpu):
-    """The table: each precision's workers (tokens/s, step ms, MFU, peak MiB), ratio and split."""
-    config = model_config(args)
+def print_report(args, peak, sweep, cpu):
+    """The tables: per length, each precision's workers (tokens/s, step ms, MFU, peak memory), ratio and split.
+
+    Then, for a sweep, one line per length and precision: both models' tokens/s, the ratio, our MFU.
+    """
     print()
     print(
-        f"preset {args.preset} (D {config.d_model}, H {config.num_heads}, F {config.d_ff}, {config.num_blocks}+"
-        f"{config.num_blocks} blocks), V {args.vocab}, batch {args.batch_size} x {args.length}, "
-        f"jit {'on' if args.jit else 'off'}, {args.rounds} rounds of {args.steps} steps, backend "
-        f"{keras.backend.backend()}, {os.cpu_count()} CPUs"
+        f"task {args.task}, preset {args.preset}, V {args.vocab}, jit {'on' if args.jit else 'off'}, {args.rounds} "
+        f"rounds of {args.steps} steps, backend {keras.backend.backend()}, {os.cpu_count()} CPUs"
     )
     print(common.cpu_line(cpu))
     print(
         f"matmul peak ({args.peak_size}^3): float32 {peak['float32'] / 1e9:,.0f} GFLOP/s, bfloat16 "
-        f"{peak['bfloat16'] / 1e9:,.0f} GFLOP/s; model FLOPs per step {flops_per_step / 1e9:.2f} GFLOP"
+        f"{peak['bfloat16'] / 1e9:,.0f} GFLOP/s"
     )
-    header = f"{'precision':<16}{'model':<11}{'tokens/s':>10}{'step ms':>9}{'MFU':>7}{'peak MiB':>10}"
-    print(header)
-    print("-" * len(header))
-    for precision, results in comparisons.items():
-        for name in args.models:
-            r = results[name]
-            print(
-                f"{precision:<16}{name:<11}{r['target_tokens_per_second_median']:>10,.0f}{r['step_ms_median']:>9.1f}"
-                f"{r['mfu_fp32_peak']:>7.1%}{r['peak_rss_mib']:>10,.0f}"
-            )
-        if "ours_over_keras_hub" in results:
-            print(f"{precision:<16}ours / keras-hub: {common.format_ratio(results['ours_over_keras_hub'])}")
-        if "split" in results:
-            split = results["split"]
-            print(
-                f"{precision:<16}step split: shared part {split['shared_ms']:.1f} ms "
-                f"({split['shared_fraction_of_keras_hub_step']:.0%} of keras-hub's step); blocks: ours "
-                f"{split['ours_blocks_ms']:.1f} ms, keras-hub {split['keras_hub_blocks_ms']:.1f} ms; "
-                f"{split['target_ratio']:g}x would need ours' blocks at "
-                f"{split['ours_blocks_ms_needed_for_target']:.1f} ms"
-            )
+    for point in sweep:
+        config = model_config(at_length(args, point["length"]))
+        blocks = config.num_blocks if args.task == "lm" else f"{config.num_blocks}+{config.num_blocks}"
+        print(
+            f"\nlength {point['length']}, batch {point['batch_size']} (D {config.d_model}, H {config.num_heads}, F "
+            f"{config.d_ff}, {blocks} blocks); "
+            f"model FLOPs per step {point['model_flops_per_step'] / 1e9:.2f} GFLOP"
+        )
+        header = (
+            f"{'precision':<16}{'model':<11}{'tokens/s':>10}{'step ms':>9}{'MFU':>7}{'own MFU':>9}"
+            f"{'peak MiB':>10}{'device MiB':>12}"
+        )
+        print(header)
+        print("-" * len(header))
+        for precision, results in point["precisions"].items():
+            for name in args.models:
+                r = results[name]
+                device = "-" if r["peak_device_mib"] is None else f"{r['peak_device_mib']:,.0f}"
+                print(
+                    f"{precision:<16}{name:<11}{r['target_tokens_per_second_median']:>10,.0f}"
+                    f"{r['step_ms_median']:>9.1f}{r['mfu_fp32_peak']:>7.1%}{r['mfu_own_peak']:>9.1%}"
+                    f"{r['peak_rss_mib']:>10,.0f}{device:>12}"
+                )
+            if "ours_over_keras_hub" in results:
+                print(f"{precision:<16}ours / keras-hub: {common.format_ratio(results['ours_over_keras_hub'])}")
+            if "split" in results:
+                split = results["split"]
+                print(
+                    f"{precision:<16}step split: shared part {split['shared_ms']:.1f} ms "
+                    f"({split['shared_fraction_of_keras_hub_step']:.0%} of keras-hub's step); blocks: ours "
+                    f"{split['ours_blocks_ms']:.1f} ms, keras-hub {split['keras_hub_blocks_ms']:.1f} ms; "
+                    f"{split['target_ratio']:g}x would need ours' blocks at "
+                    f"{split['ours_blocks_ms_needed_for_target']:.1f} ms"
+                )
+    if len(sweep) > 1 and all(name in args.models for name in MODELS):
+        print(f"\nthe sweep ({args.task}): target tokens/s, ours / keras-hub, our MFU (own dtype's peak)")
+        for point in sweep:
+            for precision, results in point["precisions"].items():
+                ours, hub = results["ours"], results["keras-hub"]
+                print(
+                    f"  length {point['length']:>5} x batch {point['batch_size']:<5} {precision:<16}"
+                    f"{ours['target_tokens_per_second_median']:>12,.0f}{hub['target_tokens_per_second_median']:>12,.0f}"
+                    f"{common.format_ratio(results['ours_over_keras_hub'], width=8)}{ours['mfu_own_peak']:>8.1%}"
+                )
+
+
+def run_length(args, policies, peak):
+    """One length of the sweep (`args` at that length): its batch, model FLOPs and each precision's comparison."""
+    flops_per_step = step_flops(args, model_config(args), target_tokens_per_step(args))
+    print(f"length {args.length}, batch {args.batch_size}: {flops_per_step / 1e9:.2f} GFLOP per step", flush=True)
+    return {
+        "length": args.length,
+        "batch_size": args.batch_size,
+        "model": model_config(args).to_dict(),
+        "model_flops_per_step": flops_per_step,
+        "precisions": {precision: compare(args, precision, flops_per_step, peak) for precision in policies},
+    }
 
 
 def main(argv=None):
-    """The parent's run (peak, comparisons, BLEU, report, JSON), or with `--worker` a worker."""
+    """The parent's run (peak, comparisons per length, BLEU, report, JSON), or with `--worker` a worker."""
     args = parse_args(argv)
     if args.worker:
         return run_worker(args)
@@ -213,24 +294,19 @@ def main(argv=None):
         print(f"precision {choice.requested}: {choice.describe()}", flush=True)
         if choice.warning:
             print(choice.warning, flush=True)
-    config = model_config(args)
-    flops_per_step = train_step_flops(config, args.batch_size, args.length, args.length, target_tokens_per_step(args))
     peak = {dtype: matmul_peak(args.peak_size, dtype) for dtype in ("float32", "bfloat16")}
     print(
         f"matmul peak: float32 {peak['float32'] / 1e9:,.0f} GFLOP/s, bfloat16 {peak['bfloat16'] / 1e9:,.0f} GFLOP/s",
         flush=True,
     )
-    comparisons = {precision: compare(args, precision, flops_per_step, peak) for precision in policies}
+    sweep = [run_length(at_length(args, length), policies, peak) for length in args.length]
     bleu = {}
-    if args.bleu_epochs and keras.backend.backend() == "tensorflow":
+    if args.bleu_epochs and args.task == "translation" and keras.backend.backend() == "tensorflow":
         bleu = bleu_by_precision(args, policies)
-    print_report(args, peak, flops_per_step, comparisons, cpu)
+    print_report(args, peak, sweep, cpu)
     results = {
         "command": common.command_line(args.argv),
-        "config": {
-            **{k: v for k, v in vars(args).items() if not k.startswith("worker") and k != "argv"},
-            "model": config.to_dict(),
-        },
+        "config": {k: v for k, v in vars(args).items() if not k.startswith("worker") and k != "argv"},
         "backend": keras.backend.backend(),
         "versions": common.package_versions(
             {"keras": "keras", "numpy": "numpy", "tensorflow": "tensorflow", "keras-hub": "keras-hub", "jax": "jax"}
@@ -238,8 +314,7 @@ def main(argv=None):
         **common.machine(cpu),
         "precision": [choice.to_dict() for choice in choices],
         "matmul_peak_flops": peak,
-        "model_flops_per_step": flops_per_step,
-        "precisions": comparisons,
+        "lengths": sweep,
         "bleu_by_precision": bleu,
     }
     print(f"wrote {common.write_json(args.out, results)}")

@@ -1,13 +1,22 @@
-"""What both workers of train_throughput.py build alike: the model config, batches, models, model FLOPs.
+"""What every worker of train_throughput.py builds alike: the model config, batches, models, model FLOPs.
 
-`model_config` is the `ModelConfig` of both models; `synthetic_batches` the seeded batches every
-worker makes for itself; `build_model` the model of a worker: ours, keras-hub's (peers.py) or the
-shared part (`build_shared_part`, what a step of either model computes besides its blocks).
+Two tasks (`--task`):
+    translation  our encoder-decoder Transformer against keras-hub's `TransformerEncoder` and
+                 `TransformerDecoder` (peers.py), on padded sentence pairs
+    lm           our decoder-only language model against keras-hub's `GPT2Backbone` with the tied
+                 head of `GPT2CausalLM` (language_models_build.py), on packed causal-LM windows
 
-Model-FLOPs utilisation (MFU) = model FLOPs per second / the machine's measured fp32 matmul
-peak (the median rate of `--peak-size`^3 matmuls, measured first, by the parent, alone). Model
-FLOPs per training step, on the padded batch [B, S] -> [B, T] with R real target tokens, are
-3x the forward FLOPs (the backward pass is twice the forward):
+`model_config` is the config of both models of a task; `synthetic_batches` the seeded batches every
+worker makes for itself; `build_model` the model of a worker: ours, keras-hub's or, for the
+translation task, the shared part (`build_shared_part`, what a step of either model computes
+besides its blocks). `at_length` gives the flags of one length of a sweep (`--length` 64 256 1024
+with `--tokens-per-step`: the batch size at each length).
+
+Model-FLOPs utilisation (MFU) = model FLOPs per second / the machine's measured matmul peak (the
+median rate of `--peak-size`^3 matmuls, measured first, by the parent, alone): against the float32
+peak, and against the peak of the precision's compute dtype (bfloat16 for mixed_bfloat16). Model
+FLOPs per training step of the translation task, on the padded batch [B, S] -> [B, T] with R real
+target tokens, are 3x the forward FLOPs (the backward pass is twice the forward):
     forward = B * ( N * [ S * (8 D^2 + 4 D F) + 4 S^2 D ]                          encoder
                   + N * [ T * (12 D^2 + 4 D F) + 4 S D^2 + 4 T^2 D + 4 T S D ]     decoder
                   ) + R * 2 D V                                                      logits
@@ -16,28 +25,55 @@ weighted sums, feed-forward, logits); embeddings, softmax, LayerNorm and the los
 counted. The blocks are counted over the padded batch (attention mixes the positions of a
 row, so a batched model computes them all), the logits only at the real target positions
 (each position's are its own; those at padding are thrown away by the loss, and our model
-does not compute them). R is the mean over a round's batches. Both models are given the same
-model FLOPs, so their MFU ratio equals their speed ratio.
-The bf16 matmul peak is printed too, as the ceiling of a mixed_bfloat16 run.
+does not compute them). R is the mean over a round's batches. Those of the lm task are
+language_models_workload.py's (every position of a packed window is a target). Both models of a
+task are given the same model FLOPs, so their MFU ratio equals their speed ratio.
 """
 
+import argparse
 import sys
 from pathlib import Path
 
 import keras
+import language_models_build
+import language_models_workload
 import numpy as np
 from keras import ops
 
-from keras_transformer.config import preset
+from keras_transformer.config import language_model_preset, preset
 from keras_transformer.data.special_tokens import END_ID, START_ID
 
 MODELS = ("ours", "keras-hub")
 SHARED = "shared"  # not a model: the part of a step that both models compute alike
+TASKS = ("translation", "lm")
 FIRST_REGULAR_ID = END_ID + 1
 
 
+def at_length(args, length):
+    """The flags of one length of a sweep: `args` with `length = length` and its batch size.
+
+    With `--tokens-per-step N` the batch size is `N // length` (every length trains on the same
+    tokens per step); without it, `--batch-size`.
+    """
+    batch_size = args.tokens_per_step // length if args.tokens_per_step else args.batch_size
+    return argparse.Namespace(**{**vars(args), "length": length, "batch_size": batch_size})
+
+
 def model_config(args):
-    """The `ModelConfig` of both models: `--preset` at vocabulary `--vocab` and length `--length`."""
+    """The config of both models, `--preset` at vocabulary `--vocab` and length `--length` (one length).
+
+    A `ModelConfig` for the translation task; for the lm task, the decoder-only
+    `LanguageModelConfig` with learned positions and tied embeddings, as GPT-2's.
+    """
+    if args.task == "lm":
+        return language_model_preset(
+            args.preset,
+            "decoder",
+            vocab_size=args.vocab,
+            max_length=args.length,
+            learned_positions=True,
+            tie_embeddings=True,
+        )
     return preset(
         args.preset,
         source_vocab_size=args.vocab,
@@ -45,6 +81,18 @@ def model_config(args):
         max_source_len=args.length,
         max_target_len=args.length,
     )
+
+
+def step_flops(args, config, target_tokens=None, blocks=True):
+    """Model FLOPs of one training step of the task on a `[--batch-size, --length]` batch.
+
+    The translation task: `train_step_flops` with `target_tokens` real target positions (default:
+    all); the lm task: language_models_workload.py's count (`target_tokens` and `blocks` do not
+    apply: every position is a target, and it has no shared part).
+    """
+    if args.task == "lm":
+        return language_models_workload.train_step_flops(config, args.batch_size, args.length)
+    return train_step_flops(config, args.batch_size, args.length, args.length, target_tokens, blocks)
 
 
 def train_step_flops(config, batch, source_length, target_length, target_tokens=None, blocks=True):
@@ -77,12 +125,17 @@ def target_tokens_per_step(args):
 def synthetic_batches(args):
     """The synthetic training batches, the same for every worker (seeded).
 
+    The lm task's are language_models_workload.py's packed causal-LM windows, `(inputs, labels)`
+    int32 `[B, L]` each, every label a target. The translation task's are below.
+
     Each sentence has `L // 2 .. L` real tokens; the target input starts with `<s>` and the
     output ends with `</s>`, as the pipeline makes them.
 
     Returns:
         `--batches` batches `((source_ids, target_in_ids), target_out_ids)`, int32 `[B, L]` each.
     """
+    if args.task == "lm":
+        return language_models_workload.decoder_batches(args)
     rng = np.random.default_rng(args.seed)
     batch, length = args.batch_size, args.length
     positions = np.arange(length)[None, :]
@@ -125,7 +178,12 @@ def build_shared_part(config):
 
 
 def build_model(name, config):
-    """The uncompiled model of worker `name`: ours, keras-hub's or the shared part."""
+    """The uncompiled model of worker `name`: ours, keras-hub's or the shared part.
+
+    A `LanguageModelConfig` (the lm task) gives the decoder-only models of language_models_build.py.
+    """
+    if getattr(config, "kind", None) == "decoder":
+        return language_models_build.build_model(name, config)[0]
     if name == SHARED:
         return build_shared_part(config)
     if name == "ours":

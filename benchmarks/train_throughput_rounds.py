@@ -1,10 +1,11 @@
 """The parent side of train_throughput.py: the matmul peak, and the workers' alternating rounds.
 
 `matmul_peak` measures the machine's matmul rate, in the parent, alone, before any worker starts.
-`compare` runs one precision: it starts a `--worker` process of the script per model of
-`--models` (`start_worker`), has them train a round each in turn, the order alternating every
+`compare` runs one precision at one length: it starts a `--worker` process of the script per
+model of `--models` (`start_worker`), has them train a round each in turn, the order alternating every
 round (ABBA: `alternate_rounds`), and summarises each one's counted rounds (`summarise_rounds`:
-median target tokens/s, step time, model TFLOP/s, MFU, peak memory), the ratio ours / keras-hub
+median target tokens/s, step time, model TFLOP/s, MFU, peak memory: the process's resident set and,
+on a GPU, the device's), the ratio ours / keras-hub
 and, with the shared part's worker, the split of a step (`step_split`).
 """
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import common
 import numpy as np
 from keras import ops
-from train_throughput_models import MODELS, SHARED, model_config, target_tokens_per_step, train_step_flops
+from train_throughput_models import MODELS, SHARED, model_config, step_flops, target_tokens_per_step
 
 SCRIPT = Path(__file__).with_name("train_throughput.py")  # what the workers run, with --worker NAME
 
@@ -41,13 +42,15 @@ def matmul_peak(size, dtype, repeats=5, chain=4):
 
 
 def start_worker(args, name, precision):
-    """A `--worker` subprocess of this script for one model and precision, built and ready.
+    """A `--worker` subprocess of this script for one model, precision and length (`args.length`), built and ready.
 
     Returns:
         `(worker, parameters)`: the `common.JsonLinesWorker` (one round per `request("round")`)
         and the model's parameter count.
     """
-    command = common.worker_command(SCRIPT, args.argv, "--worker", name, "--worker-precision", precision)
+    command = common.worker_command(
+        SCRIPT, args.argv, "--worker", name, "--worker-precision", precision, "--worker-length", str(args.length)
+    )
     worker = common.JsonLinesWorker(command, name)
     return worker, worker.answer()["parameters"]
 
@@ -83,10 +86,16 @@ def alternate_rounds(args, precision):
     return parameters, rounds
 
 
-def summarise_rounds(args, reports, parameters, flops, peak):
-    """One worker's results from its counted rounds: medians, MFU, peak memory, last loss."""
+def summarise_rounds(args, reports, parameters, flops, peak, precision):
+    """One worker's results from its counted rounds: medians, MFU, peak memory, last loss.
+
+    MFU is given against the float32 matmul peak and against the peak of `precision`'s compute
+    dtype (`mfu_own_peak`: the bfloat16 peak for mixed_bfloat16). `peak_device_mib` is None on a CPU.
+    """
     per_second = np.array([r["target_tokens"] / r["seconds"] for r in reports])
     step_seconds = np.median([r["seconds"] / args.steps for r in reports])
+    own_peak = peak["bfloat16" if "bfloat16" in precision else "float32"]
+    device_mib = [r["peak_device_mib"] for r in reports if r.get("peak_device_mib") is not None]
     return {
         "parameters": parameters,
         "target_tokens_per_second_median": float(np.median(per_second)),
@@ -94,7 +103,9 @@ def summarise_rounds(args, reports, parameters, flops, peak):
         "step_ms_median": float(1000 * step_seconds),
         "model_tflops_per_second": flops / step_seconds / 1e12,
         "mfu_fp32_peak": flops / step_seconds / peak["float32"],
+        "mfu_own_peak": flops / step_seconds / own_peak,
         "peak_rss_mib": max(r["peak_rss_mib"] for r in reports),
+        "peak_device_mib": max(device_mib) if device_mib else None,
         "final_loss": reports[-1]["loss"],
     }
 
@@ -107,13 +118,12 @@ def compare(args, precision, flops_per_step, peak):
         of the median tokens/s) and, with the shared part's worker too, `"split"`.
     """
     parameters, rounds = alternate_rounds(args, precision)
-    shared_flops = train_step_flops(
-        model_config(args), args.batch_size, args.length, args.length, target_tokens_per_step(args), blocks=False
-    )
     results = {}
     for name, reports in rounds.items():
-        flops = shared_flops if name == SHARED else flops_per_step  # the shared part: the logits' FLOPs only
-        results[name] = summarise_rounds(args, reports, parameters[name], flops, peak)
+        flops = flops_per_step
+        if name == SHARED:  # the shared part: the logits' FLOPs only
+            flops = step_flops(args, model_config(args), target_tokens_per_step(args), blocks=False)
+        results[name] = summarise_rounds(args, reports, parameters[name], flops, peak, precision)
     if all(name in results for name in MODELS):
         results["ours_over_keras_hub"] = common.ours_over_keras_hub(results, "target_tokens_per_second_median")
         if SHARED in results:

@@ -1,12 +1,12 @@
 """A worker process of train_throughput.py: one model, trained one round per order.
 
-The script runs itself with `--worker NAME --worker-precision POLICY`, one process per model of
-`--models` and per precision. The worker builds and compiles its model under that dtype policy
+The script runs itself with `--worker NAME --worker-precision POLICY --worker-length L`, one process
+per model of `--models`, per precision and per length. The worker builds and compiles its model under that dtype policy
 (`compile_transformer`: the same loss, metrics, Adam and Noam schedule for every model), makes the
 batches, answers one ready line with its parameter count, then trains one round, `model.fit` for
 `--steps` steps, per `round` line on stdin and answers each with one JSON line: the round's
-wall-clock seconds, target tokens, loss and peak memory. Any other line, or the end of stdin,
-ends it.
+wall-clock seconds, target tokens, loss and peak memory (resident set, and on a GPU the device's).
+Any other line, or the end of stdin, ends it.
 
 Under TensorFlow the batches go through `tf.data` (cached, prefetched); under other backends
 through a Python generator (`training_data`).
@@ -20,7 +20,7 @@ import time
 import common
 import keras
 import numpy as np
-from train_throughput_models import build_model, model_config, round_target_tokens, synthetic_batches
+from train_throughput_models import at_length, build_model, model_config, round_target_tokens, synthetic_batches
 
 from keras_transformer.config import TrainConfig
 from keras_transformer.training import compile_transformer, dtype_policy
@@ -35,10 +35,7 @@ def training_data(batches):
     if keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
-        stacked = (
-            (np.stack([b[0][0] for b in batches]), np.stack([b[0][1] for b in batches])),
-            np.stack([b[1] for b in batches]),
-        )
+        stacked = keras.tree.map_structure(lambda *arrays: np.stack(arrays), *batches)
         dataset = tf.data.Dataset.from_tensor_slices(stacked).cache().repeat().prefetch(tf.data.AUTOTUNE)
         return lambda: dataset
     return lambda: (batch for batch in itertools.cycle(batches))  # Keras takes generators, not iterators
@@ -61,6 +58,7 @@ class _RoundClock(keras.callbacks.Callback):
 def run_worker(args):
     """Build, compile, then train one round per `round` line on stdin, answering with a JSON line."""
     name, precision = args.worker, args.worker_precision
+    args = at_length(args, args.worker_length)
     keras.utils.set_random_seed(args.seed)
     config = model_config(args)
     train_config = TrainConfig(warmup_steps=400, jit_compile=args.jit)
@@ -83,6 +81,7 @@ def run_worker(args):
             "target_tokens": tokens,
             "loss": float(history.history["loss"][-1]),
             "peak_rss_mib": common.peak_rss_mib(),
+            "peak_device_mib": common.peak_device_mib(),
         }
         print(json.dumps(report), flush=True)
     return 0

@@ -9,9 +9,11 @@ import importlib
 import json
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import types
+from pathlib import Path
 
 import attention_scores  # noqa: E402
 import attention_scores_scaling as scaling  # noqa: E402
@@ -28,6 +30,8 @@ from conftest import run_main
 
 from keras_transformer.config import preset, variant_switches
 from keras_transformer.models import build_transformer
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("name", ["tiny", "small"])
@@ -104,13 +108,65 @@ def test_benchmark_runs_both_models_and_writes_their_ratio(tmp_path, capsys):
     assert common.cpu_line(common.cpu_info()) in printed.splitlines()
     written = json.loads(out.read_text())
     assert written["cpu"] == common.cpu_info() and written["cpu_count"] == os.cpu_count()
-    results = written["precisions"]["float32"]
+    [point] = written["lengths"]
+    assert (point["length"], point["batch_size"]) == (8, 8)
+    results = point["precisions"]["float32"]
     for name in ("ours", "keras-hub"):
         assert len(results[name]["target_tokens_per_second_rounds"]) == 2
         assert results[name]["target_tokens_per_second_median"] > 0
         assert 0 < results[name]["mfu_fp32_peak"] < 1
+        assert results[name]["mfu_own_peak"] == results[name]["mfu_fp32_peak"]  # float32's own peak
+        assert results[name]["peak_device_mib"] is None  # a CPU
     ratio = results["ours"]["target_tokens_per_second_median"] / results["keras-hub"]["target_tokens_per_second_median"]
     assert results["ours_over_keras_hub"] == pytest.approx(ratio)
+
+
+def test_a_length_sweep_keeps_the_tokens_per_step_and_each_length_gets_its_own_model():
+    args = train_throughput.parse_args(["--length", "64", "256", "64", "1024", "--tokens-per-step", "16384"])
+    assert args.length == [64, 256, 1024]  # a length given twice runs once
+    points = [throughput_models.at_length(args, length) for length in args.length]
+    assert [(p.length, p.batch_size) for p in points] == [(64, 256), (256, 64), (1024, 16)]
+    assert [throughput_models.model_config(p).max_target_len for p in points] == [64, 256, 1024]
+    assert args.length == [64, 256, 1024]  # the parent's flags are left alone
+    plain = train_throughput.parse_args(["--length", "24", "--batch-size", "7"])
+    assert throughput_models.at_length(plain, 24).batch_size == 7  # without --tokens-per-step: --batch-size
+
+
+def test_the_lm_task_races_our_decoder_only_model_against_gpt2_on_packed_windows():
+    args = throughput_models.at_length(
+        train_throughput.parse_args(["--task", "lm", "--preset", "tiny", "--vocab", "40", "--batch-size", "3"]), 6
+    )
+    config = throughput_models.model_config(args)
+    assert (config.kind, config.max_length, config.vocab_size) == ("decoder", 6, 40)
+    batches = throughput_models.synthetic_batches(args)
+    inputs, labels = batches[0]
+    assert inputs.shape == labels.shape == (3, 6)
+    np.testing.assert_array_equal(inputs[:, 1:], labels[:, :-1])  # labels are the next token
+    assert throughput_models.round_target_tokens(args, batches) == args.steps * 3 * 6  # every position a target
+    ours, hub = (throughput_models.build_model(name, config) for name in ("ours", "keras-hub"))
+    assert any("gpt2" in layer.name for layer in hub._flatten_layers())
+    for model in (ours, hub):
+        assert tuple(model(inputs).shape) == (3, 6, 40)
+    # Every parameter of ours is a matmul weight, an embedding, a bias or a LayerNorm's: the FLOPs
+    # count 6 per matmul weight at each position, plus attention's 12 T D per block, times B.
+    matmul_weights = sum(int(np.prod(w.shape)) for w in ours.weights if w.path.endswith("kernel"))
+    matmul_weights += config.vocab_size * config.d_model  # the tied logits
+    per_row = 6 * 6 * matmul_weights + 3 * config.num_blocks * 4 * 6 * 6 * config.d_model
+    assert throughput_models.step_flops(args, config) == 3 * per_row
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--length", "64", "--tokens-per-step", "32"], "--tokens-per-step must be >= every --length"),
+        (["--task", "lm", "--models", "ours,shared"], "--task lm has none"),
+        (["--task", "lm", "--vocab", "6"], "--vocab must be >= 7 for --task lm"),
+    ],
+)
+def test_sweep_and_task_flags_that_cannot_run_are_refused_by_name(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        train_throughput.parse_args(argv)
+    assert message in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- the shared plumbing (benchmarks/common.py)
@@ -709,3 +765,24 @@ def test_decode_latency_serves_ours_and_keras_hubs_exports_greedy_and_beam():
         served = serve(source_ids=tf.constant(source_ids))["output_ids"].numpy()
     in_process = hub.generate(tf.constant(source_ids), 5, end_id=decode.END_ID, num_beams=4)
     np.testing.assert_array_equal(served, keras.ops.convert_to_numpy(in_process))
+
+
+@pytest.mark.slow
+def test_gpu_script_runs_a_job_end_to_end_on_jax_without_a_gpu(tmp_path):
+    """`benchmarks/gpu.sh lm` on JAX's CPU: the length sweep of the lm task, its log and its JSON."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_XDIST")}
+    env.update({"PYTHON": sys.executable, "OUT": str(tmp_path), "JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"})
+    env["PATH"] = f"{os.path.dirname(sys.executable)}:{env['PATH']}"  # no nvidia-smi: the GPU check is skipped
+    flags = ["--preset", "tiny", "--vocab", "100", "--length", "8", "16", "--tokens-per-step", "32"]
+    flags += ["--rounds", "1", "--steps", "2", "--peak-size", "128", "--precision", "float32"]
+    result = subprocess.run(
+        ["bash", "benchmarks/gpu.sh", "lm", *flags], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    written = json.loads((tmp_path / "gpu_lm.json").read_text())
+    assert written["backend"] == "jax" and written["config"]["task"] == "lm" and written["config"]["jit"]
+    assert [(point["length"], point["batch_size"]) for point in written["lengths"]] == [(8, 4), (16, 2)]
+    assert all(point["precisions"]["float32"]["ours_over_keras_hub"] > 0 for point in written["lengths"])
+    assert "the sweep (lm)" in (tmp_path / "gpu_lm.log").read_text()
+    refused = subprocess.run(["bash", "benchmarks/gpu.sh", "bogus"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert refused.returncode == 2 and "must be a job, one of: train lm decode profile" in refused.stderr
