@@ -3,10 +3,11 @@
 What it measures, in one run, on one randomly initialised model and one batch of random source
 ids (`--batch` sentences of `--source-len` ids in `[4, V)`):
 
-- four batch decoders, each wrapped once in `tf.function` (XLA with `--jit`), called once to
-  warm up (the "first call" column: tracing, compiling and one run), then timed `--repeats`
-  times, interleaved (round r times every decoder once, in an order rotated by r, so that load
-  from other processes on the machine falls on all of them alike):
+- five batch decoders, each compiled once for the backend Keras runs (`compiled`: `tf.function`
+  on TensorFlow, XLA with `--jit`; `jax.jit` on JAX with `--jit`), called once to warm up (the
+  "first call" column: tracing, compiling and one run), then timed `--repeats` times,
+  interleaved (round r times every decoder once, in an order rotated by r, so that load from
+  other processes on the machine falls on all of them alike):
     greedy, uncached   `greedy_decode(use_cache=False)`: the tutorial's way, the whole decoder
                        re-run on the whole output at every step
     greedy, cached     `greedy_decode(use_cache=True)`: one new token per step, key/value cache
@@ -16,20 +17,24 @@ ids (`--batch` sentences of `--source-len` ids in `[4, V)`):
                        width, depth and vocabulary, generating with `keras_hub.samplers.GreedySampler`
                        and the decoder's self- and cross-attention key/value caches, written the
                        way keras-hub's BART `generate_step` does it (see `KerasHubTransformer` in peers.py)
+    keras-hub beam 4   the same peer with `keras_hub.samplers.BeamSampler(4)`
   Every decoder runs with no end token (`end_id=None`), so every sentence gets exactly
   `--output-tokens` tokens and "tokens/s" is exact: sentences/s x output tokens.
-- the single-sentence latency of SavedModels as a model server would run them (no XLA, decoding
-  until `</s>` or `max_target_len` = `--output-tokens`), greedy (beam 1) and beam 4: ours, the
+- the single-sentence latency, decoding until `</s>` or `max_target_len` = `--output-tokens`,
+  greedy (beam 1) and beam 4, ours and the peer's. On TensorFlow, of SavedModels as a model server
+  would run them (no XLA): ours, the
   ids-only export (`IdsTranslator` -> `export_translator` -> `tf.saved_model.load` ->
   `serving_default`), and the peer's, its generation above with keras-hub's `GreedySampler` or
   `BeamSampler(4)` saved the same way (`KerasHubServing`; keras-hub's beam search ranks by
   log-probability, without our length penalty). Requests cycle through the batch's sentences, one
-  sentence each, and through the four exports in a rotating order.
+  sentence each, and through the four exports in a rotating order. On the other backends (no
+  SavedModel), of the same four decoders compiled as the batch decoders are (`jax.jit` with
+  `--jit`), called on one sentence: what an application serving from JAX would run.
 
 How to read it: "median s/batch" is the median over the repeats of one decoder call on the whole
 batch; sentences/s and tokens/s follow from it. The ratios compare medians of the same run:
 `cached / uncached` is the cache's speed-up, `ours / keras-hub` above 1 means our cached greedy
-decoder is faster than the peer, `beam 4 / greedy` is what beam search costs. The weights are
+(or beam-4) decoder is faster than the peer's, `beam 4 / greedy` is what beam search costs. The weights are
 random, so the translations mean nothing; the cost of a step does not depend on the weights,
 and the export's latency depends on them only through the output length, which is reported.
 Timings on a shared machine are noisy: compare ratios within a run rather than seconds across
@@ -37,6 +42,7 @@ runs, and look at the raw times in the JSON (`--out`) when a median looks odd.
 
     python benchmarks/decode.py                          # the default run, about a minute on 2 CPU cores
     python benchmarks/decode.py --preset tiny --repeats 2 --latency-requests 5  # a quick check
+    KERAS_BACKEND=jax python benchmarks/decode.py --jit  # under JAX (benchmarks/gpu.sh decode on a GPU)
 """
 
 import argparse
@@ -49,13 +55,12 @@ from pathlib import Path
 import common
 import keras
 import numpy as np
-import tensorflow as tf
+from keras import ops
 from peers import KerasHubTransformer
 
 from keras_transformer.config import PRESETS, preset
 from keras_transformer.data.special_tokens import END_ID
 from keras_transformer.decoding import beam_search, greedy_decode
-from keras_transformer.export import IdsTranslator, export_translator
 from keras_transformer.models import build_transformer
 
 FIRST_REGULAR_ID = 4  # ids 0-3 are <pad>, <unk>, <s>, </s>
@@ -77,13 +82,15 @@ def parse_args(argv=None):
     )
     parser.add_argument("--repeats", type=int, default=5, help="Timed calls of every batch decoder, interleaved.")
     parser.add_argument(
-        "--jit", action="store_true", help="Compile the batch decoders with XLA (tf.function(jit_compile=True))."
+        "--jit",
+        action="store_true",
+        help="Compile the decoders with XLA: tf.function(jit_compile=True) on TensorFlow, jax.jit on JAX.",
     )
     parser.add_argument(
         "--latency-requests",
         type=int,
         default=50,
-        help=f"Timed single-sentence requests to each SavedModel, after {LATENCY_WARMUPS} warm-ups (0 skips).",
+        help=f"Timed single-sentence requests to each of the four, after {LATENCY_WARMUPS} warm-ups (0 skips).",
     )
     parser.add_argument("--seed", type=int, default=0, help="Seed of the weights and of the source ids.")
     parser.add_argument(
@@ -94,23 +101,49 @@ def parse_args(argv=None):
     if args.vocab <= FIRST_REGULAR_ID:
         parser.error(f"--vocab must be > {FIRST_REGULAR_ID} (ids 0-3 are reserved). Received: {args.vocab}")
     common.check_at_least(parser, args, ("latency_requests",), 0)
+    if args.jit and keras.backend.backend() not in ("tensorflow", "jax"):
+        parser.error(f"--jit compiles with XLA, on TensorFlow or JAX; Keras runs {keras.backend.backend()}")
     return args
 
 
-def decoders(model, hub, max_length, jit):
-    """`{name: tf.function(source_ids) -> output_ids [B, L]}`, in the order of the table."""
+def compiled(fn, jit, variables):
+    """`fn(source_ids)` compiled once for the backend Keras runs.
 
-    def compiled(fn):
+    TensorFlow: `tf.function` (XLA with `jit`). JAX with `jit`: `jax.jit` of `fn` made pure, the
+    `variables`' values passed in at each call (`keras.StatelessScope`), so the weights are
+    arguments of the compiled program rather than constants folded into it. Otherwise `fn` as it
+    is, run op by op.
+    """
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
         return tf.function(fn, jit_compile=jit, autograph=False)
+    if backend == "jax" and jit:
+        import jax
 
-    return {
-        "greedy_uncached": compiled(lambda ids: greedy_decode(model, ids, max_length, use_cache=False, end_id=None)[0]),
-        "greedy_cached": compiled(lambda ids: greedy_decode(model, ids, max_length, use_cache=True, end_id=None)[0]),
-        "beam4_cached": compiled(
-            lambda ids: beam_search(model, ids, max_length, beam_size=BEAM_SIZE, alpha=LENGTH_PENALTY, end_id=None)[0]
-        ),
-        "keras_hub_greedy_cached": compiled(lambda ids: hub.generate(ids, max_length)),
+        def pure(values, source_ids):
+            with keras.StatelessScope(state_mapping=list(zip(variables, values))):
+                return fn(source_ids)
+
+        jitted = jax.jit(pure)
+        return lambda source_ids: jitted([variable.value for variable in variables], source_ids)
+    return fn
+
+
+def decoders(model, hub, max_length, jit, end_id=None):
+    """`{name: compiled(source_ids) -> output_ids [B, L]}`, in the order of the table (`compiled`)."""
+    variables = [*model.variables, *hub.model.variables]
+    fns = {
+        "greedy_uncached": lambda ids: greedy_decode(model, ids, max_length, use_cache=False, end_id=end_id)[0],
+        "greedy_cached": lambda ids: greedy_decode(model, ids, max_length, use_cache=True, end_id=end_id)[0],
+        "beam4_cached": lambda ids: beam_search(
+            model, ids, max_length, beam_size=BEAM_SIZE, alpha=LENGTH_PENALTY, end_id=end_id
+        )[0],
+        "keras_hub_greedy_cached": lambda ids: hub.generate(ids, max_length, end_id=end_id),
+        "keras_hub_beam4_cached": lambda ids: hub.generate(ids, max_length, end_id=end_id, num_beams=BEAM_SIZE),
     }
+    return {name: compiled(fn, jit, variables) for name, fn in fns.items()}
 
 
 LABELS = {
@@ -118,13 +151,14 @@ LABELS = {
     "greedy_cached": "greedy, cached",
     "beam4_cached": f"beam {BEAM_SIZE}, cached",
     "keras_hub_greedy_cached": "keras-hub greedy, cached",
+    "keras_hub_beam4_cached": f"keras-hub beam {BEAM_SIZE}, cached",
 }
 
 
 def timed_call(fn, source_ids):
     """Seconds of one call, the outputs copied to NumPy (so all work is done), and the outputs."""
     start = time.perf_counter()
-    outputs = fn(source_ids).numpy()
+    outputs = ops.convert_to_numpy(fn(source_ids))
     return time.perf_counter() - start, outputs
 
 
@@ -157,23 +191,24 @@ def measure_decoders(fns, source_ids, repeats, expected_shape):
     return first_call, times, outputs
 
 
-class KerasHubServing(tf.Module):
-    """The peer's generation as a SavedModel, the way `IdsTranslator` exports ours.
+def keras_hub_serving(hub, max_length, num_beams):
+    """The peer's generation as a `tf.Module` to save, the way `IdsTranslator` exports ours (TensorFlow only).
 
-    `serving_default`: `source_ids: int32[B, S]` -> `output_ids: int32[B, L]`, generating until
-    every sentence has produced `</s>` or `L` tokens, with keras-hub's `GreedySampler`
-    (`num_beams=1`) or `BeamSampler`. The layers' weights are saved with it.
+    `serve` (saved as `serving_default`): `source_ids: int32[B, S]` -> `output_ids: int32[B, L]`,
+    generating until every sentence has produced `</s>` or `L` tokens, with keras-hub's
+    `GreedySampler` (`num_beams=1`) or `BeamSampler`. The layers' weights are saved with it.
     """
+    import tensorflow as tf
 
-    def __init__(self, hub, max_length, num_beams):
-        super().__init__()
-        self.peer = hub.model  # tracks every layer's weights
+    module = tf.Module()
+    module.peer = hub.model  # tracks every layer's weights
 
-        def serve(source_ids):
-            return {"output_ids": hub.generate(source_ids, max_length, end_id=END_ID, num_beams=num_beams)}
+    def serve(source_ids):
+        return {"output_ids": hub.generate(source_ids, max_length, end_id=END_ID, num_beams=num_beams)}
 
-        spec = tf.TensorSpec([None, None], tf.int32, name="source_ids")
-        self.serve = tf.function(serve, input_signature=[spec], autograph=False)
+    spec = tf.TensorSpec([None, None], tf.int32, name="source_ids")
+    module.serve = tf.function(serve, input_signature=[spec], autograph=False)
+    return module
 
 
 def export_latency_models(model, model_config, hub, folder):
@@ -183,6 +218,10 @@ def export_latency_models(model, model_config, hub, folder):
         `{name: (beam_size, seconds the export took, version folder)}`, names `beam1`, `beam4`,
         `keras_hub_beam1`, `keras_hub_beam4`.
     """
+    import tensorflow as tf
+
+    from keras_transformer.export import IdsTranslator, export_translator
+
     config_path = Path(folder) / "model_config.json"
     model_config.save(config_path)
     exports = {}
@@ -194,27 +233,55 @@ def export_latency_models(model, model_config, hub, folder):
         version_dir = export_translator(translator, Path(folder) / f"beam{beam_size}", "bench")
         exports[f"beam{beam_size}"] = (beam_size, time.perf_counter() - start, version_dir)
         start = time.perf_counter()
-        peer = KerasHubServing(hub, model_config.max_target_len, beam_size)
+        peer = keras_hub_serving(hub, model_config.max_target_len, beam_size)
         peer_dir = Path(folder) / f"keras_hub_beam{beam_size}"
         tf.saved_model.save(peer, str(peer_dir), signatures={"serving_default": peer.serve})
         exports[f"keras_hub_beam{beam_size}"] = (beam_size, time.perf_counter() - start, peer_dir)
     return exports
 
 
-def measure_latency(model, model_config, hub, source_ids, requests):
-    """p50/p95 ms of single-sentence requests to loaded SavedModels: ours and keras-hub's, greedy and beam 4.
+def latency_functions(model, model_config, hub, folder, jit):
+    """The four single-sentence decoders, ours and keras-hub's, greedy and beam 4, each warmed up.
 
-    All four exports are loaded and warmed up first; then request i goes to each of them, in an
-    order rotated by i, so that load from other processes falls on all of them alike.
+    On TensorFlow, loaded SavedModels (`export_latency_models` into `folder`); on the other
+    backends, `decoders` compiled with `</s>` as the end token.
+
+    Returns:
+        `{name: (beam_size, export seconds or None, function(source_ids [1, S]) -> output ids as NumPy)}`.
     """
-    sentences = [tf.constant(source_ids[i : i + 1]) for i in range(len(source_ids))]  # int32 (1, S) each
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        functions = {}
+        for name, (beam_size, seconds, version_dir) in export_latency_models(model, model_config, hub, folder).items():
+            serve = tf.saved_model.load(str(version_dir)).signatures["serving_default"]
+            functions[name] = (beam_size, seconds, lambda ids, serve=serve: serve(source_ids=ids)["output_ids"].numpy())
+        return functions
+    fns = decoders(model, hub, model_config.max_target_len, jit, end_id=END_ID)
+    names = {"beam1": "greedy_cached", "beam4": "beam4_cached"}
+    names.update({f"keras_hub_{key}": f"keras_hub_{value}" for key, value in names.items()})
+    return {
+        name: (
+            1 if name.endswith("beam1") else BEAM_SIZE,
+            None,
+            lambda ids, fn=fns[decoder]: ops.convert_to_numpy(fn(ids)),
+        )
+        for name, decoder in names.items()
+    }
+
+
+def measure_latency(model, model_config, hub, source_ids, requests, jit=False):
+    """p50/p95 ms of single-sentence requests, ours and keras-hub's, greedy and beam 4 (`latency_functions`).
+
+    All four are warmed up first; then request i goes to each of them, in an order rotated by i,
+    so that load from other processes falls on all of them alike.
+    """
+    sentences = [ops.convert_to_tensor(source_ids[i : i + 1]) for i in range(len(source_ids))]  # int32 (1, S) each
     serving, results = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
-        exports = export_latency_models(model, model_config, hub, tmp)
-        for name, (beam_size, export_seconds, version_dir) in exports.items():
-            serve = tf.saved_model.load(str(version_dir)).signatures["serving_default"]
+        for name, (beam_size, export_seconds, serve) in latency_functions(model, model_config, hub, tmp, jit).items():
             for i in range(LATENCY_WARMUPS):
-                serve(source_ids=sentences[i % len(sentences)])
+                serve(sentences[i % len(sentences)])
             serving[name] = serve
             results[name] = {"beam_size": beam_size, "export_seconds": export_seconds}
         names = list(serving)
@@ -223,7 +290,7 @@ def measure_latency(model, model_config, hub, source_ids, requests):
         for i in range(requests):
             for name in names[i % len(names) :] + names[: i % len(names)]:
                 start = time.perf_counter()
-                output_ids = serving[name](source_ids=sentences[i % len(sentences)])["output_ids"].numpy()
+                output_ids = serving[name](sentences[i % len(sentences)])
                 milliseconds[name].append(1000 * (time.perf_counter() - start))
                 lengths[name].append(_output_length(output_ids[0]))
     for name in names:
@@ -270,6 +337,10 @@ def print_report(args, params, first_call, medians, ratios, latency, checks, cpu
     for label, key in (
         ("cached / uncached speed-up:                 ", "cached_over_uncached_speedup"),
         ("ours cached / keras-hub cached (sent./s):   ", "ours_cached_over_keras_hub_sentences_per_s"),
+        (
+            f"ours beam {BEAM_SIZE} / keras-hub beam {BEAM_SIZE} (sent./s):   ",
+            "ours_beam4_over_keras_hub_beam4_sentences_per_s",
+        ),
         (f"beam {BEAM_SIZE} / cached greedy (time per batch):  ", "beam4_over_greedy_cached_time"),
     ):
         print(label + common.format_ratio(ratios[key]))
@@ -279,7 +350,8 @@ def print_report(args, params, first_call, medians, ratios, latency, checks, cpu
         f"argmax decode on {checks['keras_hub_checked_sentences']} sentences"
     )
     if latency:
-        print(f"single-sentence latency, loaded SavedModels (no XLA), {args.latency_requests} requests:")
+        served = "loaded SavedModels (no XLA)" if keras.backend.backend() == "tensorflow" else "compiled decoders"
+        print(f"single-sentence latency, {served}, {args.latency_requests} requests:")
         for name, result in latency.items():
             who = "keras-hub" if name.startswith("keras_hub") else "ours"
             print(
@@ -341,6 +413,7 @@ def decoder_ratios(medians):
     return {
         "cached_over_uncached_speedup": medians["greedy_uncached"] / medians["greedy_cached"],
         "ours_cached_over_keras_hub_sentences_per_s": medians["keras_hub_greedy_cached"] / medians["greedy_cached"],
+        "ours_beam4_over_keras_hub_beam4_sentences_per_s": medians["keras_hub_beam4_cached"] / medians["beam4_cached"],
         "beam4_over_greedy_cached_time": medians["beam4_cached"] / medians["greedy_cached"],
     }
 
@@ -359,7 +432,10 @@ def results_json(args, argv, model_config, params, cpu, measured):
         "latency_requests": args.latency_requests,
         "seed": args.seed,
         "parameters": params,
-        "versions": common.package_versions({"tensorflow": "tensorflow", "keras": "keras", "keras_hub": "keras-hub"}),
+        "backend": keras.backend.backend(),
+        "versions": common.package_versions(
+            {"tensorflow": "tensorflow", "jax": "jax", "keras": "keras", "keras_hub": "keras-hub"}
+        ),
         **common.machine(cpu),
         "command": common.command_line(sys.argv[1:] if argv is None else argv),
     }
@@ -377,13 +453,15 @@ def main(argv=None):
     source_ids = rng.integers(FIRST_REGULAR_ID, args.vocab, size=(args.batch, args.source_len), dtype="int32")
 
     fns = decoders(model, hub, tokens, args.jit)
-    first_call, times, outputs = measure_decoders(fns, tf.constant(source_ids), args.repeats, (args.batch, tokens))
+    first_call, times, outputs = measure_decoders(
+        fns, ops.convert_to_tensor(source_ids), args.repeats, (args.batch, tokens)
+    )
     checks = check_outputs(args, hub, source_ids, outputs)
     medians = {name: float(np.median(seconds)) for name, seconds in times.items()}
     ratios = decoder_ratios(medians)
     latency = {}
     if args.latency_requests:
-        latency = measure_latency(model, model_config, hub, source_ids, args.latency_requests)
+        latency = measure_latency(model, model_config, hub, source_ids, args.latency_requests, args.jit)
     print_report(args, params, first_call, medians, ratios, latency, checks, cpu)
 
     decoder_results = {

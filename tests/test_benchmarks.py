@@ -583,7 +583,8 @@ def test_decode_json_records_the_cpu_beside_the_versions():
     cpu = common.parse_cpuinfo(X86_CPUINFO)
     results = decode.results_json(args, ["--preset", "tiny"], model_config, {}, cpu, {"ratios": {}})
     assert results["config"]["cpu"] == cpu and results["config"]["cpu_count"] == os.cpu_count()
-    assert set(results["config"]["versions"]) == {"python", "tensorflow", "keras", "keras_hub"}
+    assert set(results["config"]["versions"]) == {"python", "tensorflow", "jax", "keras", "keras_hub"}
+    assert results["config"]["backend"] == "tensorflow"
     assert results["config"]["command"].endswith("--preset tiny") and results["ratios"] == {}
 
 
@@ -767,22 +768,47 @@ def test_decode_latency_serves_ours_and_keras_hubs_exports_greedy_and_beam():
     np.testing.assert_array_equal(served, keras.ops.convert_to_numpy(in_process))
 
 
+GPU_JOB_FLAGS = {
+    "lm": ["--preset", "tiny", "--vocab", "100", "--length", "8", "16", "--tokens-per-step", "32", "--rounds", "1"]
+    + ["--steps", "2", "--peak-size", "128", "--precision", "float32"],
+    "decode": ["--preset", "tiny", "--vocab", "40", "--batch", "3", "--source-len", "5", "--output-tokens", "4"]
+    + ["--repeats", "1", "--latency-requests", "2"],
+}
+
+
 @pytest.mark.slow
-def test_gpu_script_runs_a_job_end_to_end_on_jax_without_a_gpu(tmp_path):
-    """`benchmarks/gpu.sh lm` on JAX's CPU: the length sweep of the lm task, its log and its JSON."""
+@pytest.mark.parametrize("job", sorted(GPU_JOB_FLAGS))
+def test_gpu_script_runs_a_job_end_to_end_on_jax_without_a_gpu(job, tmp_path):
+    """`benchmarks/gpu.sh JOB` on JAX's CPU, XLA-compiled: its log and its JSON."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_XDIST")}
-    env.update({"PYTHON": sys.executable, "OUT": str(tmp_path), "JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"})
-    env["PATH"] = f"{os.path.dirname(sys.executable)}:{env['PATH']}"  # no nvidia-smi: the GPU check is skipped
-    flags = ["--preset", "tiny", "--vocab", "100", "--length", "8", "16", "--tokens-per-step", "32"]
-    flags += ["--rounds", "1", "--steps", "2", "--peak-size", "128", "--precision", "float32"]
+    env.update({"PYTHON": sys.executable, "OUT": str(tmp_path), "JAX_PLATFORMS": "cpu"})
+    env["PATH"] = f"{os.path.dirname(sys.executable)}:/usr/bin:/bin"  # no nvidia-smi: the GPU check is skipped
     result = subprocess.run(
-        ["bash", "benchmarks/gpu.sh", "lm", *flags], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+        ["bash", "benchmarks/gpu.sh", job, *GPU_JOB_FLAGS[job]],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    written = json.loads((tmp_path / "gpu_lm.json").read_text())
-    assert written["backend"] == "jax" and written["config"]["task"] == "lm" and written["config"]["jit"]
-    assert [(point["length"], point["batch_size"]) for point in written["lengths"]] == [(8, 4), (16, 2)]
-    assert all(point["precisions"]["float32"]["ours_over_keras_hub"] > 0 for point in written["lengths"])
-    assert "the sweep (lm)" in (tmp_path / "gpu_lm.log").read_text()
-    refused = subprocess.run(["bash", "benchmarks/gpu.sh", "bogus"], cwd=ROOT, env=env, capture_output=True, text=True)
+    written = json.loads((tmp_path / f"gpu_{job}.json").read_text())
+    log = (tmp_path / f"gpu_{job}.log").read_text()
+    assert f"== {job} took" in log
+    if job == "lm":  # the length sweep of the lm task
+        assert written["backend"] == "jax" and written["config"]["task"] == "lm" and written["config"]["jit"]
+        assert [(point["length"], point["batch_size"]) for point in written["lengths"]] == [(8, 4), (16, 2)]
+        assert all(point["precisions"]["float32"]["ours_over_keras_hub"] > 0 for point in written["lengths"])
+        assert "the sweep (lm)" in log
+    else:  # greedy and beam 4, ours against keras-hub's samplers, in batches and one sentence at a time
+        assert written["config"]["backend"] == "jax" and written["config"]["jit"]
+        assert written["ratios"]["ours_beam4_over_keras_hub_beam4_sentences_per_s"] > 0
+        assert written["checks"]["ours_cached_equals_uncached_token_fraction"] == 1.0
+        assert set(written["latency"]) == {"beam1", "beam4", "keras_hub_beam1", "keras_hub_beam4"}
+        assert all(result["export_seconds"] is None for result in written["latency"].values())  # no SavedModel
+        assert "single-sentence latency, compiled decoders" in log
+
+
+def test_gpu_script_names_its_jobs_when_given_another():
+    refused = subprocess.run(["bash", "benchmarks/gpu.sh", "bogus"], cwd=ROOT, capture_output=True, text=True)
     assert refused.returncode == 2 and "must be a job, one of: train lm decode profile" in refused.stderr
