@@ -105,7 +105,7 @@ run_job() {
         lm) "$PYTHON" benchmarks/train_throughput.py --task lm "${SWEEP[@]}" --out "$OUT/gpu_lm.json" "$@" ;;
         decode) "$PYTHON" benchmarks/decode.py --jit --preset base --vocab 8000 --batch 64 --source-len 32 \
             --output-tokens 64 --repeats 5 --latency-requests 50 --out "$OUT/gpu_decode.json" "$@" ;;
-        profile) "$PYTHON" benchmarks/step_breakdown.py --jit --preset base --vocab 8000 --length 64 256 1024 \
+        profile) "$PYTHON" benchmarks/step_breakdown.py --preset base --vocab 8000 --length 64 256 1024 \
             --tokens-per-step 16384 --precision mixed_bfloat16 --trace "$OUT/gpu_profile_trace" \
             --out "$OUT/gpu_profile.json" "$@" ;;
     esac

@@ -41,7 +41,7 @@ def training_data(batches):
     return lambda: (batch for batch in itertools.cycle(batches))  # Keras takes generators, not iterators
 
 
-class _RoundClock(keras.callbacks.Callback):
+class RoundClock(keras.callbacks.Callback):
     """Wall-clock seconds of the training steps of one `fit` call.
 
     The clock runs from its first batch's start to its last batch's end.
@@ -67,7 +67,7 @@ def run_worker(args):
     batches = synthetic_batches(args)
     round_data = training_data(batches)
     tokens = round_target_tokens(args, batches)
-    clock = _RoundClock()
+    clock = RoundClock()
     print(json.dumps({"ready": True, "parameters": int(model.count_params())}), flush=True)
     for line in sys.stdin:
         if line.strip() != "round":

@@ -773,6 +773,8 @@ GPU_JOB_FLAGS = {
     + ["--steps", "2", "--peak-size", "128", "--precision", "float32"],
     "decode": ["--preset", "tiny", "--vocab", "40", "--batch", "3", "--source-len", "5", "--output-tokens", "4"]
     + ["--repeats", "1", "--latency-requests", "2"],
+    "profile": ["--preset", "tiny", "--vocab", "50", "--length", "8", "16", "--tokens-per-step", "32", "--steps", "2"]
+    + ["--rounds", "1", "--trace-steps", "1", "--peak-size", "128", "--precision", "float32"],
 }
 
 
@@ -800,6 +802,13 @@ def test_gpu_script_runs_a_job_end_to_end_on_jax_without_a_gpu(job, tmp_path):
         assert [(point["length"], point["batch_size"]) for point in written["lengths"]] == [(8, 4), (16, 2)]
         assert all(point["precisions"]["float32"]["ours_over_keras_hub"] > 0 for point in written["lengths"])
         assert "the sweep (lm)" in log
+    elif job == "profile":  # the step's ops, timed by the profiler and found in XLA's dump
+        assert written["backend"] == "jax" and [point["length"] for point in written["lengths"]] == [8, 16]
+        for point in written["lengths"]:
+            assert point["busy_ms_per_step"] > 0 and point["ms_by_kind"]["matmul"] > 0
+            assert sum(point["ms_by_part"].values()) == pytest.approx(point["busy_ms_per_step"])
+            assert {"feed-forward", "attention core: encoder self", "optimizer"} <= set(point["ms_by_part"])
+        assert (tmp_path / "gpu_profile_trace" / "hlo").is_dir()
     else:  # greedy and beam 4, ours against keras-hub's samplers, in batches and one sentence at a time
         assert written["config"]["backend"] == "jax" and written["config"]["jit"]
         assert written["ratios"]["ours_beam4_over_keras_hub_beam4_sentences_per_s"] > 0

@@ -1,0 +1,416 @@
+"""Where a training step's time goes: the XLA-compiled step of our model, op by op, at several lengths.
+
+    KERAS_BACKEND=jax python benchmarks/step_breakdown.py                     # small preset, lengths 64 256 1024
+    KERAS_BACKEND=jax python benchmarks/step_breakdown.py --task lm --precision mixed_bfloat16
+    bash benchmarks/gpu.sh profile                                            # base preset on a GPU
+
+What runs, under JAX (XLA is what makes the step one program whose ops can be named):
+
+- For each `--length`, at `--tokens-per-step` tokens per step (batch = tokens // length), our model
+  of `--task` (train_throughput_models.py: the same configs, batches and model FLOPs as
+  train_throughput.py) is compiled with `compile_transformer(jit_compile=True)` and trained with
+  `model.fit`: one warm-up round (the XLA compile), `--rounds` timed rounds of `--steps` steps
+  (the median step time, MFU against the measured matmul peak of the precision's compute dtype),
+  then `--trace-steps` steps under `jax.profiler.trace`.
+- The compiled step's optimized HLO is dumped by XLA (`--xla_dump_to`, set by this script before
+  JAX starts), and every op the profiler timed is looked up there: its kind (a matmul: a dot or
+  convolution, or a fusion or library call around one; an attention kernel: a fused attention
+  custom call; else the rest: elementwise, reductions, copies) and its `op_name`, the JAX name
+  stack of the Keras layers that emitted it. That path gives the op's phase (forward, backward:
+  `transpose(jvp(...))`, optimizer update) and its part of the model:
+
+    attention core      scores, mask, softmax, weighted sum and head reshapes, per kind of
+                        attention (encoder self, decoder self (causal), cross)
+    attention proj.     the query, key, value and output projections
+    feed-forward        both layers and the activation
+    layer norm          every LayerNorm
+    embeddings          token embeddings, positions, their dropout
+    logits and loss     the output projection, the loss
+    optimizer           Adam's update of every weight
+    other               what no layer claims (casts, masks of the inputs, the metrics)
+
+- The report gives, per length: the step's wall-clock time, the ops' busy time per step (on a
+  CPU the sum over its threads, so it can exceed the wall clock), the share of the busy time in
+  each part and phase, the share in matmuls, and the `--top` ops with their paths.
+
+Results go to `--out` as JSON; `--trace DIR` keeps each length's profiler trace there (for
+TensorBoard's profile plugin or Perfetto) beside the HLO dump. Peer models are not broken down:
+their layers have other names. The figures are the profiler's: op times on a GPU are the device's
+kernel times; on a CPU they are the thunks' wall-clock spans on each thread.
+"""
+
+import argparse
+import collections
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+DUMP_FLAG = "--xla_dump_to"
+
+
+def parse_args(argv=None):
+    """The benchmark's flags, checked (`argv`: `sys.argv[1:]` when `None`)."""
+    import common
+    from train_throughput_models import TASKS
+
+    from keras_transformer.config import PRECISIONS, PRESETS
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=common.DefaultsHelpFormatter)
+    parser.add_argument(
+        "--task", default="translation", choices=TASKS, help="Our encoder-decoder or decoder-only model."
+    )
+    parser.add_argument("--preset", default="small", choices=sorted(PRESETS), help="Model size.")
+    parser.add_argument("--vocab", type=int, default=8000, help="Vocabulary size V.")
+    parser.add_argument(
+        "--length", type=int, nargs="+", default=[64, 256, 1024], help="Sequence lengths to break down."
+    )
+    parser.add_argument("--tokens-per-step", type=int, default=4096, help="Batch size at each length = this // length.")
+    parser.add_argument(
+        "--precision", default="float32", choices=[p for p in PRECISIONS if p != "auto"], help="Dtype policy."
+    )
+    parser.add_argument("--steps", type=int, default=10, help="Training steps per timed round.")
+    parser.add_argument("--rounds", type=int, default=3, help="Timed rounds per length (the median step).")
+    parser.add_argument("--trace-steps", type=int, default=3, help="Steps traced by the profiler per length.")
+    parser.add_argument("--batches", type=int, default=4, help="Distinct synthetic batches, cycled.")
+    parser.add_argument("--top", type=int, default=12, help="Ops listed per length, the longest first.")
+    parser.add_argument("--peak-size", type=int, default=2048, help="Matrix size of the matmul peak measurement.")
+    parser.add_argument(
+        "--trace", help="Keep the profiler traces and the HLO dump in this folder (default: a temporary one)."
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="benchmarks/results/step_breakdown.json", help="JSON results file.")
+    args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    args.jit, args.batch_size = True, None  # what train_throughput_models reads
+    common.check_at_least(parser, args, ("vocab", "steps", "rounds", "trace_steps", "batches", "top", "peak_size"), 1)
+    for length in args.length:
+        if length < 2 or args.tokens_per_step < length:
+            parser.error(
+                f"every --length must be >= 2 and <= --tokens-per-step ({args.tokens_per_step}). Received: {length}"
+            )
+    return args
+
+
+# ---------------------------------------------------------------- the HLO dump: what each op is
+
+
+INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+) = .*?\b(?P<opcode>[a-z][a-z0-9\-]*)\(")
+COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%?(?P<name>[\w.\-]+) .*\{\s*$")
+MATMUL_OPCODES = {"dot", "convolution"}
+
+
+def parse_hlo(text):
+    """The instructions of an optimized HLO module's text: `{name: {"opcode", "op_name", "kind"}}`.
+
+    `kind` is "matmul" for a dot or convolution, a fusion whose computations hold one, or a
+    library call to a matmul (cuBLAS, oneDNN); "attention kernel" for a fused attention call
+    (cuDNN's flash attention); "other" for the rest.
+    """
+    opcodes, calls, instructions, current = collections.defaultdict(set), collections.defaultdict(set), {}, None
+    for line in text.splitlines():
+        header = COMPUTATION.match(line)
+        if header and " = " not in line:
+            current = header.group("name")
+            continue
+        match = INSTRUCTION.match(line)
+        if not match or current is None:
+            continue
+        name, opcode = match.group("name"), match.group("opcode")
+        target = re.search(r'custom_call_target="([^"]+)"', line)
+        if opcode == "custom-call" and target:
+            opcode = f"custom-call:{target.group(1)}"
+        called = set(re.findall(r"(?:calls|to_apply)=%?([\w.\-]+)", line))
+        opcodes[current].add(opcode)
+        calls[current] |= called
+        op_name = re.search(r'op_name="([^"]*)"', line)
+        instructions[name] = {"opcode": opcode, "op_name": op_name.group(1) if op_name else "", "calls": called}
+
+    def under(computations, seen):
+        found = set()
+        for computation in computations - seen:
+            seen.add(computation)
+            found |= opcodes[computation] | under(calls[computation], seen)
+        return found
+
+    for info in instructions.values():
+        info["kind"] = op_kind({info["opcode"]} | under(info.pop("calls"), set()))
+    return instructions
+
+
+def op_kind(opcodes):
+    """The kind of an op, "matmul", "attention kernel" or "other", from the opcodes it runs (see `parse_hlo`)."""
+    library_calls = " ".join(opcode for opcode in opcodes if opcode.startswith("custom-call")).lower()
+    if any(word in library_calls for word in ("fmha", "attention", "flash")):
+        return "attention kernel"
+    if opcodes & MATMUL_OPCODES or any(word in library_calls for word in ("gemm", "matmul", "cublas", "onednn")):
+        return "matmul"
+    return "other"
+
+
+# ---------------------------------------------------------------- the op_name path: which part of the model
+
+
+def phase_of(op_name):
+    """An op's phase, from its path: forward, backward (`transpose(jvp(...))`), update (the optimizer) or other."""
+    if re.search(r"adam|optimizer|sgd", op_name):
+        return "update"
+    if "transpose(jvp(" in op_name:
+        return "backward"
+    if "jvp(" in op_name:
+        return "forward"
+    return "other"
+
+
+def part_of(op_name):
+    """The part of the model an op belongs to, from its path (the module docstring's list)."""
+    path = re.sub(r"(?:transpose\()?jvp\(([^()]*)\)\)?", r"\1", op_name.lower())
+    if re.search(r"adam|optimizer|sgd", path):
+        return "optimizer"
+    if "dropout" in path:
+        return "dropout"
+    if "layer_norm" in path:
+        return "layer norm"
+    if "attention" in path:
+        if re.search(r"(query|key|value|output)_dense", path):
+            return "attention projections"
+        if "cross_attention" in path:
+            return "attention core: cross"
+        return "attention core: decoder self (causal)" if "decoder_block" in path else "attention core: encoder self"
+    if "feed_forward" in path:
+        return "feed-forward"
+    if "embedding" in path or "positions" in path:
+        return "embeddings"
+    if "logits" in path or "loss" in path:
+        return "logits and loss"
+    return "other"
+
+
+# ---------------------------------------------------------------- the profiler's trace: how long each op ran
+
+
+def traced_op_times(trace_dir):
+    """`{(program_id, hlo_op): nanoseconds}` of the train step's ops in the newest trace under `trace_dir`.
+
+    Device planes (a GPU's) are read where they hold timed ops, their "XLA Ops" line only where it
+    exists (the same kernels appear again on the streams' lines); otherwise the host's threads (XLA
+    on a CPU runs each op as a thunk on one of them).
+    """
+    import jax
+
+    path = max(Path(trace_dir).rglob("*.xplane.pb"), key=lambda p: p.stat().st_mtime)
+    data = jax.profiler.ProfileData.from_file(str(path))
+    device, host = collections.Counter(), collections.Counter()
+    for plane in data.planes:
+        is_device = plane.name.startswith("/device:")
+        lines = list(plane.lines)
+        if is_device and any(line.name == "XLA Ops" for line in lines):
+            lines = [line for line in lines if line.name == "XLA Ops"]
+        for line in lines:
+            for event in line.events:
+                stats = dict(event.stats)
+                module = str(stats.get("hlo_module", ""))
+                if "train_step" not in module:
+                    continue
+                op = stats.get("hlo_op", event.name)
+                (device if is_device else host)[(stats.get("program_id"), op)] += event.duration_ns
+    return device or host
+
+
+def compiled_modules(dump_dir):
+    """`{program_id: instructions}` of every train-step module XLA dumped into `dump_dir` (`parse_hlo`)."""
+    modules = {}
+    for path in Path(dump_dir).glob("module_*train_step*after_optimizations.txt"):
+        program_id = int(path.name.split(".")[0].removeprefix("module_"))
+        modules[program_id] = parse_hlo(path.read_text())
+    return modules
+
+
+def breakdown(op_times, modules, steps, top):
+    """Busy time per step, split by part, phase and kind, and the longest ops.
+
+    Args:
+        op_times: `traced_op_times`' result.
+        modules: `compiled_modules`' result (an op whose program is not there: the newest module).
+        steps: the traced steps (the times are divided by it).
+        top: how many of the longest ops to list.
+    """
+    newest = modules[max(modules)]
+    rows = []
+    for (program_id, op), nanoseconds in op_times.items():
+        info = modules.get(program_id, newest).get(op, {"op_name": "", "kind": "other"})
+        rows.append((nanoseconds / steps / 1e6, op, info))
+    busy = sum(ms for ms, _, _ in rows)
+    by_part, by_phase, by_kind = collections.Counter(), collections.Counter(), collections.Counter()
+    for ms, _, info in rows:
+        by_part[part_of(info["op_name"])] += ms
+        by_phase[phase_of(info["op_name"])] += ms
+        by_kind[info["kind"]] += ms
+    rows.sort(key=lambda row: -row[0])
+    return {
+        "busy_ms_per_step": busy,
+        "ms_by_part": dict(by_part.most_common()),
+        "ms_by_phase": dict(by_phase.most_common()),
+        "ms_by_kind": dict(by_kind.most_common()),
+        "top_ops": [
+            {"op": op, "ms_per_step": ms, "kind": info["kind"], "op_name": info["op_name"]}
+            for ms, op, info in rows[:top]
+        ],
+    }
+
+
+# ---------------------------------------------------------------- the run
+
+
+def run_length(args, length, peak, folder):
+    """Build, time and trace our model at one length: its results (`breakdown` and the timings)."""
+    import jax
+    import keras
+    from train_throughput_models import (
+        at_length,
+        build_model,
+        model_config,
+        round_target_tokens,
+        step_flops,
+        synthetic_batches,
+        target_tokens_per_step,
+    )
+    from train_throughput_worker import RoundClock, training_data
+
+    from keras_transformer.config import TrainConfig
+    from keras_transformer.training import compile_transformer, dtype_policy
+
+    args = at_length(args, length)
+    keras.utils.set_random_seed(args.seed)
+    config = model_config(args)
+    with dtype_policy(args.precision):
+        model = compile_transformer(
+            build_model("ours", config), config, TrainConfig(warmup_steps=400, jit_compile=True)
+        )
+    batches = synthetic_batches(args)
+    data, clock = training_data(batches), RoundClock()
+
+    def train(steps):
+        model.fit(data(), epochs=1, steps_per_epoch=steps, callbacks=[clock], shuffle=False, verbose=0)
+        return clock.ended - clock.started
+
+    start = time.perf_counter()
+    train(args.steps)  # the XLA compile
+    compile_seconds = time.perf_counter() - start
+    step_seconds = float(sorted(train(args.steps) / args.steps for _ in range(args.rounds))[args.rounds // 2])
+    trace_dir = Path(folder) / f"trace_length_{length}"
+    with jax.profiler.trace(str(trace_dir)):
+        train(args.trace_steps)
+    flops = step_flops(args, config, target_tokens_per_step(args))
+    own_peak = peak["bfloat16" if "bfloat16" in args.precision else "float32"]
+    result = {
+        "length": length,
+        "batch_size": args.batch_size,
+        "first_round_seconds": compile_seconds,
+        "step_ms": 1000 * step_seconds,
+        "target_tokens_per_second": round_target_tokens(args, batches) / args.steps / step_seconds,
+        "model_flops_per_step": flops,
+        "mfu_own_peak": flops / step_seconds / own_peak,
+        "trace": str(trace_dir),
+    }
+    result.update(
+        breakdown(traced_op_times(trace_dir), compiled_modules(Path(folder) / "hlo"), args.trace_steps, args.top)
+    )
+    return result
+
+
+def print_report(args, results, peak, cpu):
+    """Per length: the step, its busy time by part, phase and kind (ms and share), and the longest ops."""
+    import common
+    import keras
+
+    print()
+    print(
+        f"task {args.task}, preset {args.preset}, V {args.vocab}, {args.precision}, {args.tokens_per_step} tokens per "
+        f"step, backend {keras.backend.backend()} ({results[0]['device']}), {os.cpu_count()} CPUs"
+    )
+    print(common.cpu_line(cpu))
+    print(f"matmul peak: float32 {peak['float32'] / 1e9:,.0f} GFLOP/s, bfloat16 {peak['bfloat16'] / 1e9:,.0f} GFLOP/s")
+    parts = list(dict.fromkeys(part for r in results for part in r["ms_by_part"]))
+    header = f"{'':<46}" + "".join(f"{'length ' + str(r['length']):>16}" for r in results)
+    print(header)
+    print("-" * len(header))
+
+    def row(label, values):
+        print(f"{label:<46}" + "".join(f"{value:>16}" for value in values))
+
+    row("batch", [r["batch_size"] for r in results])
+    row("step ms (wall clock)", [f"{r['step_ms']:.1f}" for r in results])
+    row("MFU (the precision's peak)", [f"{r['mfu_own_peak']:.1%}" for r in results])
+    row("busy ms per step (all threads)", [f"{r['busy_ms_per_step']:.1f}" for r in results])
+    for key, label in (("ms_by_kind", "kind"), ("ms_by_phase", "phase"), ("ms_by_part", "part")):
+        names = parts if key == "ms_by_part" else list(dict.fromkeys(n for r in results for n in r[key]))
+        for name in names:
+            row(
+                f"  {label}: {name}",
+                [f"{r[key].get(name, 0):.1f} ({r[key].get(name, 0) / r['busy_ms_per_step']:.0%})" for r in results],
+            )
+    for r in results:
+        print(f"\nlength {r['length']}: the longest ops (ms per step, kind, path)")
+        for op in r["top_ops"]:
+            print(f"  {op['ms_per_step']:8.2f}  {op['kind']:<16} {op['op']:<28} {op['op_name'][:110]}")
+
+
+def set_hlo_dump(argv):
+    """Have XLA dump the train step's optimized HLO as text, before JAX starts; returns the run's folder.
+
+    The folder is `--trace` or a new temporary one; the dump goes to its `hlo/`.
+    """
+    early = argparse.ArgumentParser(add_help=False)
+    early.add_argument("--trace")
+    trace = early.parse_known_args(argv)[0].trace
+    folder = Path(trace) if trace else Path(tempfile.mkdtemp(prefix="step_breakdown_"))
+    flags = os.environ.get("XLA_FLAGS", "")
+    if DUMP_FLAG in flags:
+        sys.exit(f"XLA_FLAGS already sets {DUMP_FLAG}; step_breakdown.py sets it itself (to {folder / 'hlo'})")
+    dump = f"{DUMP_FLAG}={folder / 'hlo'} --xla_dump_hlo_as_text --xla_dump_hlo_module_re=.*train_step.*"
+    os.environ["XLA_FLAGS"] = f"{flags} {dump}".strip()
+    return folder
+
+
+def main(argv=None):
+    """Set XLA's HLO dump, then break the step down at every length; print and write the JSON."""
+    folder = set_hlo_dump(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    import common
+    import jax
+    import keras
+    from train_throughput_rounds import matmul_peak
+
+    if keras.backend.backend() != "jax":
+        sys.exit(
+            "step_breakdown.py reads XLA's compiled step under JAX: run it with KERAS_BACKEND=jax "
+            f"(Keras runs {keras.backend.backend()})"
+        )
+    cpu = common.cpu_info()
+    peak = {dtype: matmul_peak(args.peak_size, dtype) for dtype in ("float32", "bfloat16")}
+    results = []
+    for length in args.length:
+        print(f"length {length}: building, compiling, timing, tracing", flush=True)
+        result = run_length(args, length, peak, folder)
+        result["device"] = str(jax.devices()[0].device_kind)
+        results.append(result)
+    print_report(args, results, peak, cpu)
+    written = {
+        "command": common.command_line(args.argv),
+        "config": {k: v for k, v in vars(args).items() if k != "argv"},
+        "backend": keras.backend.backend(),
+        "device": results[0]["device"],
+        "versions": common.package_versions({"keras": "keras", "jax": "jax", "numpy": "numpy"}),
+        **common.machine(cpu),
+        "matmul_peak_flops": peak,
+        "lengths": results,
+    }
+    print(f"wrote {common.write_json(args.out, written)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""benchmarks/step_breakdown.py: reading XLA's optimized HLO and the profiler's op times into a breakdown.
+
+The run itself (JAX, a trace, the dump) is tested end to end through `benchmarks/gpu.sh profile`
+in test_benchmarks.py; here, its parts on known inputs.
+"""
+
+import step_breakdown  # noqa: E402
+
+HLO = """HloModule jit_train_step, is_scheduled=true
+
+%fused_computation.1 (param_0: f32[4,8], param_1: f32[8,8]) -> f32[4,8] {
+  %param_0 = f32[4,8]{1,0} parameter(0)
+  %param_1 = f32[8,8]{1,0} parameter(1)
+  ROOT %dot.3 = f32[4,8]{1,0} dot(%param_0, %param_1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+
+%outer_computation (param_0.1: f32[4,8], param_1.1: f32[8,8]) -> f32[4,8] {
+  %param_0.1 = f32[4,8]{1,0} parameter(0)
+  %param_1.1 = f32[8,8]{1,0} parameter(1)
+  ROOT %inner_fusion = f32[4,8]{1,0} fusion(%param_0.1, %param_1.1), kind=kOutput, calls=%fused_computation.1
+}
+
+%fused_computation.2 (param_0.2: f32[4,8]) -> f32[4,8] {
+  %param_0.2 = f32[4,8]{1,0} parameter(0)
+  ROOT %exponential.1 = f32[4,8]{1,0} exponential(%param_0.2)
+}
+
+ENTRY %main.9 (a: f32[4,8], b: f32[8,8]) -> (f32[4,8], f32[4,8]) {
+  %a = f32[4,8]{1,0} parameter(0)
+  %b = f32[8,8]{1,0} parameter(1)
+  %matmul_fusion = f32[4,8]{1,0} fusion(%a, %b), kind=kCustom, calls=%outer_computation, FEED_FORWARD
+  %softmax_fusion = f32[4,8]{1,0} fusion(%matmul_fusion), kind=kLoop, calls=%fused_computation.2, SELF_ATTENTION
+  %fmha = (f32[4,8]{1,0}, u8[0]{0}) custom-call(%a, %b), custom_call_target="__cudnn$fmhaSoftmax", CROSS_ATTENTION
+  %copy.2 = f32[4,8]{1,0} copy(%a), metadata={op_name="jit(train_step)/averaging_adam/add"}
+  ROOT %tuple = (f32[4,8]{1,0}, f32[4,8]{1,0}) tuple(%softmax_fusion, %copy.2)
+}
+"""
+for placeholder, path in {
+    "FEED_FORWARD": 'jvp(encoder_block_0)/feed_forward/dot_general" stack_frame_id="3',
+    "SELF_ATTENTION": "transpose(jvp(decoder_block_1))/self_attention/exp",
+    "CROSS_ATTENTION": "jvp(decoder_block_0)/cross_attention/dot_product_attention",
+}.items():
+    HLO = HLO.replace(placeholder, f'metadata={{op_name="jit(train_step)/{path}"}}')
+
+
+def test_ops_are_typed_by_what_they_run_through_nested_fusions_and_library_calls():
+    instructions = step_breakdown.parse_hlo(HLO)
+    assert instructions["matmul_fusion"] == {
+        "opcode": "fusion",
+        "op_name": "jit(train_step)/jvp(encoder_block_0)/feed_forward/dot_general",
+        "kind": "matmul",  # its dot is two computations down
+    }
+    assert instructions["softmax_fusion"]["kind"] == "other"
+    assert instructions["fmha"]["kind"] == "attention kernel"
+    assert instructions["fmha"]["opcode"] == "custom-call:__cudnn$fmhaSoftmax"
+    assert instructions["copy.2"]["kind"] == "other" and instructions["dot.3"]["kind"] == "matmul"
+    assert instructions["tuple"]["op_name"] == ""
+
+
+def test_an_ops_path_names_its_phase_and_its_part_of_the_model():
+    cases = {
+        "jit(train_step)/jvp(encoder_block_0)/self_attention/scoring/dot_general": (
+            "forward",
+            "attention core: encoder self",
+        ),
+        "jit(train_step)/transpose(jvp(decoder_block_1))/self_attention/div": (
+            "backward",
+            "attention core: decoder self (causal)",
+        ),
+        "jit(train_step)/jvp(decoder_block_0)/cross_attention/key_dense/dot_general": (
+            "forward",
+            "attention projections",
+        ),
+        "jit(train_step)/transpose(jvp(decoder_block_0))/cross_attention/layer_norm/mul": ("backward", "layer norm"),
+        "jit(train_step)/transpose(jvp(decoder_block_0))/cross_attention/softmax": (
+            "backward",
+            "attention core: cross",
+        ),
+        "jit(train_step)/jvp(encoder_block_1)/feed_forward/dot_general": ("forward", "feed-forward"),
+        "jit(train_step)/jvp(encoder_block_1)/feed_forward/dropout/mul": ("forward", "dropout"),
+        "jit(train_step)/jvp(target_positions)/mul": ("forward", "embeddings"),
+        "jit(train_step)/transpose(jvp(logits))/transpose": ("backward", "logits and loss"),
+        "jit(train_step)/jvp(compile_loss)/masked_label_smoothed_loss/reduce_sum": ("forward", "logits and loss"),
+        "jit(train_step)/averaging_adam/sqrt": ("update", "optimizer"),
+        "jit(train_step)/reduce": ("other", "other"),
+        "": ("other", "other"),
+    }
+    for op_name, expected in cases.items():
+        assert (step_breakdown.phase_of(op_name), step_breakdown.part_of(op_name)) == expected, op_name
+
+
+def test_the_breakdown_divides_by_the_steps_and_splits_the_busy_time_three_ways():
+    modules = {7: step_breakdown.parse_hlo(HLO), 3: {}}
+    op_times = {  # nanoseconds over 2 traced steps
+        (7, "matmul_fusion"): 6e6,
+        (7, "softmax_fusion"): 2e6,
+        (7, "copy.2"): 1e6,
+        (None, "fmha"): 1e6,  # no program id: looked up in the newest module
+        (7, "unknown.1"): 2e6,  # not in the dump: other
+    }
+    result = step_breakdown.breakdown(op_times, modules, steps=2, top=2)
+    assert result["busy_ms_per_step"] == 6.0
+    assert result["ms_by_kind"] == {"matmul": 3.0, "other": 2.5, "attention kernel": 0.5}
+    assert result["ms_by_phase"] == {"forward": 3.5, "other": 1.0, "backward": 1.0, "update": 0.5}
+    assert result["ms_by_part"]["feed-forward"] == 3.0 and result["ms_by_part"]["optimizer"] == 0.5
+    assert result["ms_by_part"]["attention core: cross"] == 0.5
+    assert sum(result["ms_by_part"].values()) == 6.0
+    assert [op["op"] for op in result["top_ops"]] == ["matmul_fusion", "softmax_fusion"]
+    assert result["top_ops"][0]["ms_per_step"] == 3.0 and result["top_ops"][0]["kind"] == "matmul"
