@@ -28,7 +28,7 @@ from keras_transformer.training.losses import (
     smoothed_cross_entropy,
     smoothed_cross_entropy_forward,
 )
-from keras_transformer.training.metrics import MaskedAccuracy, TargetTokens, predicted_ids
+from keras_transformer.training.metrics import MaskedAccuracy, TargetTokens, argmax_hits, predicted_ids
 from keras_transformer.training.optimizers import EMA_EVERY, AveragingAdam
 from keras_transformer.training.schedules import NoamSchedule
 
@@ -44,6 +44,7 @@ __all__ = [
     "MaskedLabelSmoothedLoss",
     "NoamSchedule",
     "TargetTokens",
+    "argmax_hits",
     "averaged_weights",
     "base_optimizer",
     "compile_transformer",

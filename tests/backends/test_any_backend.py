@@ -28,7 +28,7 @@ from backends.backend_bundle import (
 from keras_transformer.decoding import beam_search, greedy_decode
 from keras_transformer.layers import TokenEmbedding
 from keras_transformer.models import build_transformer
-from keras_transformer.training import LateDropout
+from keras_transformer.training import LateDropout, MaskedAccuracy, argmax_hits
 
 # At the first decoding step the decoder self-attends over one key; Keras warns about it.
 pytestmark = pytest.mark.filterwarnings("ignore:You are using a softmax over axis -1")
@@ -198,3 +198,17 @@ def test_auto_fuses_on_this_backend_where_it_was_measured_faster():
     layer = MultiheadAttention(num_heads=2)
     assert layer.uses_fused(64) is (device == "cpu")  # on a GPU, 64 keys is below the crossover
     assert layer.uses_fused(1024) is (device is not None)
+
+
+def test_accuracy_without_an_argmax_counts_what_the_argmax_would_ties_included():
+    """`argmax_hits` is `argmax == label` on every backend: the first of tied largest logits predicts."""
+    rng = np.random.default_rng(0)
+    logits = rng.integers(-2, 3, size=(4, 7, 6)).astype("float32")  # small integers: many ties
+    labels = rng.integers(0, 6, size=(4, 7)).astype("int32")
+    labels[:, 0] = np.argmax(logits[:, 0], -1)  # some right for sure
+    expected = np.argmax(logits, -1) == labels
+    np.testing.assert_array_equal(ops.convert_to_numpy(argmax_hits(logits, labels)), expected)
+    metric = MaskedAccuracy()
+    metric.update_state(labels, logits)
+    real = labels != 0
+    assert float(metric.result()) == pytest.approx(expected[real].mean())
