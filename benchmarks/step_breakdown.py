@@ -1,10 +1,11 @@
-"""Where a training step's time goes: the XLA-compiled step of our model, op by op, at several lengths.
+"""Where a training step's time goes: our model's step, op by op, at several lengths, under JAX or TensorFlow.
 
     KERAS_BACKEND=jax python benchmarks/step_breakdown.py                     # small preset, lengths 64 256 1024
     KERAS_BACKEND=jax python benchmarks/step_breakdown.py --task lm --precision mixed_bfloat16
+    python benchmarks/step_breakdown.py --length 24 --tokens-per-step 1536    # TensorFlow: train_throughput's step
     bash benchmarks/gpu.sh profile                                            # base preset on a GPU
 
-What runs, under JAX (XLA is what makes the step one program whose ops can be named):
+What runs under JAX (XLA makes the step one program whose ops can be named):
 
 - For each `--length`, at `--tokens-per-step` tokens per step (batch = tokens // length), our model
   of `--task` (train_throughput_models.py: the same configs, batches and model FLOPs as
@@ -33,14 +34,22 @@ What runs, under JAX (XLA is what makes the step one program whose ops can be na
   CPU the sum over its threads, so it can exceed the wall clock), the share of the busy time in
   each part and phase, the share in matmuls, and the `--top` ops with their paths.
 
+Under TensorFlow (its default step, no XLA: the one train_throughput.py times) the same rounds run,
+traced with `tf.profiler`; each op the executor ran is named by its path of name scopes (Keras's
+layers, `gradient_tape/` for the backward pass, the optimizer's scope for the update) and its op
+type (a matmul: `MatMul`, `BatchMatMul`, oneDNN's fused matmuls, convolutions, einsums). The
+executor runs independent ops on two threads at once, so here too the busy time can exceed the
+wall clock.
+
 Results go to `--out` as JSON; `--trace DIR` keeps each length's profiler trace there (for
-TensorBoard's profile plugin or Perfetto) beside the HLO dump. Peer models are not broken down:
+TensorBoard's profile plugin or Perfetto), and under JAX the HLO dump. Peer models are not broken down:
 their layers have other names. The figures are the profiler's: op times on a GPU are the device's
 kernel times; on a CPU they are the thunks' wall-clock spans on each thread.
 """
 
 import argparse
 import collections
+import contextlib
 import os
 import re
 import sys
@@ -228,6 +237,44 @@ def compiled_modules(dump_dir):
     return modules
 
 
+TF_MATMUL_OPS = re.compile(r"MatMul|Conv|Einsum")
+
+
+def traced_tf_op_times(trace_dir):
+    """`({(0, op): nanoseconds}, {0: instructions})` of TensorFlow's ops in the newest trace under `trace_dir`.
+
+    The ops are the events `"path/of/scopes/name:OpType"` on the executor's threads (read with
+    TensorFlow's own `XSpace` proto); each one's instruction (for `breakdown`) gives its path as
+    `op_name`, its kind by op type, and its phase by path (`gradient_tape/`: backward; the
+    optimizer's scope: update; else forward).
+    """
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    path = max(Path(trace_dir).rglob("*.xplane.pb"), key=lambda p: p.stat().st_mtime)
+    space = xplane_pb2.XSpace.FromString(path.read_bytes())
+    times, instructions = collections.Counter(), {}
+    for plane in space.planes:
+        for line in plane.lines:
+            if not line.name.startswith("tf_Compute"):
+                continue
+            for event in line.events:
+                full_name = plane.event_metadata[event.metadata_id].name
+                name, _, op_type = full_name.rpartition(":")
+                if not name or "::" in full_name:  # the executor's own spans, not ops
+                    continue
+                times[(0, full_name)] += event.duration_ps / 1000
+                if full_name not in instructions:
+                    phase = phase_of(name)
+                    instructions[full_name] = {
+                        "op_name": name,
+                        "kind": "matmul" if TF_MATMUL_OPS.search(op_type) else "other",
+                        "phase": phase
+                        if phase == "update"
+                        else ("backward" if "gradient_tape/" in name else "forward"),
+                    }
+    return times, {0: instructions}
+
+
 def breakdown(op_times, modules, steps, top):
     """Busy time per step, split by part, phase and kind, and the longest ops.
 
@@ -246,7 +293,7 @@ def breakdown(op_times, modules, steps, top):
     by_part, by_phase, by_kind = collections.Counter(), collections.Counter(), collections.Counter()
     for ms, _, info in rows:
         by_part[part_of(info["op_name"])] += ms
-        by_phase[phase_of(info["op_name"])] += ms
+        by_phase[info.get("phase") or phase_of(info["op_name"])] += ms
         by_kind[info["kind"]] += ms
     rows.sort(key=lambda row: -row[0])
     return {
@@ -266,7 +313,6 @@ def breakdown(op_times, modules, steps, top):
 
 def run_length(args, length, peak, folder):
     """Build, time and trace our model at one length: its results (`breakdown` and the timings)."""
-    import jax
     import keras
     from train_throughput_models import (
         at_length,
@@ -286,9 +332,8 @@ def run_length(args, length, peak, folder):
     keras.utils.set_random_seed(args.seed)
     config = model_config(args)
     with dtype_policy(args.precision):
-        model = compile_transformer(
-            build_model("ours", config), config, TrainConfig(warmup_steps=400, jit_compile=True)
-        )
+        train_config = TrainConfig(warmup_steps=400, jit_compile=keras.backend.backend() == "jax")
+        model = compile_transformer(build_model("ours", config), config, train_config)
     batches = synthetic_batches(args)
     data, clock = training_data(batches), RoundClock()
 
@@ -301,7 +346,7 @@ def run_length(args, length, peak, folder):
     compile_seconds = time.perf_counter() - start
     step_seconds = float(sorted(train(args.steps) / args.steps for _ in range(args.rounds))[args.rounds // 2])
     trace_dir = Path(folder) / f"trace_length_{length}"
-    with jax.profiler.trace(str(trace_dir)):
+    with profiler_trace(trace_dir):
         train(args.trace_steps)
     flops = step_flops(args, config, target_tokens_per_step(args))
     own_peak = peak["bfloat16" if "bfloat16" in args.precision else "float32"]
@@ -315,10 +360,43 @@ def run_length(args, length, peak, folder):
         "mfu_own_peak": flops / step_seconds / own_peak,
         "trace": str(trace_dir),
     }
-    result.update(
-        breakdown(traced_op_times(trace_dir), compiled_modules(Path(folder) / "hlo"), args.trace_steps, args.top)
-    )
+    if keras.backend.backend() == "jax":
+        op_times, modules = traced_op_times(trace_dir), compiled_modules(Path(folder) / "hlo")
+    else:
+        op_times, modules = traced_tf_op_times(trace_dir)
+    result.update(breakdown(op_times, modules, args.trace_steps, args.top))
     return result
+
+
+def device_kind():
+    """The device the step runs on: JAX's first device's kind, or "cpu" under TensorFlow here (no GPU path)."""
+    import keras
+
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return str(jax.devices()[0].device_kind)
+    return "cpu"
+
+
+@contextlib.contextmanager
+def profiler_trace(trace_dir):
+    """The backend's profiler, tracing into `trace_dir` while the block runs."""
+    import keras
+
+    if keras.backend.backend() == "jax":
+        import jax
+
+        with jax.profiler.trace(str(trace_dir)):
+            yield
+        return
+    import tensorflow as tf
+
+    tf.profiler.experimental.start(str(trace_dir))
+    try:
+        yield
+    finally:
+        tf.profiler.experimental.stop()
 
 
 def print_report(args, results, peak, cpu):
@@ -376,26 +454,37 @@ def set_hlo_dump(argv):
 
 
 def main(argv=None):
-    """Set XLA's HLO dump, then break the step down at every length; print and write the JSON."""
-    folder = set_hlo_dump(sys.argv[1:] if argv is None else argv)
+    """Set XLA's HLO dump, then break the step down at every length; print and write the JSON.
+
+    `XLA_FLAGS` is given back as it was at the end (JAX read it when it started).
+    """
+    flags = os.environ.get("XLA_FLAGS")
+    try:
+        return run(sys.argv[1:] if argv is None else argv)
+    finally:
+        if flags is None:
+            os.environ.pop("XLA_FLAGS", None)
+        else:
+            os.environ["XLA_FLAGS"] = flags
+
+
+def run(argv):
+    """`main`'s run, with the HLO dump set."""
+    folder = set_hlo_dump(argv)
     args = parse_args(argv)
     import common
-    import jax
     import keras
     from train_throughput_rounds import matmul_peak
 
-    if keras.backend.backend() != "jax":
-        sys.exit(
-            "step_breakdown.py reads XLA's compiled step under JAX: run it with KERAS_BACKEND=jax "
-            f"(Keras runs {keras.backend.backend()})"
-        )
+    if keras.backend.backend() not in ("jax", "tensorflow"):
+        sys.exit(f"step_breakdown.py traces JAX's or TensorFlow's step; Keras runs {keras.backend.backend()}")
     cpu = common.cpu_info()
     peak = {dtype: matmul_peak(args.peak_size, dtype) for dtype in ("float32", "bfloat16")}
     results = []
     for length in args.length:
         print(f"length {length}: building, compiling, timing, tracing", flush=True)
         result = run_length(args, length, peak, folder)
-        result["device"] = str(jax.devices()[0].device_kind)
+        result["device"] = device_kind()
         results.append(result)
     print_report(args, results, peak, cpu)
     written = {
@@ -403,7 +492,9 @@ def main(argv=None):
         "config": {k: v for k, v in vars(args).items() if k != "argv"},
         "backend": keras.backend.backend(),
         "device": results[0]["device"],
-        "versions": common.package_versions({"keras": "keras", "jax": "jax", "numpy": "numpy"}),
+        "versions": common.package_versions(
+            {"keras": "keras", "jax": "jax", "tensorflow": "tensorflow", "numpy": "numpy"}
+        ),
         **common.machine(cpu),
         "matmul_peak_flops": peak,
         "lengths": results,

@@ -1,9 +1,13 @@
 """benchmarks/step_breakdown.py: reading XLA's optimized HLO and the profiler's op times into a breakdown.
 
-The run itself (JAX, a trace, the dump) is tested end to end through `benchmarks/gpu.sh profile`
-in test_benchmarks.py; here, its parts on known inputs.
+The run under JAX (a trace, the dump) is tested end to end through `benchmarks/gpu.sh profile` in
+test_benchmarks.py; here, its parts on known inputs, and a run under TensorFlow.
 """
 
+import json
+import os
+
+import pytest
 import step_breakdown  # noqa: E402
 
 HLO = """HloModule jit_train_step, is_scheduled=true
@@ -107,3 +111,22 @@ def test_the_breakdown_divides_by_the_steps_and_splits_the_busy_time_three_ways(
     assert sum(result["ms_by_part"].values()) == 6.0
     assert [op["op"] for op in result["top_ops"]] == ["matmul_fusion", "softmax_fusion"]
     assert result["top_ops"][0]["ms_per_step"] == 3.0 and result["top_ops"][0]["kind"] == "matmul"
+
+
+def test_tensorflows_step_is_broken_down_by_its_ops_names_and_types(tmp_path, capsys):
+    """Under TensorFlow (this suite's backend): the executor's ops, by the scopes of their layers."""
+    out = tmp_path / "breakdown.json"
+    argv = ["--preset", "tiny", "--vocab", "60", "--length", "8", "--tokens-per-step", "64", "--steps", "2"]
+    argv += ["--rounds", "1", "--trace-steps", "2", "--peak-size", "64", "--trace", str(tmp_path / "trace")]
+    flags = os.environ.get("XLA_FLAGS")
+    assert step_breakdown.main([*argv, "--out", str(out)]) == 0
+    assert os.environ.get("XLA_FLAGS") == flags  # the dump it set is not left to the rest of the process
+    [point] = json.loads(out.read_text())["lengths"]
+    assert point["device"] == "cpu" and point["busy_ms_per_step"] > 0
+    assert sum(point["ms_by_part"].values()) == pytest.approx(point["busy_ms_per_step"])
+    assert {"forward", "backward", "update"} <= set(point["ms_by_phase"])
+    assert point["ms_by_kind"]["matmul"] > 0
+    # The packed step's logits, loss and their gradients are named; the executor's own spans are not ops.
+    assert {"logits and loss", "feed-forward", "attention projections", "optimizer"} <= set(point["ms_by_part"])
+    assert not any("::" in op["op"] for op in point["top_ops"])
+    assert "busy ms per step" in capsys.readouterr().out

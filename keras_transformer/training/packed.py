@@ -115,9 +115,10 @@ def logits_and_loss(hidden, kernel, bias, labels, epsilon):
         made.append(logits)
 
         def gradient(upstream):
-            return _loss_gradients(
-                upstream, hidden, kernel, kernel_mean, exponentials, total, gold_ids, epsilon, bool(bias)
-            )
+            with tf.name_scope("gradient_tape/logits_and_loss"):  # named as the tape names gradients
+                return _loss_gradients(
+                    upstream, hidden, kernel, kernel_mean, exponentials, total, gold_ids, epsilon, bool(bias)
+                )
 
         return loss, gradient
 
@@ -194,9 +195,10 @@ def train_step(model, data):
         memory, source_mask = encode(layers, source_ids, training=True)
         states = decoder_states(layers, target_in_ids, memory, source_mask, training=True)  # (B, T, D)
         kernel, bias = layers.logits_weights()
-        logits, per_token = logits_and_loss(
-            tf.boolean_mask(states, real), kernel, bias, real_labels, _compiled(model)["loss"].label_smoothing
-        )  # (N, V), (N,)
+        with tf.name_scope("logits_and_loss"):  # names the ops in a profile
+            logits, per_token = logits_and_loss(
+                tf.boolean_mask(states, real), kernel, bias, real_labels, _compiled(model)["loss"].label_smoothing
+            )  # (N, V), (N,)
         logits = tf.expand_dims(logits, 0)  # (1, N, V)
         # What `model.compute_loss` gives for these labels, all real: the mean over the positions
         # (a loss reduced by "sum" is not scaled for the replicas), plus the model's own losses.
@@ -207,7 +209,8 @@ def train_step(model, data):
         loss = model.optimizer.scale_loss(loss)
     weights = model.trainable_weights
     model.optimizer.apply_gradients(zip(tape.gradient(loss, weights), weights))
-    return model.compute_metrics(x, packed_labels, logits, sample_weight=None)
+    with tf.name_scope("metrics"):
+        return model.compute_metrics(x, packed_labels, logits, sample_weight=None)
 
 
 # The hook `Transformer.train_step` calls through: this module itself, so its `applies` and
