@@ -14,6 +14,9 @@
 #           against keras-hub's GreedySampler and BeamSampler
 #   profile benchmarks/step_breakdown.py: where a training step's time goes at lengths 64, 256 and
 #           1,024 (the step against its parts, each timed alone), and a JAX profiler trace of it
+#           (the default variant drops out attention weights, so its training never fuses attention;
+#           `profile --attention-dropout-rate 0 --out $OUT/gpu_profile_fused.json` shows the fused
+#           kernels, and counts them: none where "auto" chose them would be a silent fallback)
 # Each train or lm length starts 2 workers per precision (4 XLA compiles per length), so one job
 # takes several minutes; give a short run e.g. --rounds 2 --steps 10.
 #

@@ -80,6 +80,12 @@ def parse_args(argv=None):
     parser.add_argument(
         "--precision", default="float32", choices=[p for p in PRECISIONS if p != "auto"], help="Dtype policy."
     )
+    parser.add_argument(
+        "--attention-dropout-rate",
+        type=float,
+        help="Dropout on the attention weights (default: the preset's, the tutorial's); 0 lets the fused "
+        "attention run in training where auto chooses it.",
+    )
     parser.add_argument("--steps", type=int, default=10, help="Training steps per timed round.")
     parser.add_argument("--rounds", type=int, default=3, help="Timed rounds per length (the median step).")
     parser.add_argument("--trace-steps", type=int, default=3, help="Steps traced by the profiler per length.")
@@ -298,6 +304,9 @@ def breakdown(op_times, modules, steps, top):
     rows.sort(key=lambda row: -row[0])
     return {
         "busy_ms_per_step": busy,
+        # The distinct fused attention kernels (cuDNN's) that ran: none where "auto" chose the fused
+        # path means Keras fell back to one that is not fused.
+        "fused_attention_ops": sum(1 for _, _, info in rows if info["kind"] == "attention kernel"),
         "ms_by_part": dict(by_part.most_common()),
         "ms_by_phase": dict(by_phase.most_common()),
         "ms_by_kind": dict(by_kind.most_common()),
@@ -358,7 +367,7 @@ def run_length(args, length, peak, folder):
         "target_tokens_per_second": round_target_tokens(args, batches) / args.steps / step_seconds,
         "model_flops_per_step": flops,
         "mfu_own_peak": flops / step_seconds / own_peak,
-        "trace": str(trace_dir),
+        "trace": str(trace_dir) if args.trace else None,  # a temporary folder's is gone after the run
     }
     if keras.backend.backend() == "jax":
         op_times, modules = traced_op_times(trace_dir), compiled_modules(Path(folder) / "hlo")
@@ -423,6 +432,7 @@ def print_report(args, results, peak, cpu):
     row("step ms (wall clock)", [f"{r['step_ms']:.1f}" for r in results])
     row("MFU (the precision's peak)", [f"{r['mfu_own_peak']:.1%}" for r in results])
     row("busy ms per step (all threads)", [f"{r['busy_ms_per_step']:.1f}" for r in results])
+    row("fused attention kernels that ran", [r["fused_attention_ops"] for r in results])
     for key, label in (("ms_by_kind", "kind"), ("ms_by_phase", "phase"), ("ms_by_part", "part")):
         names = parts if key == "ms_by_part" else list(dict.fromkeys(n for r in results for n in r[key]))
         for name in names:

@@ -65,6 +65,11 @@ def model_config(args):
     A `ModelConfig` for the translation task; for the lm task, the decoder-only
     `LanguageModelConfig` with learned positions and tied embeddings, as GPT-2's.
     """
+    # step_breakdown.py may set the dropout on the attention weights (train_throughput.py keeps the
+    # default, which keras-hub's layers match).
+    extra = {}
+    if getattr(args, "attention_dropout_rate", None) is not None:
+        extra["attention_dropout_rate"] = args.attention_dropout_rate
     if args.task == "lm":
         return language_model_preset(
             args.preset,
@@ -73,6 +78,7 @@ def model_config(args):
             max_length=args.length,
             learned_positions=True,
             tie_embeddings=True,
+            **extra,
         )
     return preset(
         args.preset,
@@ -80,6 +86,7 @@ def model_config(args):
         target_vocab_size=args.vocab,
         max_source_len=args.length,
         max_target_len=args.length,
+        **extra,
     )
 
 

@@ -104,6 +104,7 @@ def test_the_breakdown_divides_by_the_steps_and_splits_the_busy_time_three_ways(
     }
     result = step_breakdown.breakdown(op_times, modules, steps=2, top=2)
     assert result["busy_ms_per_step"] == 6.0
+    assert result["fused_attention_ops"] == 1  # the cuDNN call: the fused path really ran
     assert result["ms_by_kind"] == {"matmul": 3.0, "other": 2.5, "attention kernel": 0.5}
     assert result["ms_by_phase"] == {"forward": 3.5, "other": 1.0, "backward": 1.0, "update": 0.5}
     assert result["ms_by_part"]["feed-forward"] == 3.0 and result["ms_by_part"]["optimizer"] == 0.5
