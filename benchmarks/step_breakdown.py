@@ -21,7 +21,7 @@ What runs under JAX (XLA makes the step one program whose ops can be named):
   `transpose(jvp(...))`, optimizer update) and its part of the model:
 
     attention core      scores, mask, softmax, weighted sum and head reshapes, per kind of
-                        attention (encoder self, decoder self (causal), cross)
+                        attention (encoder self, decoder self (causal), cross; the LM's causal self)
     attention proj.     the query, key, value and output projections
     feed-forward        both layers and the activation
     layer norm          every LayerNorm
@@ -193,7 +193,11 @@ def part_of(op_name):
             return "attention projections"
         if "cross_attention" in path:
             return "attention core: cross"
-        return "attention core: decoder self (causal)" if "decoder_block" in path else "attention core: encoder self"
+        if "decoder_block" in path:
+            return "attention core: decoder self (causal)"
+        if "encoder_block" in path:
+            return "attention core: encoder self"
+        return "attention core: self (causal, decoder-only LM)"  # its blocks are block_0, block_1, ...
     if "feed_forward" in path:
         return "feed-forward"
     if "embedding" in path or "positions" in path:

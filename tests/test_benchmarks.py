@@ -83,6 +83,7 @@ def test_step_split_finds_the_block_time_a_target_ratio_needs():
 
 def test_synthetic_batches_look_like_the_pipelines_and_are_the_same_for_every_worker():
     args = train_throughput.parse_args(["--batches", "3", "--batch-size", "5", "--length", "8", "--vocab", "30"])
+    args = throughput_models.at_length(args, 8)  # as a worker sees it: one length
     first, second = throughput_models.synthetic_batches(args), throughput_models.synthetic_batches(args)
     for ((source, target_in), target_out), ((source2, target_in2), target_out2) in zip(first, second):
         np.testing.assert_array_equal(source, source2)

@@ -81,6 +81,10 @@ def test_an_ops_path_names_its_phase_and_its_part_of_the_model():
             "attention core: cross",
         ),
         "jit(train_step)/jvp(encoder_block_1)/feed_forward/dot_general": ("forward", "feed-forward"),
+        "jit(train_step)/transpose(jvp(block_1))/self_attention/softmax": (
+            "backward",
+            "attention core: self (causal, decoder-only LM)",
+        ),
         "jit(train_step)/jvp(encoder_block_1)/feed_forward/dropout/mul": ("forward", "dropout"),
         "jit(train_step)/jvp(target_positions)/mul": ("forward", "embeddings"),
         "jit(train_step)/transpose(jvp(logits))/transpose": ("backward", "logits and loss"),
