@@ -105,8 +105,9 @@ def logits_and_loss(hidden, kernel, bias, labels, epsilon):
 
     @tf.custom_gradient
     def loss_of(hidden, kernel, *bias):
-        # The kernel transposed once, [V, D]: oneDNN's matmuls read it faster that way (forward and
-        # the states' gradient), and the gold columns become a gather of rows.
+        # The kernel transposed once, [V, D]: oneDNN's forward matmul reads it faster that way, and
+        # the gold columns become a gather of rows. (Grappler folds the transpose back into the
+        # states' gradient's matmul, whose speed is then unchanged.)
         kernel_rows = tf.transpose(kernel)  # (V, D)
         logits = tf.matmul(hidden, kernel_rows, transpose_b=True)  # (N, V)
         kernel_mean = tf.reduce_mean(kernel, axis=1)  # (D,): the mean logit's weights; times V, the row sums
