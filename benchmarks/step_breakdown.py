@@ -168,6 +168,11 @@ def op_kind(opcodes):
 # ---------------------------------------------------------------- the op_name path: which part of the model
 
 
+# TensorFlow's graph optimizer (Grappler) names the ops it rewrites by its passes, e.g.
+# ".../ArithmeticOptimizer/FoldTransposeIntoMatMul_MatMul".
+GRAPPLER_SCOPE = re.compile(r"[A-Z]\w*Optimizer/")
+
+
 def phase_of(op_name):
     """An op's phase, from its path: forward, backward (`transpose(jvp(...))`), update (the optimizer) or other."""
     if re.search(r"adam|optimizer|sgd", op_name):
@@ -181,7 +186,8 @@ def phase_of(op_name):
 
 def part_of(op_name):
     """The part of the model an op belongs to, from its path (the module docstring's list)."""
-    path = re.sub(r"(?:transpose\()?jvp\(([^()]*)\)\)?", r"\1", op_name.lower())
+    path = GRAPPLER_SCOPE.sub("", op_name)  # not the training's optimizer
+    path = re.sub(r"(?:transpose\()?jvp\(([^()]*)\)\)?", r"\1", path.lower())
     if re.search(r"adam|optimizer|sgd", path):
         return "optimizer"
     if "dropout" in path:

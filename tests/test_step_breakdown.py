@@ -90,6 +90,12 @@ def test_an_ops_path_names_its_phase_and_its_part_of_the_model():
         "jit(train_step)/transpose(jvp(logits))/transpose": ("backward", "logits and loss"),
         "jit(train_step)/jvp(compile_loss)/masked_label_smoothed_loss/reduce_sum": ("forward", "logits and loss"),
         "jit(train_step)/averaging_adam/sqrt": ("update", "optimizer"),
+        # TensorFlow's paths: Grappler's rewrites are not the training's optimizer.
+        "StatefulPartitionedCall/averaging_adam/ResourceApplyAdam_87": ("update", "optimizer"),
+        "StatefulPartitionedCall/gradient_tape/logits_and_loss/ArithmeticOptimizer/FoldTransposeIntoMatMul_MatMul": (
+            "other",
+            "logits and loss",
+        ),
         "jit(train_step)/reduce": ("other", "other"),
         "": ("other", "other"),
     }
