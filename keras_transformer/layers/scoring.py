@@ -37,19 +37,26 @@ def _uniform(variance):
     return keras.initializers.RandomUniform(-limit, limit)
 
 
-# A single query (cached decoding: `T_q == 1` in the static shape) gets its dot products,
-# softmax and weighted sum from elementwise ops, in float32: TensorFlow's oneDNN batched matmul
-# and softmax kernels cost about 45 us per call on the CPU at those sizes, most of a decoding
-# step, against a few us each for the elementwise ops. The math is the same; other shapes use the
-# fused kernels.
+# Under TensorFlow, a single query (cached decoding: `T_q == 1` in the static shape) gets its dot
+# products, softmax and weighted sum from elementwise ops, in float32: TensorFlow's oneDNN batched
+# matmul and softmax kernels cost about 45 us per call on the CPU at those sizes, most of a
+# decoding step, against a few us each for the elementwise ops. The math is the same; other
+# shapes, and the other backends, use the matmuls: under XLA the elementwise products and their
+# reductions were the slower (JAX on a CPU, cached greedy decoding of one sentence: 8.8 ms with
+# them, 6.4 without; keras-hub's 6.2 to 6.5).
+
+
+def _one_query_elementwise(tensor):
+    """Whether `[B, H, T_q, ...]` takes the elementwise single-query path: `T_q == 1` under TensorFlow."""
+    return tensor.shape[2] == 1 and keras.backend.backend() == "tensorflow"
 
 
 def dot_products(queries, keys):
     """Each query's dot product with every key, per head: `[B, H, T_q, K] x [B, H, T_k, K] -> [B, H, T_q, T_k]`.
 
-    Float32 for a single query, else the inputs' dtype.
+    Float32 for a single query under TensorFlow, else the inputs' dtype.
     """
-    if queries.shape[2] == 1:
+    if _one_query_elementwise(queries):
         products = ops.cast(queries, "float32") * ops.cast(keys, "float32")  # (B, H, T_k, K)
         return ops.expand_dims(ops.sum(products, axis=-1), 2)  # (B, H, 1, T_k)
     return ops.matmul(queries, ops.transpose(keys, (0, 1, 3, 2)))
@@ -57,7 +64,7 @@ def dot_products(queries, keys):
 
 def softmax_over_keys(scores):
     """Softmax over the last axis of float32 scores `[B, H, T_q, T_k]`: the attention weights."""
-    if scores.shape[2] != 1:
+    if not _one_query_elementwise(scores):
         return ops.softmax(scores, axis=-1)
     exponentials = ops.exp(scores - ops.max(scores, axis=-1, keepdims=True))
     return exponentials / ops.sum(exponentials, axis=-1, keepdims=True)
@@ -65,7 +72,7 @@ def softmax_over_keys(scores):
 
 def weighted_sum(weights, values):
     """`weights @ values`: `[B, H, T_q, T_k] x [B, H, T_k, K] -> [B, H, T_q, K]`, in the values' dtype."""
-    if weights.shape[2] != 1:
+    if not _one_query_elementwise(weights):
         return ops.matmul(weights, values)
     products = ops.cast(ops.squeeze(weights, 2), "float32")[..., None] * ops.cast(values, "float32")  # (B, H, T_k, K)
     return ops.cast(ops.expand_dims(ops.sum(products, axis=2), 2), values.dtype)
