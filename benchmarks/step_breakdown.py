@@ -171,11 +171,17 @@ def op_kind(opcodes):
 # TensorFlow's graph optimizer (Grappler) names the ops it rewrites by its passes, e.g.
 # ".../ArithmeticOptimizer/FoldTransposeIntoMatMul_MatMul".
 GRAPPLER_SCOPE = re.compile(r"[A-Z]\w*Optimizer/")
+OPTIMIZER_SCOPE = re.compile(r"adam|optimizer|sgd", re.IGNORECASE)  # the training's optimizer
+
+
+def _updates_weights(op_name):
+    """Whether an op belongs to the training's optimizer (Grappler's pass names set aside)."""
+    return bool(OPTIMIZER_SCOPE.search(GRAPPLER_SCOPE.sub("", op_name)))
 
 
 def phase_of(op_name):
     """An op's phase, from its path: forward, backward (`transpose(jvp(...))`), update (the optimizer) or other."""
-    if re.search(r"adam|optimizer|sgd", op_name):
+    if _updates_weights(op_name):
         return "update"
     if "transpose(jvp(" in op_name:
         return "backward"
@@ -186,10 +192,9 @@ def phase_of(op_name):
 
 def part_of(op_name):
     """The part of the model an op belongs to, from its path (the module docstring's list)."""
-    path = GRAPPLER_SCOPE.sub("", op_name)  # not the training's optimizer
-    path = re.sub(r"(?:transpose\()?jvp\(([^()]*)\)\)?", r"\1", path.lower())
-    if re.search(r"adam|optimizer|sgd", path):
+    if _updates_weights(op_name):
         return "optimizer"
+    path = re.sub(r"(?:transpose\()?jvp\(([^()]*)\)\)?", r"\1", GRAPPLER_SCOPE.sub("", op_name).lower())
     if "dropout" in path:
         return "dropout"
     if "layer_norm" in path:
@@ -216,6 +221,11 @@ def part_of(op_name):
 # ---------------------------------------------------------------- the profiler's trace: how long each op ran
 
 
+def newest_trace(trace_dir):
+    """The newest profiler trace file (`*.xplane.pb`) under `trace_dir`."""
+    return max(Path(trace_dir).rglob("*.xplane.pb"), key=lambda path: path.stat().st_mtime)
+
+
 def traced_op_times(trace_dir):
     """`{(program_id, hlo_op): nanoseconds}` of the train step's ops in the newest trace under `trace_dir`.
 
@@ -225,7 +235,7 @@ def traced_op_times(trace_dir):
     """
     import jax
 
-    path = max(Path(trace_dir).rglob("*.xplane.pb"), key=lambda p: p.stat().st_mtime)
+    path = newest_trace(trace_dir)
     data = jax.profiler.ProfileData.from_file(str(path))
     device, host = collections.Counter(), collections.Counter()
     for plane in data.planes:
@@ -266,7 +276,7 @@ def traced_tf_op_times(trace_dir):
     """
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-    path = max(Path(trace_dir).rglob("*.xplane.pb"), key=lambda p: p.stat().st_mtime)
+    path = newest_trace(trace_dir)
     space = xplane_pb2.XSpace.FromString(path.read_bytes())
     times, instructions = collections.Counter(), {}
     for plane in space.planes:
