@@ -8,4 +8,4 @@ import sys
 from keras_transformer.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main(["train", *sys.argv[1:]]))
+    sys.exit(main(["train", *sys.argv[1:]], own_process=True))

@@ -93,6 +93,13 @@ def parse_args(argv=None):
     parser.add_argument("--top", type=int, default=12, help="Ops listed per length, the longest first.")
     parser.add_argument("--peak-size", type=int, default=2048, help="Matrix size of the matmul peak measurement.")
     parser.add_argument(
+        "--threads",
+        default="towers",
+        choices=["towers", "default"],
+        help="TensorFlow's threads: towers (as train.py and train_throughput.py's ours set them: one training tower "
+        "per core where that applies, the matmul peak measured in a process of its own) or TensorFlow's default.",
+    )
+    parser.add_argument(
         "--trace", help="Keep the profiler traces and the HLO dump in this folder (default: a temporary one)."
     )
     parser.add_argument("--seed", type=int, default=0)
@@ -453,6 +460,7 @@ def print_report(args, results, peak, cpu):
     row("MFU (the precision's peak)", [f"{r['mfu_own_peak']:.1%}" for r in results])
     row("busy ms per step (all threads)", [f"{r['busy_ms_per_step']:.1f}" for r in results])
     row("fused attention kernels that ran", [r["fused_attention_ops"] for r in results])
+    row("training towers (TensorFlow on a CPU)", [r["towers"] for r in results])
     for key, label in (("ms_by_kind", "kind"), ("ms_by_phase", "phase"), ("ms_by_part", "part")):
         names = parts if key == "ms_by_part" else list(dict.fromkeys(n for r in results for n in r[key]))
         for name in names:
@@ -504,17 +512,24 @@ def run(argv):
     args = parse_args(argv)
     import common
     import keras
-    from train_throughput_rounds import matmul_peak
+    from train_throughput_rounds import matmul_peaks, matmul_peaks_elsewhere
 
     if keras.backend.backend() not in ("jax", "tensorflow"):
         sys.exit(f"step_breakdown.py traces JAX's or TensorFlow's step; Keras runs {keras.backend.backend()}")
     cpu = common.cpu_info()
-    peak = {dtype: matmul_peak(args.peak_size, dtype) for dtype in ("float32", "bfloat16")}
+    towers = 1
+    if keras.backend.backend() == "tensorflow" and args.threads == "towers":
+        from keras_transformer.training.threads import configure_cpu_threads
+
+        peak = matmul_peaks_elsewhere(args.peak_size)
+        towers = configure_cpu_threads()
+    else:
+        peak = matmul_peaks(args.peak_size)
     results = []
     for length in args.length:
         print(f"length {length}: building, compiling, timing, tracing", flush=True)
         result = run_length(args, length, peak, folder)
-        result["device"] = device_kind()
+        result["device"], result["towers"] = device_kind(), towers
         results.append(result)
     print_report(args, results, peak, cpu)
     written = {

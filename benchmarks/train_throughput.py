@@ -72,7 +72,7 @@ import common
 import keras
 from language_models_workload import FIRST_PIECE_ID
 from train_throughput_models import MODELS, SHARED, TASKS, at_length, model_config, step_flops, target_tokens_per_step
-from train_throughput_rounds import compare, matmul_peak
+from train_throughput_rounds import compare, matmul_peaks
 from train_throughput_worker import run_worker
 
 from keras_transformer.config import PRECISIONS, PRESETS, TrainConfig
@@ -234,7 +234,7 @@ def print_report(args, peak, sweep, cpu):
         )
         header = (
             f"{'precision':<16}{'model':<11}{'tokens/s':>10}{'step ms':>9}{'MFU':>7}{'own MFU':>9}"
-            f"{'peak MiB':>10}{'device MiB':>12}"
+            f"{'peak MiB':>10}{'device MiB':>12}{'towers':>8}"
         )
         print(header)
         print("-" * len(header))
@@ -245,7 +245,7 @@ def print_report(args, peak, sweep, cpu):
                 print(
                     f"{precision:<16}{name:<11}{r['target_tokens_per_second_median']:>10,.0f}"
                     f"{r['step_ms_median']:>9.1f}{r['mfu_fp32_peak']:>7.1%}{r['mfu_own_peak']:>9.1%}"
-                    f"{r['peak_rss_mib']:>10,.0f}{device:>12}"
+                    f"{r['peak_rss_mib']:>10,.0f}{device:>12}{r['towers']:>8}"
                 )
             if "ours_over_keras_hub" in results:
                 print(f"{precision:<16}ours / keras-hub: {common.format_ratio(results['ours_over_keras_hub'])}")
@@ -294,7 +294,7 @@ def main(argv=None):
         print(f"precision {choice.requested}: {choice.describe()}", flush=True)
         if choice.warning:
             print(choice.warning, flush=True)
-    peak = {dtype: matmul_peak(args.peak_size, dtype) for dtype in ("float32", "bfloat16")}
+    peak = matmul_peaks(args.peak_size)
     print(
         f"matmul peak: float32 {peak['float32'] / 1e9:,.0f} GFLOP/s, bfloat16 {peak['bfloat16'] / 1e9:,.0f} GFLOP/s",
         flush=True,

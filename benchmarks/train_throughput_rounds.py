@@ -9,6 +9,9 @@ on a GPU, the device's), the ratio ours / keras-hub
 and, with the shared part's worker, the split of a step (`step_split`).
 """
 
+import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -41,31 +44,52 @@ def matmul_peak(size, dtype, repeats=5, chain=4):
     return float(np.median(rates))
 
 
+def matmul_peaks(size):
+    """`{"float32": FLOP/s, "bfloat16": FLOP/s}`: `matmul_peak` of each, in this process."""
+    return {dtype: matmul_peak(size, dtype) for dtype in ("float32", "bfloat16")}
+
+
+def matmul_peaks_elsewhere(size):
+    """`matmul_peaks` measured in a fresh process of its own, with the backend's default threads.
+
+    For a process that sets TensorFlow's threads for training towers (one intra-op thread): its
+    own matmuls would run on one core, and the peak must be the machine's.
+    """
+    code = (
+        f"import json, sys; sys.path.insert(0, {str(SCRIPT.parent)!r}); "
+        f"from train_throughput_rounds import matmul_peaks; print(json.dumps(matmul_peaks({int(size)})))"
+    )
+    process = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    if process.returncode:
+        raise RuntimeError(f"the matmul peak's process failed:\n{process.stderr[-3000:]}")
+    return json.loads(process.stdout.strip().splitlines()[-1])
+
+
 def start_worker(args, name, precision):
     """A `--worker` subprocess of this script for one model, precision and length (`args.length`), built and ready.
 
     Returns:
-        `(worker, parameters)`: the `common.JsonLinesWorker` (one round per `request("round")`)
-        and the model's parameter count.
+        `(worker, ready)`: the `common.JsonLinesWorker` (one round per `request("round")`) and
+        its ready line: the model's `parameters` and the `towers` of its step.
     """
     command = common.worker_command(
         SCRIPT, args.argv, "--worker", name, "--worker-precision", precision, "--worker-length", str(args.length)
     )
     worker = common.JsonLinesWorker(command, name)
-    return worker, worker.answer()["parameters"]
+    return worker, worker.answer()
 
 
 def alternate_rounds(args, precision):
     """Train the workers of one precision a round at a time, in ABBA order.
 
     Returns:
-        `(parameters, rounds)`: `{name: parameter count}` and `{name: [round report, ...]}`,
+        `(ready, rounds)`: `{name: ready line}` (`start_worker`) and `{name: [round report, ...]}`,
         the counted rounds only (the warm-up rounds are printed, not kept).
     """
-    workers, parameters = [], {}
+    workers, ready = [], {}
     try:
         for name in args.models:
-            worker, parameters[name] = start_worker(args, name, precision)
+            worker, ready[name] = start_worker(args, name, precision)
             workers.append(worker)
         rounds = {worker.name: [] for worker in workers}
         for index in range(args.warmup_rounds + args.rounds):
@@ -83,11 +107,13 @@ def alternate_rounds(args, precision):
     finally:
         for worker in workers:
             worker.close()
-    return parameters, rounds
+    return ready, rounds
 
 
-def summarise_rounds(args, reports, parameters, flops, peak, precision):
+def summarise_rounds(args, reports, ready, flops, peak, precision):
     """One worker's results from its counted rounds: medians, MFU, peak memory, last loss.
+
+    `ready` is its ready line (`start_worker`): the parameter count and the towers of its step.
 
     MFU is given against the float32 matmul peak and against the peak of `precision`'s compute
     dtype (`mfu_own_peak`: the bfloat16 peak for mixed_bfloat16). `peak_device_mib` is None on a CPU.
@@ -97,7 +123,8 @@ def summarise_rounds(args, reports, parameters, flops, peak, precision):
     own_peak = peak["bfloat16" if "bfloat16" in precision else "float32"]
     device_mib = [r["peak_device_mib"] for r in reports if r.get("peak_device_mib") is not None]
     return {
-        "parameters": parameters,
+        "parameters": ready["parameters"],
+        "towers": ready.get("towers", 1),
         "target_tokens_per_second_median": float(np.median(per_second)),
         "target_tokens_per_second_rounds": per_second.round(1).tolist(),
         "step_ms_median": float(1000 * step_seconds),
@@ -117,13 +144,13 @@ def compare(args, precision, flops_per_step, peak):
         `{name: results}` of each worker, with both models `"ours_over_keras_hub"` (the ratio
         of the median tokens/s) and, with the shared part's worker too, `"split"`.
     """
-    parameters, rounds = alternate_rounds(args, precision)
+    ready, rounds = alternate_rounds(args, precision)
     results = {}
     for name, reports in rounds.items():
         flops = flops_per_step
         if name == SHARED:  # the shared part: the logits' FLOPs only
             flops = step_flops(args, model_config(args), target_tokens_per_step(args), blocks=False)
-        results[name] = summarise_rounds(args, reports, parameters[name], flops, peak, precision)
+        results[name] = summarise_rounds(args, reports, ready[name], flops, peak, precision)
     if all(name in results for name in MODELS):
         results["ours_over_keras_hub"] = common.ours_over_keras_hub(results, "target_tokens_per_second_median")
         if SHARED in results:

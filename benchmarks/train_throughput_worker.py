@@ -3,7 +3,8 @@
 The script runs itself with `--worker NAME --worker-precision POLICY --worker-length L`, one process
 per model of `--models`, per precision and per length. The worker builds and compiles its model under that dtype policy
 (`compile_transformer`: the same loss, metrics, Adam and Noam schedule for every model), makes the
-batches, answers one ready line with its parameter count, then trains one round, `model.fit` for
+batches, answers one ready line with its parameter count and the towers of its step (ours trains as
+`train.py` sets TensorFlow's threads: `threads_as_run`), then trains one round, `model.fit` for
 `--steps` steps, per `round` line on stdin and answers each with one JSON line: the round's
 wall-clock seconds, target tokens, loss and peak memory (resident set, and on a GPU the device's).
 Any other line, or the end of stdin, ends it.
@@ -55,9 +56,24 @@ class RoundClock(keras.callbacks.Callback):
         self.ended = time.perf_counter()
 
 
+def threads_as_run(name):
+    """TensorFlow's threads as worker `name`'s model is trained; returns the towers of its step.
+
+    Ours as `train.py` trains it: one tower per core where that applies
+    (`training.threads.configure_cpu_threads`, before the worker's first TensorFlow op). The others
+    with TensorFlow's default threads, as their own users train them: 1.
+    """
+    if name != "ours" or keras.backend.backend() != "tensorflow":
+        return 1
+    from keras_transformer.training.threads import configure_cpu_threads
+
+    return configure_cpu_threads()
+
+
 def run_worker(args):
     """Build, compile, then train one round per `round` line on stdin, answering with a JSON line."""
     name, precision = args.worker, args.worker_precision
+    towers = threads_as_run(name)
     args = at_length(args, args.worker_length)
     keras.utils.set_random_seed(args.seed)
     config = model_config(args)
@@ -68,7 +84,7 @@ def run_worker(args):
     round_data = training_data(batches)
     tokens = round_target_tokens(args, batches)
     clock = RoundClock()
-    print(json.dumps({"ready": True, "parameters": int(model.count_params())}), flush=True)
+    print(json.dumps({"ready": True, "parameters": int(model.count_params()), "towers": towers}), flush=True)
     for line in sys.stdin:
         if line.strip() != "round":
             break

@@ -380,3 +380,23 @@ def test_a_bad_model_setting_given_to_the_python_api_is_a_run_error_before_anyth
     with pytest.raises(runs.RunError, match=message):
         runs.prepare_run(train_config, overrides, log=lambda line: None)
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "argv, own_process, configured",
+    [
+        ([], True, True),
+        ([], False, False),  # main() called inside a bigger process (as here): its threads are not the CLI's
+        (["--jit-compile", "true"], True, False),  # XLA's step has no towers
+        (["--task", "lm"], True, False),  # nor has the language models'
+    ],
+)
+def test_train_sets_cpu_threads_for_towers_only_as_its_own_process(
+    fake_train, monkeypatch, tmp_path, argv, own_process, configured
+):
+    from keras_transformer.training import threads
+
+    calls = []
+    monkeypatch.setattr(threads, "configure_cpu_threads", lambda: calls.append(1) or 2)
+    assert main(["train", "--run-dir", str(tmp_path / "run"), *argv], own_process=own_process) == 0
+    assert fake_train and calls == ([1] if configured else [])

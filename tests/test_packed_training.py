@@ -24,6 +24,7 @@ from keras_transformer.training import (
     compile_transformer,
     dtype_policy,
     packed,
+    threads,
 )
 
 # Batches of 4, 4 and 3 sentences (Keras's loss tracker averages over sentences); one target is empty.
@@ -114,6 +115,48 @@ def test_packed_step_trains_as_keras_step(packed_steps, precision, settings):  #
     tolerance = 1e-5 if precision == "float32" else 2e-3
     for got, want in zip(model.weights, keras_model.weights):
         np.testing.assert_allclose(to_numpy(got), to_numpy(want), rtol=tolerance, atol=tolerance, err_msg=got.path)
+
+
+@pytest.mark.parametrize("towers", [2, 5])  # 5: batches of 4 and 3 sentences leave towers empty
+def test_packed_step_in_towers_trains_as_keras_step(packed_steps, monkeypatch, towers):
+    # Without dropout: each tower draws its own masks.
+    keras_model, keras_history = fitted(False, dropout_rate=0.0)
+    split = []
+    monkeypatch.setattr(threads, "towers", lambda: split.append(towers) or towers)
+    model, history = fitted(True, dropout_rate=0.0)
+    assert packed_steps and split, "the packed step did not split its batches"
+    for name in ("loss", "accuracy", "target_tokens"):
+        np.testing.assert_allclose(history[name], keras_history[name], rtol=1e-5)
+    for got, want in zip(model.weights, keras_model.weights):
+        np.testing.assert_allclose(to_numpy(got), to_numpy(want), rtol=1e-5, atol=1e-5, err_msg=got.path)
+
+
+def test_towers_draw_their_own_dropout_masks(monkeypatch):
+    # Two towers of the same sentences: with dropout, their losses differ (the masks do).
+    model = build_transformer(tiny_config(dropout_rate=0.1))
+    model.compile(
+        "sgd", MaskedLabelSmoothedLoss(), metrics=[MaskedAccuracy()], run_eagerly=True
+    )  # the step runs as Python
+    losses = []
+    project = packed.logits_and_loss
+    monkeypatch.setattr(threads, "towers", lambda: 2)
+    monkeypatch.setattr(packed, "logits_and_loss", lambda *args: (made := project(*args), losses.append(made[1]))[0])
+    (source, target_in), target_out = batches()[0]
+    x = (np.concatenate([source, source]), np.concatenate([target_in, target_in]))
+    model.fit(x, np.concatenate([target_out, target_out]), batch_size=8, epochs=1, shuffle=False, verbose=0)
+    first, second = (to_numpy(loss) for loss in losses)
+    assert first.shape == second.shape == (sum(TARGET_LENGTHS[0]),) and not np.allclose(first, second)
+
+
+def test_split_rows_splits_in_order_as_evenly_as_can_be():
+    import tensorflow as tf
+
+    rows = tf.reshape(tf.range(10), (5, 2))
+    parts = packed.split_rows(3, rows, rows[:, :1])
+    assert [to_numpy(part[0]).tolist() for part in parts] == [[[0, 1], [2, 3]], [[4, 5], [6, 7]], [[8, 9]]]
+    assert [to_numpy(part[1]).ravel().tolist() for part in parts] == [[0, 2], [4, 6], [8]]
+    assert [tuple(to_numpy(part[0]).shape) for part in packed.split_rows(3, rows[:1])] == [(1, 2), (0, 2), (0, 2)]
+    assert packed.split_rows(1, rows)[0][0] is rows
 
 
 def test_packed_step_is_blind_to_extra_padding(packed_steps):

@@ -1,14 +1,18 @@
 """benchmarks/step_breakdown.py: reading XLA's optimized HLO and the profiler's op times into a breakdown.
 
 The run under JAX (a trace, the dump) is tested end to end through `benchmarks/gpu.sh profile` in
-test_benchmarks.py; here, its parts on known inputs, and a run under TensorFlow.
+test_benchmarks.py; here, its parts on known inputs, and runs under TensorFlow (with its default
+threads, and in training towers as train.py runs it).
 """
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 import step_breakdown  # noqa: E402
+from conftest import BENCHMARKS
 
 HLO = """HloModule jit_train_step, is_scheduled=true
 
@@ -129,6 +133,7 @@ def test_tensorflows_step_is_broken_down_by_its_ops_names_and_types(tmp_path, ca
     out = tmp_path / "breakdown.json"
     argv = ["--preset", "tiny", "--vocab", "60", "--length", "8", "--tokens-per-step", "64", "--steps", "2"]
     argv += ["--rounds", "1", "--trace-steps", "2", "--peak-size", "64", "--trace", str(tmp_path / "trace")]
+    argv += ["--threads", "default"]  # towers would set this test process's threads (see the test below)
     flags = os.environ.get("XLA_FLAGS")
     assert step_breakdown.main([*argv, "--out", str(out)]) == 0
     assert os.environ.get("XLA_FLAGS") == flags  # the dump it set is not left to the rest of the process
@@ -141,3 +146,25 @@ def test_tensorflows_step_is_broken_down_by_its_ops_names_and_types(tmp_path, ca
     assert {"logits and loss", "feed-forward", "attention projections", "optimizer"} <= set(point["ms_by_part"])
     assert not any("::" in op["op"] for op in point["top_ops"])
     assert "busy ms per step" in capsys.readouterr().out
+
+
+def test_tensorflows_step_is_broken_down_in_towers_as_train_py_runs_it(tmp_path):
+    """In a process of its own: one training tower per core where `configure_cpu_threads` applies."""
+    from keras_transformer.training import threads
+
+    out = tmp_path / "breakdown.json"
+    argv = ["--preset", "tiny", "--vocab", "60", "--length", "8", "--tokens-per-step", "64", "--steps", "2"]
+    argv += ["--rounds", "1", "--trace-steps", "2", "--peak-size", "64", "--out", str(out)]
+    env = {k: v for k, v in os.environ.items() if k not in threads.THREAD_VARIABLES}
+    process = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "step_breakdown.py"), *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert process.returncode == 0, process.stderr[-3000:]
+    [point] = json.loads(out.read_text())["lengths"]
+    cores = threads.available_cores()
+    assert point["towers"] == (cores if 2 <= cores <= threads.MAX_TOWERS else 1)
+    assert point["ms_by_kind"]["matmul"] > 0 and "logits and loss" in point["ms_by_part"]

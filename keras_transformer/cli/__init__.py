@@ -42,6 +42,8 @@ def _train(args):
     except ValueError as error:
         raise runs.RunError(str(error)) from None
     args.run_dir_resolved = Path(train_config.run_dir)  # for the Ctrl-C message
+    if args.own_process:
+        _configure_cpu_threads(train_config)
     summary = runs.train(train_config, model_overrides, resume=args.resume)
     test = summary["test"]
     if "perplexity" in test:  # a language model
@@ -98,6 +100,28 @@ _INTERRUPTED = {
 }
 
 
+def _configure_cpu_threads(train_config):
+    """One training tower per core where the packed step runs them; says so when it does.
+
+    That is under TensorFlow, for `--task translate` without XLA (the packed step's), on a CPU
+    (`training.threads.configure_cpu_threads` says where else it does not apply).
+    """
+    import keras
+
+    if keras.backend.backend() != "tensorflow" or train_config.task != "translate" or train_config.jit_compile:
+        return
+    from keras_transformer.training.threads import configure_cpu_threads
+
+    towers = configure_cpu_threads()
+    if towers > 1:
+        print(f"CPU training: {towers} towers, one per core, each op on one core")
+
+
+def run():
+    """The `keras-transformer` script: `main` on the process's arguments, as the whole process."""
+    return main(own_process=True)
+
+
 def _interrupted_message(args):
     """What Ctrl-C left behind: `_INTERRUPTED`, unless `train` stopped before its run existed."""
     run_dir = getattr(args, "run_dir_resolved", None)
@@ -106,9 +130,15 @@ def _interrupted_message(args):
     return _INTERRUPTED[args.command]
 
 
-def main(argv=None):
-    """Run the CLI on `argv` (default `sys.argv[1:]`); return the exit status."""
+def main(argv=None, own_process=False):
+    """Run the CLI on `argv` (default `sys.argv[1:]`); return the exit status.
+
+    `own_process`: the CLI is the whole process (`python train.py`, the `keras-transformer`
+    script): `train` may then set TensorFlow's process-wide CPU threads for one training tower
+    per core (`training.threads.configure_cpu_threads`) before TensorFlow starts.
+    """
     args = build_parser().parse_args(argv)
+    args.own_process = own_process
     try:
         from keras_transformer.data.parallel_text import CorpusError  # imports TensorFlow: Ctrl-C may come here
         from keras_transformer.runs import RunError

@@ -2,6 +2,6 @@
 
 import sys
 
-from keras_transformer.cli import main
+from keras_transformer.cli import run
 
-sys.exit(main())
+sys.exit(run())

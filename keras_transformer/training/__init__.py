@@ -10,7 +10,8 @@ Every public name is importable from here.
 Under the TensorFlow backend, importing this package also imports `packed`, the Transformer's
 training step at the real target positions only, which installs itself as
 `Transformer.packed_training`: the model never imports training code, and a model compiled
-with `MaskedLabelSmoothedLoss` has imported this package.
+with `MaskedLabelSmoothedLoss` has imported this package. Its CPU threads, one training tower
+per core, are `threads` (`configure_cpu_threads`, which `train.py` calls first).
 """
 
 import keras

@@ -8,7 +8,9 @@ a training step. `train_step` runs the encoder and the decoder's blocks as the m
 gathers the decoder's states at the real target positions (`[N, D]`, N = the batch's real
 target tokens), projects only those to logits `[N, V]` and computes the loss and the metrics
 from them; the projection and the loss are differentiated as one (`logits_and_loss`), which
-saves passes over `[N, V]` in the backward pass. Everything else is Keras's TensorFlow step:
+saves passes over `[N, V]` in the backward pass. Where TensorFlow runs each op on one core of a
+CPU (`threads.towers`), the batch is split by sentences into one tower per core, each encoded,
+decoded and scored on its own; the tape sums their gradients. Everything else is Keras's TensorFlow step:
 the loss tracker, loss scaling (`mixed_float16`), `tf.distribute` (each replica packs its own
 batch), the optimizer (with weight averaging). The loss, the gradients and the metrics are those
 of Keras's step on the full logits, to float rounding (tests/test_packed_training.py).
@@ -31,6 +33,7 @@ from keras import ops
 
 from keras_transformer.data.special_tokens import PAD_ID
 from keras_transformer.models.translation import Transformer, TransformerLayers, decoder_states, encode
+from keras_transformer.training import threads
 from keras_transformer.training.losses import MaskedLabelSmoothedLoss, smoothed_cross_entropy_forward
 from keras_transformer.training.metrics import MaskedAccuracy, TargetTokens
 
@@ -192,18 +195,25 @@ def train_step(model, data):
     x, labels, _ = keras.utils.unpack_x_y_sample_weight(data)
     source_ids, target_in_ids = (ops.cast(ids, "int32") for ids in x)
     layers = TransformerLayers.from_model(model)
-    real = tf.not_equal(labels, PAD_ID)  # (B, T)
-    real_labels = tf.boolean_mask(labels, real)  # (N,)
-    packed_labels = tf.expand_dims(real_labels, 0)  # (1, N)
+    epsilon = _compiled(model)["loss"].label_smoothing
+    towers = []  # (real labels [N_i], logits [N_i, V]) of each tower
     with tf.GradientTape() as tape:
-        memory, source_mask = encode(layers, source_ids, training=True)
-        states = decoder_states(layers, target_in_ids, memory, source_mask, training=True)  # (B, T, D)
         kernel, bias = layers.logits_weights()
-        with tf.name_scope("logits_and_loss"):  # names the ops in a profile
-            logits, per_token = logits_and_loss(
-                tf.boolean_mask(states, real), kernel, bias, real_labels, _compiled(model)["loss"].label_smoothing
-            )  # (N, V), (N,)
-        logits = tf.expand_dims(logits, 0)  # (1, N, V)
+        per_token = []
+        # One tower per inter-op thread where ops run single-threaded on a CPU (`threads.towers`),
+        # else one: independent chains of ops until the tape sums their gradients.
+        for tower_source, tower_target_in, tower_labels in split_rows(
+            threads.towers(), source_ids, target_in_ids, labels
+        ):
+            memory, source_mask = encode(layers, tower_source, training=True)
+            states = decoder_states(layers, tower_target_in, memory, source_mask, training=True)  # (B_i, T, D)
+            real = tf.not_equal(tower_labels, PAD_ID)  # (B_i, T)
+            real_labels = tf.boolean_mask(tower_labels, real)  # (N_i,)
+            with tf.name_scope("logits_and_loss"):  # names the ops in a profile
+                logits, loss = logits_and_loss(tf.boolean_mask(states, real), kernel, bias, real_labels, epsilon)
+            towers.append((real_labels, logits))  # (N_i,), (N_i, V)
+            per_token.append(loss)  # (N_i,)
+        per_token = tf.concat(per_token, axis=0)  # (N,)
         # What `model.compute_loss` gives for these labels, all real: the mean over the positions
         # (a loss reduced by "sum" is not scaled for the replicas), plus the model's own losses.
         loss = tf.reduce_sum(per_token) / tf.maximum(tf.cast(tf.size(per_token), tf.float32), 1.0)
@@ -214,7 +224,29 @@ def train_step(model, data):
     weights = model.trainable_weights
     model.optimizer.apply_gradients(zip(tape.gradient(loss, weights), weights))
     with tf.name_scope("metrics"):
-        return model.compute_metrics(x, packed_labels, logits, sample_weight=None)
+        for real_labels, logits in towers:  # each tower's positions added to the metrics' counts
+            results = model.compute_metrics(x, real_labels[None], logits[None], sample_weight=None)  # (1, N_i[, V])
+        return results
+
+
+def split_rows(count, *tensors):
+    """Each of `tensors` (the same number of rows B) in `count` parts along its rows, in order.
+
+    The parts are as equal as can be, the first ones a row larger (a part is empty where B <
+    `count`).
+
+    Args:
+        count: int >= 1.
+        *tensors: tensors `[B, ...]`.
+
+    Returns:
+        A list of `count` tuples, one part of each tensor.
+    """
+    if count == 1:
+        return [tensors]
+    rows = tf.shape(tensors[0])[0]
+    sizes = tf.stack([(rows + count - 1 - i) // count for i in range(count)])  # (count,), summing to B
+    return list(zip(*(tf.split(tensor, sizes, num=count) for tensor in tensors)))
 
 
 # The hook `Transformer.train_step` calls through: this module itself, so its `applies` and
