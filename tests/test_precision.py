@@ -159,6 +159,10 @@ def test_a_finished_run_records_the_choice_and_the_machine_in_its_summary(traine
     assert summary["precision"] == {"requested": "float32", "policy": "float32", "reason": "requested"}
     assert summary["machine"]["cpu"] == cpu_info() and summary["machine"]["accelerators"] == visible_accelerators()
     assert summary["train_config"]["precision"] == "float32"
+    # TensorFlow's threads as this test process runs (`python train.py` sets them: test_threads.py).
+    from keras_transformer.training import threads
+
+    assert summary["machine"]["tensorflow_threads"] == threads.settings()
 
 
 def test_a_new_run_logs_its_precision_and_saves_the_policy(tmp_path):

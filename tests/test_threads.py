@@ -28,7 +28,7 @@ if sys.argv[2] == "started":
 towers = threads.configure_cpu_threads()
 total = float(tf.reduce_sum(tf.ones([64, 64]) @ tf.ones([64, 64])))
 print(json.dumps({"towers": towers, "total": total, "intra": tf.config.threading.get_intra_op_parallelism_threads(),
-                  "inter": tf.config.threading.get_inter_op_parallelism_threads()}))
+                  "inter": tf.config.threading.get_inter_op_parallelism_threads(), "settings": threads.settings()}))
 """
 
 
@@ -50,12 +50,14 @@ def configured(cores, started=False, **environment):
 
 def test_configure_gives_one_tower_per_core_and_single_threaded_ops():
     result = configured(4)
-    assert result == {"towers": 4, "total": 64.0**3, "intra": 1, "inter": 4}
+    settings = {"intra_op": 1, "inter_op": 4, "towers": 4}
+    assert result == {"towers": 4, "total": 64.0**3, "intra": 1, "inter": 4, "settings": settings}
 
 
 def test_configure_leaves_a_started_tensorflow_alone():
     result = configured(2, started=True)  # its threads are fixed once it ran an op
-    assert result == {"towers": 1, "total": 64.0**3, "intra": 0, "inter": 0}
+    settings = {"intra_op": 0, "inter_op": 0, "towers": 1}
+    assert result == {"towers": 1, "total": 64.0**3, "intra": 0, "inter": 0, "settings": settings}
 
 
 @pytest.mark.parametrize(
@@ -97,3 +99,4 @@ def test_towers_one_per_inter_op_thread_where_ops_run_on_one_core(monkeypatch, i
         else:
             monkeypatch.setenv(variable, value)
     assert threads.towers() == towers
+    assert threads.settings() == {"intra_op": int(intra or 0), "inter_op": int(inter or 0), "towers": towers}

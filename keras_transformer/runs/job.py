@@ -45,6 +45,7 @@ from keras_transformer.training import (
     finalize_after_fit,
     training_weights_kept,
 )
+from keras_transformer.training import threads
 from keras_transformer.training.distribute import (
     adapt_keras_fit,
     describe,
@@ -240,6 +241,10 @@ def train(train_config, model_overrides=None, resume=False, log=print, extra_cal
 def _train(train_config, strategy, model_overrides, resume, log, extra_callbacks, verbose, started, export):
     replicas = strategy.num_replicas_in_sync
     machine = {"cpu_count": os.cpu_count(), "cpu": cpu_info(), "accelerators": visible_accelerators()}
+    # TensorFlow's threads (0: its default) and the towers of the packed step, where it runs.
+    machine["tensorflow_threads"] = threads.settings()
+    if train_config.task != "translate" or train_config.jit_compile:
+        machine["tensorflow_threads"]["towers"] = 1
     precision = settle_precision(train_config, resume, machine["cpu"], machine["accelerators"])
     train_config, model_config = prepare_run(train_config, model_overrides, resume, log, replicas, precision)
     task = task_of(train_config)

@@ -67,6 +67,19 @@ def towers():
     return max(1, min(inter_op or cores, cores))
 
 
+def settings():
+    """TensorFlow's CPU threads as set (0: its default) and the towers they give, for a record.
+
+    Returns:
+        `{"intra_op": int, "inter_op": int, "towers": int}`.
+    """
+    return {
+        "intra_op": _threads(tf.config.threading.get_intra_op_parallelism_threads, "TF_NUM_INTRAOP_THREADS"),
+        "inter_op": _threads(tf.config.threading.get_inter_op_parallelism_threads, "TF_NUM_INTEROP_THREADS"),
+        "towers": towers(),
+    }
+
+
 def configure_cpu_threads():
     """Run each TensorFlow op on one core and one op per core, for one training tower per core.
 
