@@ -43,9 +43,9 @@ from keras_transformer.training import (
     compile_transformer,
     dtype_policy,
     finalize_after_fit,
+    threads,
     training_weights_kept,
 )
-from keras_transformer.training import threads
 from keras_transformer.training.distribute import (
     adapt_keras_fit,
     describe,
