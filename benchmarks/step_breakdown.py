@@ -439,6 +439,7 @@ def print_report(args, results, peak, cpu):
     """Per length: the step, its busy time by part, phase and kind (ms and share), and the longest ops."""
     import common
     import keras
+    from train_throughput_rounds import describe_peaks
 
     print()
     print(
@@ -446,7 +447,7 @@ def print_report(args, results, peak, cpu):
         f"step, backend {keras.backend.backend()} ({results[0]['device']}), {os.cpu_count()} CPUs"
     )
     print(common.cpu_line(cpu))
-    print(f"matmul peak: float32 {peak['float32'] / 1e9:,.0f} GFLOP/s, bfloat16 {peak['bfloat16'] / 1e9:,.0f} GFLOP/s")
+    print(f"matmul peak: {describe_peaks(peak)}")
     parts = list(dict.fromkeys(part for r in results for part in r["ms_by_part"]))
     header = f"{'':<46}" + "".join(f"{'length ' + str(r['length']):>16}" for r in results)
     print(header)
@@ -512,7 +513,7 @@ def run(argv):
     args = parse_args(argv)
     import common
     import keras
-    from train_throughput_rounds import matmul_peaks, matmul_peaks_elsewhere
+    from train_throughput_rounds import matmul_peaks, matmul_peaks_elsewhere, peak_dtypes
 
     if keras.backend.backend() not in ("jax", "tensorflow"):
         sys.exit(f"step_breakdown.py traces JAX's or TensorFlow's step; Keras runs {keras.backend.backend()}")
@@ -521,10 +522,10 @@ def run(argv):
     if keras.backend.backend() == "tensorflow" and args.threads == "towers":
         from keras_transformer.training.threads import configure_cpu_threads
 
-        peak = matmul_peaks_elsewhere(args.peak_size)
+        peak = matmul_peaks_elsewhere(args.peak_size, peak_dtypes([args.precision]))
         towers = configure_cpu_threads()
     else:
-        peak = matmul_peaks(args.peak_size)
+        peak = matmul_peaks(args.peak_size, peak_dtypes([args.precision]))
     results = []
     for length in args.length:
         print(f"length {length}: building, compiling, timing, tracing", flush=True)

@@ -72,7 +72,7 @@ import common
 import keras
 from language_models_workload import FIRST_PIECE_ID
 from train_throughput_models import MODELS, SHARED, TASKS, at_length, model_config, step_flops, target_tokens_per_step
-from train_throughput_rounds import compare, matmul_peaks
+from train_throughput_rounds import compare, describe_peaks, matmul_peaks, peak_dtypes
 from train_throughput_worker import run_worker
 
 from keras_transformer.config import PRECISIONS, PRESETS, TrainConfig
@@ -220,10 +220,7 @@ def print_report(args, peak, sweep, cpu):
         f"rounds of {args.steps} steps, backend {keras.backend.backend()}, {os.cpu_count()} CPUs"
     )
     print(common.cpu_line(cpu))
-    print(
-        f"matmul peak ({args.peak_size}^3): float32 {peak['float32'] / 1e9:,.0f} GFLOP/s, bfloat16 "
-        f"{peak['bfloat16'] / 1e9:,.0f} GFLOP/s"
-    )
+    print(f"matmul peak ({args.peak_size}^3): {describe_peaks(peak)}")
     for point in sweep:
         config = model_config(at_length(args, point["length"]))
         blocks = config.num_blocks if args.task == "lm" else f"{config.num_blocks}+{config.num_blocks}"
@@ -294,11 +291,8 @@ def main(argv=None):
         print(f"precision {choice.requested}: {choice.describe()}", flush=True)
         if choice.warning:
             print(choice.warning, flush=True)
-    peak = matmul_peaks(args.peak_size)
-    print(
-        f"matmul peak: float32 {peak['float32'] / 1e9:,.0f} GFLOP/s, bfloat16 {peak['bfloat16'] / 1e9:,.0f} GFLOP/s",
-        flush=True,
-    )
+    peak = matmul_peaks(args.peak_size, peak_dtypes(policies))
+    print(f"matmul peak: {describe_peaks(peak)}", flush=True)
     sweep = [run_length(at_length(args, length), policies, peak) for length in args.length]
     bleu = {}
     if args.bleu_epochs and args.task == "translation" and keras.backend.backend() == "tensorflow":

@@ -44,20 +44,35 @@ def matmul_peak(size, dtype, repeats=5, chain=4):
     return float(np.median(rates))
 
 
-def matmul_peaks(size):
-    """`{"float32": FLOP/s, "bfloat16": FLOP/s}`: `matmul_peak` of each, in this process."""
-    return {dtype: matmul_peak(size, dtype) for dtype in ("float32", "bfloat16")}
+def peak_dtypes(policies):
+    """The matmul peaks `policies` need: float32's always, bfloat16's where a bfloat16 policy runs.
+
+    (Under `ONEDNN_MAX_CPU_ISA=AVX2` on a CPU with AVX512-BF16, oneDNN crashes on a bfloat16
+    matmul: a float32 run there measures no bfloat16 peak.)
+    """
+    return ("float32", "bfloat16") if any("bfloat16" in policy for policy in policies) else ("float32",)
 
 
-def matmul_peaks_elsewhere(size):
+def matmul_peaks(size, dtypes=("float32", "bfloat16")):
+    """`{dtype: FLOP/s}`: `matmul_peak` of each of `dtypes`, in this process."""
+    return {dtype: matmul_peak(size, dtype) for dtype in dtypes}
+
+
+def describe_peaks(peak):
+    """`"float32 N GFLOP/s, bfloat16 M GFLOP/s"`, or "bfloat16 not measured"."""
+    bfloat16 = f"{peak['bfloat16'] / 1e9:,.0f} GFLOP/s" if "bfloat16" in peak else "not measured"
+    return f"float32 {peak['float32'] / 1e9:,.0f} GFLOP/s, bfloat16 {bfloat16}"
+
+
+def matmul_peaks_elsewhere(size, dtypes=("float32", "bfloat16")):
     """`matmul_peaks` measured in a fresh process of its own, with the backend's default threads.
 
     For a process that sets TensorFlow's threads for training towers (one intra-op thread): its
     own matmuls would run on one core, and the peak must be the machine's.
     """
     code = (
-        f"import json, sys; sys.path.insert(0, {str(SCRIPT.parent)!r}); "
-        f"from train_throughput_rounds import matmul_peaks; print(json.dumps(matmul_peaks({int(size)})))"
+        f"import json, sys; sys.path.insert(0, {str(SCRIPT.parent)!r}); from train_throughput_rounds import "
+        f"matmul_peaks; print(json.dumps(matmul_peaks({int(size)}, {tuple(dtypes)!r})))"
     )
     process = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     if process.returncode:

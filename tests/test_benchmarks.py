@@ -81,6 +81,14 @@ def test_step_split_finds_the_block_time_a_target_ratio_needs():
     assert split["ours_blocks_ms_needed_for_target"] == 60.0  # 100 + 60 = 200 / 1.25
 
 
+def test_the_bfloat16_peak_is_measured_only_where_a_bfloat16_policy_runs():
+    assert throughput_rounds.peak_dtypes(["float32"]) == ("float32",)
+    assert throughput_rounds.peak_dtypes(["float32", "mixed_bfloat16"]) == ("float32", "bfloat16")
+    assert set(throughput_rounds.matmul_peaks(32, ("float32",))) == {"float32"}
+    described = throughput_rounds.describe_peaks({"float32": 4.2e11})
+    assert described == "float32 420 GFLOP/s, bfloat16 not measured"
+
+
 def test_synthetic_batches_look_like_the_pipelines_and_are_the_same_for_every_worker():
     args = train_throughput.parse_args(["--batches", "3", "--batch-size", "5", "--length", "8", "--vocab", "30"])
     args = throughput_models.at_length(args, 8)  # as a worker sees it: one length
