@@ -3,8 +3,7 @@
 On a CPU TensorFlow splits each op of a step across its intra-op threads, one per core, which
 meet again at the op's end. At a small model's size most ops are short, and that hand-off costs
 as much as the work: on 2 cores of a Zen 5 EPYC an elementwise op over `[1536, 128]` floats took
-24 microseconds split over both cores against 9 on one, and the small preset's training step
-kept the cores less busy than its op count suggests.
+24 microseconds split over both cores against 9 on one.
 
 `configure_cpu_threads` gives TensorFlow one intra-op thread (each op runs whole, on one core)
 and one inter-op thread per core, before its first op. `towers` then tells the packed training
@@ -13,10 +12,11 @@ chains of ops that do not depend on each other until the gradients are summed, w
 threads run side by side. The step's loss, gradients and metrics are those of the whole batch
 (to float rounding); dropout draws its masks tower by tower.
 
-With `python benchmarks/train_throughput.py` (small preset, batch 64 x 24, float32) on 2 cores of
-a Zen 5 EPYC, the step took about 66-73 ms this way against 73-85 ms with TensorFlow's default
-threads (docs/benchmarks/throughput.md has the runs). More cores than 2 are not measured;
-`configure_cpu_threads` leaves machines of more than `MAX_TOWERS` cores to TensorFlow's defaults.
+In four runs of `python benchmarks/train_throughput.py` (small preset, batch 64 x 24, float32) on
+2 cores of a Zen 5 EPYC, our step took 66.0 to 70.1 ms this way, where it had taken 73 to 85 ms
+with TensorFlow's default threads (docs/benchmarks/throughput.md). More cores than 2 are not
+measured; `configure_cpu_threads` leaves machines of more than `MAX_TOWERS` cores to
+TensorFlow's defaults.
 """
 
 import os
