@@ -34,8 +34,9 @@ What runs under JAX (XLA makes the step one program whose ops can be named):
   CPU the sum over its threads, so it can exceed the wall clock), the share of the busy time in
   each part and phase, the share in matmuls, and the `--top` ops with their paths.
 
-Under TensorFlow (its default step, no XLA: the one train_throughput.py times) the same rounds run,
-traced with `tf.profiler`; each op the executor ran is named by its path of name scopes (Keras's
+Under TensorFlow (its default step, no XLA: the one train_throughput.py times, in one training
+tower per core as `train.py` runs it, or with `--threads default` TensorFlow's own threads) the
+same rounds run, traced with `tf.profiler`; each op the executor ran is named by its path of name scopes (Keras's
 layers, `gradient_tape/` for the backward pass, the optimizer's scope for the update) and its op
 type (a matmul: `MatMul`, `BatchMatMul`, oneDNN's fused matmuls, convolutions, einsums). The
 executor runs independent ops on two threads at once, so here too the busy time can exceed the

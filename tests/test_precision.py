@@ -162,7 +162,7 @@ def test_a_finished_run_records_the_choice_and_the_machine_in_its_summary(traine
     # TensorFlow's threads as this test process runs (`python train.py` sets them: test_threads.py).
     from keras_transformer.training import threads
 
-    assert summary["machine"]["tensorflow_threads"] == threads.settings()
+    assert summary["machine"]["tensorflow_threads"] == threads.settings(train_config)
 
 
 def test_a_new_run_logs_its_precision_and_saves_the_policy(tmp_path):

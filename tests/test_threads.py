@@ -13,6 +13,8 @@ from pathlib import Path
 import keras
 import pytest
 
+from keras_transformer.config import TrainConfig
+
 pytestmark = pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TensorFlow's threads")
 
 REPO = Path(__file__).resolve().parents[1]
@@ -100,3 +102,7 @@ def test_towers_one_per_inter_op_thread_where_ops_run_on_one_core(monkeypatch, i
             monkeypatch.setenv(variable, value)
     assert threads.towers() == towers
     assert threads.settings() == {"intra_op": int(intra or 0), "inter_op": int(inter or 0), "towers": towers}
+    # A run whose step has no towers: the language models', XLA's.
+    for run, split in ((TrainConfig(), True), (TrainConfig(task="lm"), False), (TrainConfig(jit_compile=True), False)):
+        assert threads.trains_in_towers(run) == split
+        assert threads.settings(run)["towers"] == (towers if split else 1)

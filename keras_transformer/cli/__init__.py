@@ -103,16 +103,18 @@ _INTERRUPTED = {
 def _configure_cpu_threads(train_config):
     """One training tower per core where the packed step runs them; says so when it does.
 
-    That is under TensorFlow, for `--task translate` without XLA (the packed step's), on a CPU
-    (`training.threads.configure_cpu_threads` says where else it does not apply).
+    That is under TensorFlow, for a run that trains with the packed step (`trains_in_towers`), on a
+    CPU (`training.threads.configure_cpu_threads` says where else it does not apply).
     """
     import keras
 
-    if keras.backend.backend() != "tensorflow" or train_config.task != "translate" or train_config.jit_compile:
+    if keras.backend.backend() != "tensorflow":
         return
-    from keras_transformer.training.threads import configure_cpu_threads
+    from keras_transformer.training import threads
 
-    towers = configure_cpu_threads()
+    if not threads.trains_in_towers(train_config):
+        return
+    towers = threads.configure_cpu_threads()
     if towers > 1:
         print(f"CPU training: {towers} towers, one per core, each op on one core")
 

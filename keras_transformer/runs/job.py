@@ -241,10 +241,7 @@ def train(train_config, model_overrides=None, resume=False, log=print, extra_cal
 def _train(train_config, strategy, model_overrides, resume, log, extra_callbacks, verbose, started, export):
     replicas = strategy.num_replicas_in_sync
     machine = {"cpu_count": os.cpu_count(), "cpu": cpu_info(), "accelerators": visible_accelerators()}
-    # TensorFlow's threads (0: its default) and the towers of the packed step, where it runs.
-    machine["tensorflow_threads"] = threads.settings()
-    if train_config.task != "translate" or train_config.jit_compile:
-        machine["tensorflow_threads"]["towers"] = 1
+    machine["tensorflow_threads"] = threads.settings(train_config)  # and the packed step's towers
     precision = settle_precision(train_config, resume, machine["cpu"], machine["accelerators"])
     train_config, model_config = prepare_run(train_config, model_overrides, resume, log, replicas, precision)
     task = task_of(train_config)

@@ -67,8 +67,20 @@ def towers():
     return max(1, min(inter_op or cores, cores))
 
 
-def settings():
+def trains_in_towers(train_config):
+    """Whether a run of `train_config` trains with the packed step, the one that splits into towers.
+
+    That is `--task translate` without XLA (the packed step needs TensorFlow without XLA).
+    """
+    return train_config.task == "translate" and not train_config.jit_compile
+
+
+def settings(train_config=None):
     """TensorFlow's CPU threads as set (0: its default) and the towers they give, for a record.
+
+    Args:
+        train_config: the run's `TrainConfig`, or None; a run whose step has no towers
+            (`trains_in_towers`) is given 1.
 
     Returns:
         `{"intra_op": int, "inter_op": int, "towers": int}`.
@@ -76,7 +88,7 @@ def settings():
     return {
         "intra_op": _threads(tf.config.threading.get_intra_op_parallelism_threads, "TF_NUM_INTRAOP_THREADS"),
         "inter_op": _threads(tf.config.threading.get_inter_op_parallelism_threads, "TF_NUM_INTEROP_THREADS"),
-        "towers": towers(),
+        "towers": towers() if train_config is None or trains_in_towers(train_config) else 1,
     }
 
 
