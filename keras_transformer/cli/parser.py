@@ -63,8 +63,11 @@ def _value_type(field):
     return field.type if field.default is None else type(field.default)
 
 
-def _add_config_flags(parser, config_class, title, only=None, exclude=()):
-    """Flags for the fields of `config_class`.
+def add_config_flags(parser, config_class, title, only=None, exclude=(), fields=None, defaults=None):
+    """Flags for the fields of `config_class`: `--field-name` (and `--field_name`), the field's help and choices.
+
+    The one generator of config flags: the `train`, `evaluate` and `export` commands use it, and so
+    do the benchmarks, so that a flag always has its field's name.
 
     Args:
         parser: the (sub)command's `argparse.ArgumentParser`.
@@ -73,17 +76,31 @@ def _add_config_flags(parser, config_class, title, only=None, exclude=()):
         only: names of the only fields to offer, whose flags then default to the run's settings
             (`evaluate`, `export`); None for all fields with `cli=True`.
         exclude: names of fields not to offer (flags another group has already).
+        fields: names of the fields to offer, in this order, whatever their `cli` metadata; None for
+            the fields `only` and `exclude` select.
+        defaults: `{field name: value}`, the flags' defaults (shown by `--help`); a flag of a field
+            not in it is left out of the namespace unless given (a config file or the config's own
+            default then decides).
 
     Returns:
         The set of names of the fields offered.
     """
     group = parser.add_argument_group(title)
     offered = set()
-    for field in dataclasses.fields(config_class):
-        if not field.metadata.get("cli", True) or (only is not None and field.name not in only):
-            continue
-        if field.name in exclude:
-            continue
+    defaults = defaults or {}
+    if fields is not None:
+        by_name = {field.name: field for field in dataclasses.fields(config_class)}
+        unknown = [name for name in fields if name not in by_name]
+        if unknown:
+            raise ValueError(f"`fields` must name fields of {config_class.__name__}. Received: fields={unknown}")
+        selected = [by_name[name] for name in fields]
+    else:
+        selected = [
+            field
+            for field in dataclasses.fields(config_class)
+            if field.metadata.get("cli", True) and (only is None or field.name in only) and field.name not in exclude
+        ]
+    for field in selected:
         offered.add(field.name)
         flag = "--" + field.name.replace("_", "-")
         aliases = [flag] if "_" not in field.name else [flag, "--" + field.name]
@@ -97,11 +114,17 @@ def _add_config_flags(parser, config_class, title, only=None, exclude=()):
             type=kind,
             nargs="+" if paths else None,
             choices=field.metadata.get("choices"),
-            default=argparse.SUPPRESS,  # only explicit flags reach the namespace
+            # Without a given default, only explicit flags reach the namespace.
+            default=defaults.get(field.name, argparse.SUPPRESS),
             metavar="FILE" if paths else None if field.metadata.get("choices") else field.name.upper(),
             help=field.metadata["help"]
             if paths
-            else f"{field.metadata['help']} {_default_text(config_class, field, only)}",
+            else f"{field.metadata['help']} "
+            + (
+                f"(default: {defaults[field.name]!r})"
+                if field.name in defaults
+                else _default_text(config_class, field, only)
+            ),
         )
     return offered
 
@@ -139,9 +162,9 @@ def _add_train_command(commands):
         "--config", type=Path, help="JSON file of TrainConfig and model config fields; flags override it"
     )
     train.add_argument("--resume", action="store_true", help="continue the interrupted run in --run-dir")
-    _add_config_flags(train, TrainConfig, "training")
-    model_flags = _add_config_flags(train, ModelConfig, "model (override the preset)")
-    _add_config_flags(
+    add_config_flags(train, TrainConfig, "training")
+    model_flags = add_config_flags(train, ModelConfig, "model (override the preset)")
+    add_config_flags(
         train,
         LanguageModelConfig,
         "language model (--task lm/mlm; the model flags above but --max-source-len and --max-target-len apply too)",
@@ -159,7 +182,7 @@ def _add_run_commands(commands):
         "evaluate", formatter_class=_HelpFormatter, help="score a finished run on its test split"
     )
     evaluate.add_argument("--run-dir", required=True, type=Path, help="run directory written by `train`")
-    _add_config_flags(evaluate, TrainConfig, "decoding", only=DECODING_FIELDS)
+    add_config_flags(evaluate, TrainConfig, "decoding", only=DECODING_FIELDS)
 
     export = commands.add_parser(
         "export",
@@ -174,7 +197,7 @@ def _add_run_commands(commands):
     export.add_argument(
         "--ids-only", action="store_true", help="export token ids -> token ids without tensorflow-text ops"
     )
-    _add_config_flags(export, TrainConfig, "decoding", only=DECODING_FIELDS)
+    add_config_flags(export, TrainConfig, "decoding", only=DECODING_FIELDS)
 
 
 def _add_generate_command(commands):
