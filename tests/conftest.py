@@ -2,7 +2,6 @@
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import keras
@@ -17,10 +16,6 @@ from keras_transformer.data.tokenizers import START_ID
 from keras_transformer.models import build_transformer
 
 ROOT = Path(__file__).resolve().parents[1]
-# `benchmarks/` holds scripts and the studies they run, not a package: its folder goes on `sys.path`
-# once, here, for every test that imports one of them.
-BENCHMARKS = ROOT / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))
 
 # The tests' tiny sizes: batch, source length, target length, d_model, heads, d_ff, blocks.
 B, S, T, D, H, F, N = 2, 5, 4, 8, 2, 16, 2

@@ -1,4 +1,4 @@
-"""The models of both libraries in language_models.py, built at the same size, and their generation.
+"""The language models of both libraries at the same size, and their generation (the LM and speed studies).
 
 The models (`build_model`), each from one `LanguageModelConfig` of `--preset` and kind:
 

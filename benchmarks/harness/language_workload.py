@@ -1,4 +1,4 @@
-"""The work language_models.py gives both libraries alike: model sizes, batches, and their model FLOPs.
+"""The work the LM studies give both libraries alike: model sizes, batches, and their model FLOPs.
 
 Both workers build their models from the same `LanguageModelConfig` (`model_config`) and make the
 same seeded batches themselves (`decoder_batches`, `encoder_batches`; language_models.py's
