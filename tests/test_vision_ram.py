@@ -134,6 +134,30 @@ def test_a_training_step_moves_the_location_policy(reward, baseline):
     assert any(not np.allclose(b, np.array(w)) for b, w in zip(before, model.locator.weights))
 
 
+@pytest.mark.parametrize("policy_trains_core", [True, False])
+def test_the_location_policy_trains_the_core_unless_told_not_to(policy_trains_core):
+    """The module docstring's claim: REINFORCE reaches the core by default, the locator alone with `False`.
+
+    The gradient of the locations' log-probabilities (what the REINFORCE surrogate weighs) with
+    respect to the core's and the locator's weights; the baseline never reaches the core.
+    """
+    import tensorflow as tf
+
+    images = np.random.default_rng(5).random((3, 10, 10, 1)).astype(np.float32)
+    model = small_model(policy_trains_core=policy_trains_core)
+    model.build(images.shape)
+    core, locator, value_head = model.cell.trainable_weights, model.locator.trainable_weights, model.value_head
+    with tf.GradientTape(persistent=True) as tape:
+        outputs = model(images, training=True)
+        log_probs, baselines = tf.reduce_sum(outputs["log_probs"]), tf.reduce_sum(outputs["baselines"])
+
+    def reaches(target, weights):  # whether any of `weights` gets a gradient that is not zero
+        return any(g is not None and np.abs(np.asarray(g)).max() > 0 for g in tape.gradient(target, weights))
+
+    assert [reaches(log_probs, core), reaches(log_probs, locator)] == [policy_trains_core, True]
+    assert [reaches(baselines, core), reaches(baselines, value_head.trainable_weights)] == [False, True]
+
+
 def test_config_round_trip_and_keras_file(tmp_path):
     model = small_model(core="lstm", location_std=0.15, reward="log_likelihood", policy_trains_core=False)
     images = np.random.default_rng(4).random((2, 10, 10, 1)).astype(np.float32)

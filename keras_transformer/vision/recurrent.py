@@ -23,9 +23,14 @@ decision's log-probability is weighed by the reward minus a baseline. The paper'
 `b_t = W_v h_t` regressed on the reward, is the default (`Reinforce("value")`). The rest of the
 network learns by the cross-entropy of the classification: the paper's hybrid loss.
 
+The location head reads `h_t` as it is by default (`policy_trains_core=True`), so REINFORCE
+trains the recurrent core and the glimpse network as well as the location head, as in the paper;
+with `policy_trains_core=False` it reads `h_t` through a stop-gradient, and REINFORCE trains the
+location head alone (the core then learns from the cross-entropy only).
+
 Deviations from the paper, each a common choice of reimplementations:
-- the location head and the baseline read `h_t` through a stop-gradient, so REINFORCE trains the
-  location head alone and the recurrent core learns from the cross-entropy only;
+- the baseline reads `h_t` through a stop-gradient, so its regression on the reward trains the
+  baseline alone, never the core;
 - the first glimpse is at the centre, not at a random location;
 - a sampled location is clipped to the image ([-1, 1]) before the sensor reads it (its
   log-probability is that of the unclipped sample);
@@ -146,6 +151,11 @@ class RecurrentAttentionModel(keras.Model):
         core: one of `CORES`: `"gru"`, `"lstm"` or `"rnn"` (the paper's `relu(W h + U g)`).
         location_std: float sigma > 0, the standard deviation of the location policy, in
             normalized coordinates (the canvas is 2 wide).
+        reward: one of `REWARDS`: `"correct"` (the paper's: 1 for a right classification, 0
+            otherwise) or `"log_likelihood"` (the log-probability of the right class).
+        policy_trains_core: bool; True (default, the paper's) lets REINFORCE's gradient reach the
+            core and the glimpse network through the location head; False puts a stop-gradient
+            between the core and the location head, which REINFORCE then trains alone.
         reinforce: a `Reinforce`, its `get_config()` dict, or None for `DEFAULT_REINFORCE`
             (the paper's learned baseline `b_t = W_v h_t`); `"learned"` is one scalar for every
             step.
