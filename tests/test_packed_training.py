@@ -69,6 +69,7 @@ def fitted(pack, precision="float32", data=None, dropout_rate=0.1, ema_momentum=
     optimizer = keras.optimizers.SGD(0.5, use_ema=ema_momentum > 0, ema_momentum=ema_momentum or 0.99)
     model.compile(optimizer, MaskedLabelSmoothedLoss(0.1), metrics=[MaskedAccuracy(), TargetTokens()])
     optimizer.build(model.trainable_variables)  # as compile_transformer does: left to fit, the step is traced twice
+    packed.attach(model)  # as compile_transformer does: a plain compile leaves the model Keras's step
     model.pack_targets = pack
     data = batches() if data is None else data
 
@@ -137,6 +138,7 @@ def test_towers_draw_their_own_dropout_masks(monkeypatch):
     model.compile(
         "sgd", MaskedLabelSmoothedLoss(), metrics=[MaskedAccuracy()], run_eagerly=True
     )  # the step runs as Python
+    packed.attach(model)
     losses = []
     project = packed.logits_and_loss
     monkeypatch.setattr(threads, "towers", lambda: 2)
@@ -173,6 +175,7 @@ def test_packed_step_projects_only_the_real_target_positions(packed_steps, monke
     model = build_transformer(model_config)
     metrics = [MaskedAccuracy(), TargetTokens()]
     model.compile("sgd", MaskedLabelSmoothedLoss(), metrics=metrics, run_eagerly=True)  # the step runs as Python
+    packed.attach(model)
     projected = []
     project = packed.logits_and_loss
     monkeypatch.setattr(
@@ -258,28 +261,65 @@ def test_keras_step_trains_where_packing_does_not_apply(packed_steps):
     assert not packed_steps
 
 
-def test_importing_training_installs_the_packed_step_on_the_model():
-    assert Transformer.packed_training is packed
-    assert build_transformer(tiny_config(num_blocks=1)).packed_training is packed
+def test_compile_transformer_attaches_the_packed_step_and_a_plain_compile_does_not(packed_steps):
+    assert Transformer.packed_training is None  # no import sets it on the class
+    assert compiled_tiny().packed_training is packed
+    plain = build_transformer(tiny_config(num_blocks=1))
+    plain.compile("sgd", MaskedLabelSmoothedLoss(), metrics=[MaskedAccuracy(), TargetTokens()])
+    assert plain.packed_training is None
+    (x, y) = batches()[0]
+    plain.fit(x, y, batch_size=4, epochs=1, verbose=0)  # Keras's step: it was never given the packed one
+    assert not packed_steps
+    other = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    assert packed.attach(other) is other and not hasattr(other, "packed_training")  # only a Transformer's
 
 
-# What importing the models imports, in a fresh process: no training code until training is imported.
-IMPORTS_SCRIPT = """
+# In a fresh process that never imports `training.packed`, a Transformer trains with Keras's step;
+# one compiled by `compile_transformer` (which imports it itself) trains with the packed step.
+FRESH_PROCESS_SCRIPT = """
 import sys
-from keras_transformer.models import Transformer
+import keras
+import numpy as np
+from keras_transformer.models import Transformer, build_transformer
 assert not any(name.startswith("keras_transformer.training") for name in sys.modules), "models imported training"
-assert Transformer.packed_training is None
-from keras_transformer.training import packed
-assert Transformer.packed_training is packed
+from keras_transformer.config import ModelConfig, TrainConfig
+from keras_transformer.training import MaskedAccuracy, MaskedLabelSmoothedLoss, TargetTokens, compile_transformer
+assert "keras_transformer.training.packed" not in sys.modules, "importing training imported packed"
+
+steps = []
+keras_step = keras.Model.train_step
+keras.Model.train_step = lambda self, data: steps.append("keras") or keras_step(self, data)
+config = ModelConfig(source_vocab_size=20, target_vocab_size=20, d_model=8, num_heads=2, d_ff=16, num_blocks=1,
+                     dropout_rate=0.0, max_source_len=12, max_target_len=12).validate()
+rng = np.random.default_rng(0)
+x = (rng.integers(1, 20, (4, 6)).astype("int32"), rng.integers(1, 20, (4, 5)).astype("int32"))
+y = rng.integers(1, 20, (4, 5)).astype("int32")
+
+model = build_transformer(config)
+model.compile("sgd", MaskedLabelSmoothedLoss(), metrics=[MaskedAccuracy(), TargetTokens()])
+model.fit(x, y, batch_size=4, epochs=1, verbose=0)
+assert model.packed_training is None and steps and set(steps) == {"keras"}, steps
+assert "keras_transformer.training.packed" not in sys.modules, "fit imported packed"
+
+model = compile_transformer(build_transformer(config), config, TrainConfig())
+packed = sys.modules["keras_transformer.training.packed"]
+assert model.packed_training is packed and Transformer.packed_training is None
+packed_step = packed.train_step
+packed.train_step = lambda model, data: steps.append("packed") or packed_step(model, data)
+del steps[:]
+model.fit(x, y, batch_size=4, epochs=1, verbose=0)
+assert steps and set(steps) == {"packed"}, steps
+print("OK")
 """
 
 
-def test_models_import_no_training_and_training_installs_its_step():
+def test_a_fresh_process_trains_with_keras_step_unless_compile_transformer_attaches_the_packed_one():
     root = Path(__file__).resolve().parents[1]
     process = subprocess.run(
-        [sys.executable, "-c", IMPORTS_SCRIPT], cwd=root, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", FRESH_PROCESS_SCRIPT], cwd=root, capture_output=True, text=True, timeout=300
     )
     assert process.returncode == 0, process.stderr[-4000:]
+    assert process.stdout.strip().splitlines()[-1] == "OK"
 
 
 # Two replicas on two logical CPUs of one process: each packs its own half of the batch. Run in a

@@ -217,22 +217,24 @@ class Transformer(keras.Model):
     """The functional encoder-decoder model of `build_transformer`, with a leaner training step.
 
     Under TensorFlow, `model.fit` computes the logits, the loss and the metrics only at the real
-    target positions when the model is compiled as `training.compile_transformer` compiles it
-    and runs without XLA (`keras_transformer.training.packed` says when and how): the same loss,
+    target positions when the model is compiled by `training.compile_transformer` (or compiled
+    alike and given the packed step by `training.packed.attach`) and runs without XLA
+    (`keras_transformer.training.packed` says when and how): the same loss,
     gradients and metrics as Keras's own step, without the output projection, loss and their
     gradients over padding. Elsewhere, and with `pack_targets = False`, it trains with Keras's
     step. Calling, evaluating and predicting are those of any functional model.
 
-    The model does not import training code: the packed step is the class attribute
-    `packed_training`, a hook that `keras_transformer.training.packed` sets to itself when it is
-    imported (importing `keras_transformer.training` does so under TensorFlow). The hook is
-    None until then, or an object with `applies(model, data)`, whether its step is the same as
-    Keras's on this batch, and `train_step(model, data)`, which takes that step; both are looked
-    up on it at every trace of the step.
+    The model does not import training code: the packed step is the model's attribute
+    `packed_training`, which the training code that compiles it sets explicitly
+    (`training.compile_transformer` does, under TensorFlow, through
+    `keras_transformer.training.packed.attach`). It is None until then, and `fit` takes Keras's
+    step, whatever was imported; once attached, an object with `applies(model, data)`, whether
+    its step is the same as Keras's on this batch, and `train_step(model, data)`, which takes
+    that step; both are looked up on it at every trace of the step.
     """
 
     pack_targets = True  # set False on a model to train it with Keras's own step
-    packed_training = None  # the packed step's hook, set by `keras_transformer.training.packed`
+    packed_training = None  # the packed step, attached to a model by `keras_transformer.training.packed.attach`
 
     def train_step(self, *args, **kwargs):
         hook = self.packed_training

@@ -7,14 +7,11 @@ in `fused_adam`), the averaged weights swapped in and out (`averaging`), callbac
 (`callbacks`), and `compile_transformer` with the dtype policy a model is built in (`compile`).
 Every public name is importable from here.
 
-Under the TensorFlow backend, importing this package also imports `packed`, the Transformer's
-training step at the real target positions only, which installs itself as
-`Transformer.packed_training`: the model never imports training code, and a model compiled
-with `MaskedLabelSmoothedLoss` has imported this package. Its CPU threads, one training tower
-per core, are `threads` (`configure_cpu_threads`, which `train.py` calls first).
+`packed` is the Transformer's training step at the real target positions only (TensorFlow):
+`compile_transformer` attaches it to the model it compiles (`packed.attach`), and importing a
+module changes no model's step. Its CPU threads, one training tower per core, are `threads`
+(`configure_cpu_threads`, which `train.py` calls first).
 """
-
-import keras
 
 from keras_transformer.training.averaging import (
     averaged_weights,
@@ -32,9 +29,6 @@ from keras_transformer.training.losses import (
 from keras_transformer.training.metrics import MaskedAccuracy, TargetTokens, argmax_hits, predicted_ids
 from keras_transformer.training.optimizers import EMA_EVERY, AveragingAdam
 from keras_transformer.training.schedules import NoamSchedule
-
-if keras.backend.backend() == "tensorflow":
-    from keras_transformer.training import packed  # noqa: F401  (sets `Transformer.packed_training`)
 
 __all__ = [
     "EMA_EVERY",

@@ -2,7 +2,7 @@
 
 `dtype_policy` sets the Keras dtype policy while a model is built; `compile_transformer` compiles
 it with the paper's optimizer (Adam on the Noam schedule, as `AveragingAdam`), the masked
-label-smoothed loss and the masked metrics.
+label-smoothed loss and the masked metrics, and attaches the packed training step (`packed`).
 """
 
 import contextlib
@@ -45,6 +45,11 @@ def compile_transformer(model, model_config, train_config):
     With `train_config.lr_cooldown > 0` the learning rate falls linearly to 0 over the run's last
     steps, that share of its `epochs * steps_per_epoch` (see `AveragingAdam`).
 
+    Under TensorFlow, a `Transformer` is also given the packed training step
+    (`keras_transformer.training.packed.attach`), which computes the logits, the loss and their
+    gradients at the real target positions only; other models, and every model under another
+    backend, train with Keras's step.
+
     Args:
         model: the Keras model to compile.
         model_config: `ModelConfig`; its `d_model` sets the schedule.
@@ -76,4 +81,8 @@ def compile_transformer(model, model_config, train_config):
     # Built here, eagerly: left to `fit`, Keras creates the optimizer's variables inside the first
     # step's trace, behind an initialization check per variable, and that trace takes twice as long.
     model.optimizer.build(model.trainable_variables)
+    if keras.backend.backend() == "tensorflow":  # the packed step is TensorFlow code
+        from keras_transformer.training import packed
+
+        packed.attach(model)
     return model

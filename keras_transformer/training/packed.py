@@ -15,14 +15,15 @@ the loss tracker, loss scaling (`mixed_float16`), `tf.distribute` (each replica 
 batch), the optimizer (with weight averaging). The loss, the gradients and the metrics are those
 of Keras's step on the full logits, to float rounding (tests/test_packed_training.py).
 
-The model does not import this module: importing it makes this module the `Transformer`'s
-`packed_training` hook, and `keras_transformer.training` imports it under the TensorFlow backend,
-so any model compiled with `MaskedLabelSmoothedLoss` has it. `Transformer.train_step` then calls
-`train_step` (looked up on this module at every step) when `applies`: TensorFlow without XLA (a
-packed batch has a shape known only at run time), batches `((source_ids, target_in_ids),
-target_out_ids)` without sample weights, and a model compiled as `compile_transformer` compiles
-it (the masked label-smoothed loss, whose value ignores padding, and only metrics that ignore
-padding), by `compile_transformer` or by a plain `model.compile`.
+The model does not import this module, and importing it changes nothing: `attach(model)` gives
+one `Transformer` the packed step, and `compile_transformer` attaches it to the model it compiles
+(under TensorFlow). A model it is not attached to trains with Keras's step. On a model it is
+attached to, `Transformer.train_step` calls `train_step` (looked up on this module at every
+trace) when `applies`: TensorFlow without XLA (a packed batch has a shape known only at run
+time), batches `((source_ids, target_in_ids), target_out_ids)` without sample weights, and a
+model compiled as `compile_transformer` compiles it (the masked label-smoothed loss, whose value
+ignores padding, and only metrics that ignore padding), by `compile_transformer` or by a plain
+`model.compile` followed by `attach`.
 """
 
 import sys
@@ -39,6 +40,25 @@ from keras_transformer.training.metrics import MaskedAccuracy, TargetTokens
 
 # Metrics whose value at a padding position is nothing, so they may be given the real positions only.
 PADDING_BLIND_METRICS = (MaskedAccuracy, TargetTokens)
+
+
+def attach(model):
+    """Give `model` the packed training step: `Transformer.train_step` then takes it where it `applies`.
+
+    The model's `packed_training` becomes this module itself, so its `applies` and `train_step`
+    are looked up when a step is traced (a test may replace them). `compile_transformer` calls
+    this; a model compiled by a plain `model.compile` trains with Keras's step until it is given
+    the packed one here.
+
+    Args:
+        model: a `Transformer`; any other model is returned unchanged (its step never asks).
+
+    Returns:
+        `model`.
+    """
+    if isinstance(model, Transformer):
+        model.packed_training = sys.modules[__name__]
+    return model
 
 
 def _compiled(model):
@@ -247,8 +267,3 @@ def split_rows(count, *tensors):
     rows = tf.shape(tensors[0])[0]
     sizes = tf.stack([(rows + count - 1 - i) // count for i in range(count)])  # (count,), summing to B
     return list(zip(*(tf.split(tensor, sizes, num=count) for tensor in tensors)))
-
-
-# The hook `Transformer.train_step` calls through: this module itself, so its `applies` and
-# `train_step` are looked up when a step is traced (a test may replace them).
-Transformer.packed_training = sys.modules[__name__]
