@@ -470,7 +470,7 @@ def test_translate_command_reports_a_bad_line_and_translates_the_rest(export, tm
 
 @pytest.mark.slow
 def test_wild_input_benchmark_times_every_costly_input_against_a_plain_sentence(trained_run, tmp_path, capsys):
-    import wild_input as script
+    from benchmarks.translation.wild_input import __main__ as script
 
     model = str(Path(trained_run[1]["export_path"]).parent)
     assert script.main(["--model", model, "--repeats", "2", "--out", str(tmp_path)]) == 0

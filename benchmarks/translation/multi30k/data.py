@@ -1,15 +1,16 @@
-"""The corpus of benchmarks/multi30k.py: Multi30k's files, the vocabularies and the training batches.
+"""The corpus of the Multi30k study: Multi30k's files, the vocabularies and the training batches.
 
 `--data` is a folder with Multi30k's `train`, `val` and `test_2016_flickr` splits, a
 `.de.gz` and an `.en.gz` file each (German sources, English targets). The parent learns the
 WordPiece vocabularies from the training split only (`prepare_vocabularies`): one of both sides'
-text, used on both sides by both models (`--joint-vocab on`), or one per side, of at most
-`--vocab` pieces. They are cached in `--work-dir`, keyed by size, jointness and `--train-size`,
+text, of at most `--source-vocab-size` pieces, used on both sides by both models (`--joint-vocab
+true`), or one per side, of at most `--source-vocab-size` and `--target-vocab-size` pieces. They
+are cached in `--work-dir`, keyed by size, jointness and `--train-size`,
 beside a record of the files they were learned from (another corpus in the same folder learns
 them again), and learned outside every budget.
 
 Each worker reads them back with the text (`load_worker_data`) and batches the training pairs
-that fit in `--max-len` tokens per side with `translation_batches.make_dataset`, shuffled with
+that fit in `--max-source-len` and `--max-target-len` tokens with `translation_batches.make_dataset`, shuffled with
 `--seed` and bucketed by length (`training_batches`), so that both models train on the same
 batches in the same order. `batch_fingerprint` hashes the first `FINGERPRINT_BATCHES` of them in
 each worker, and the parent checks that the fingerprints agree.
@@ -43,10 +44,16 @@ def read_split(data_dir, split, size=0):
     return read_parallel_files(*split_paths(data_dir, split)).head(size)
 
 
+def vocabulary_sizes(args):
+    """`(source, target)`: the most pieces of each side's vocabulary (the one joint vocabulary's twice)."""
+    return (args.source_vocab_size, args.source_vocab_size if args.joint_vocab else args.target_vocab_size)
+
+
 def vocabulary_paths(args):
-    """`{"source": path, "target": path}` of the cached vocabularies for `--vocab`, `--train-size`."""
-    joint = "_joint" if args.joint_vocab == "on" else ""
-    folder = Path(args.work_dir) / f"vocab{args.vocab}{joint}_train{args.train_size or 'all'}"
+    """`{"source": path, "target": path}` of the cached vocabularies for the sizes and `--train-size`."""
+    source, target = vocabulary_sizes(args)
+    sizes = f"{source}_joint" if args.joint_vocab else f"{source}" if source == target else f"{source}_{target}"
+    folder = Path(args.work_dir) / f"vocab{sizes}_train{args.train_size or 'all'}"
     return {side: folder / f"{side}_vocab.txt" for side in ("source", "target")}
 
 
@@ -57,8 +64,8 @@ def vocabulary_origin(args):
         "files": [str(path.resolve()) for path in train_paths],
         "file_bytes": [path.stat().st_size for path in train_paths],
         "train_size": args.train_size,
-        "vocab": args.vocab,
-        "joint": args.joint_vocab == "on",
+        "vocab_sizes": list(vocabulary_sizes(args)),
+        "joint": args.joint_vocab,
     }
 
 
@@ -77,12 +84,14 @@ def prepare_vocabularies(args):
     )
     seconds = 0.0
     if not cached:
-        print(f"Learning {args.vocab}-piece vocabularies from the training split into {folder} ...", flush=True)
+        most = "/".join(map(str, sorted(set(vocabulary_sizes(args)))))
+        print(f"Learning {most}-piece vocabularies from the training split into {folder} ...", flush=True)
         start = time.perf_counter()
         train = read_split(args.data, "train", args.train_size)
         folder.mkdir(parents=True, exist_ok=True)
-        joint = args.joint_vocab == "on"
-        vocabularies = learn_translation_vocabularies(train.sources, train.targets, args.vocab, args.vocab, joint)
+        vocabularies = learn_translation_vocabularies(
+            train.sources, train.targets, *vocabulary_sizes(args), joint=args.joint_vocab
+        )
         for side, path in paths.items():
             write_vocabulary(vocabularies[side], path)
         origin_path.write_text(json.dumps(origin, indent=2) + "\n")
@@ -124,7 +133,7 @@ def load_worker_data(args):
 
     Returns:
         The tokenizers of the parent's cached vocabularies, the training and test text, and the
-        training pairs that fit in `--max-len` tokens per side.
+        training pairs that fit in `--max-source-len` and `--max-target-len` tokens.
     """
     paths = vocabulary_paths(args)
     if not all(path.is_file() for path in paths.values()):
@@ -135,7 +144,12 @@ def load_worker_data(args):
     test_text = read_split(args.data, "test", args.test_size)
     curve_text = read_split(args.data, args.curve_split, args.curve_sentences)
     pairs = encode_pairs(
-        train_text.sources, train_text.targets, source_tokenizer, target_tokenizer, args.max_len, args.max_len
+        train_text.sources,
+        train_text.targets,
+        source_tokenizer,
+        target_tokenizer,
+        args.max_source_len,
+        args.max_target_len,
     )
     return WorkerData(source_tokenizer, target_tokenizer, train_text, test_text, curve_text, pairs)
 

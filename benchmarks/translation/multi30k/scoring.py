@@ -1,4 +1,4 @@
-"""Scoring a trained model for benchmarks/multi30k.py: the test split and the validation decodings.
+"""Scoring a trained model for the Multi30k study: the test split and the validation decodings.
 
 `score_test` translates the whole test_2016_flickr split (1,000 sentences, or the first
 `--test-size`) with the model's final decoding and scores it with sacreBLEU and chrF. Ours
@@ -13,8 +13,7 @@ looking at the test split.
 
 import time
 
-from multi30k_data import read_split
-
+from benchmarks.translation.multi30k.data import read_split
 from keras_transformer.evaluation import score_translations, translate_texts
 
 

@@ -1,11 +1,12 @@
-"""The worker protocol of benchmarks/multi30k.py: one subprocess per model, a result JSON back.
+"""The worker protocol of the Multi30k study: one subprocess per model, a result JSON back.
 
-The parent (`run_workers`) runs the script again once per model of `--models`, one after the
-other, with its own flags and `--precision POLICY --worker NAME` after them: each model gets every
-core and its own peak memory, and both train under the precision the parent chose. A worker
-(`run_worker`) builds its model, trains it in the budget, scores it and writes what it measured
-to `WORKER_RESULT_FILE` in its folder of `--work-dir` (beside its configs), which the parent reads
-back; a worker that fails, or leaves no result, stops the run.
+The parent (`run_workers`) runs the study again (`python -m benchmarks.translation.multi30k`) once
+per model of `--models`, one after the other, with its own flags and `--precision POLICY --worker
+NAME` after them: each model gets every core and its own peak memory, and both train under the
+precision the parent chose. A worker (`run_worker`) builds its model, trains it in the budget,
+scores it and writes what it measured to `WORKER_RESULT_FILE` in its folder of `--work-dir`
+(beside its configs), which the parent reads back; a worker that fails, or leaves no result,
+stops the run.
 
 "peak_rss_mib" in the result is the worker's maximum resident set size (`ru_maxrss`), training
 and scoring included; "peak_rss_mib_after_training" the same before scoring.
@@ -15,39 +16,39 @@ import json
 import subprocess
 import time
 
-import common
 import keras
-from multi30k_data import load_worker_data, training_batches, worker_dir
-from multi30k_models import build_worker_model, save_worker_configs
-from multi30k_scoring import score_test, score_validation_decodings
-from multi30k_train import late_dropout, train_in_budget, training_summary
 
+from benchmarks.harness import machine, results, workers
+from benchmarks.translation.multi30k.data import load_worker_data, training_batches, worker_dir
+from benchmarks.translation.multi30k.models import build_worker_model, save_worker_configs
+from benchmarks.translation.multi30k.scoring import score_test, score_validation_decodings
+from benchmarks.translation.multi30k.train import late_dropout, train_in_budget, training_summary
 from keras_transformer.runs import export_run
 
 WORKER_RESULT_FILE = "result.json"
 
 
-def run_workers(args, argv, script):
+def run_workers(args, argv, package):
     """Run every model's worker, one after the other; `{name: result dict}`.
 
     Args:
         args: the parent's flags, checked (`check_args`).
         argv: the flags the parent was given, which each worker is given too.
-        script: the benchmark's file, which each worker runs (`common.worker_command`).
+        package: the study's `__package__`, which each worker runs (`workers.worker_command`).
     """
-    results = {}
+    model_results = {}
     for name in args.models:
         result_path = worker_dir(args, name) / WORKER_RESULT_FILE
         result_path.unlink(missing_ok=True)
         print(f"\n=== {name}: training for {args.minutes:g} minutes ===", flush=True)
         start = time.perf_counter()
-        command = common.worker_command(script, argv, "--precision", args.policy, "--worker", name)
+        command = workers.worker_command(package, argv, "--precision", args.policy, "--worker", name)
         completed = subprocess.run(command)
         if completed.returncode != 0 or not result_path.is_file():
             raise RuntimeError(f"The {name} worker failed (exit status {completed.returncode}); see its output above")
-        results[name] = json.loads(result_path.read_text())
-        results[name]["process_wall_seconds"] = round(time.perf_counter() - start, 1)
-    return results
+        model_results[name] = json.loads(result_path.read_text())
+        model_results[name]["process_wall_seconds"] = round(time.perf_counter() - start, 1)
+    return model_results
 
 
 def data_facts(model, model_config, data, fingerprint):
@@ -102,7 +103,7 @@ def run_worker(args):
     model, translator = build_worker_model(args, name, model_config, train_config, data, run_dir)
     print(
         f"{name}: {model.count_params():,} parameters, {len(data.pairs):,} training pairs "
-        f"({data.pairs.num_dropped} dropped), {args.policy}, warm-up {args.warmup} steps",
+        f"({data.pairs.num_dropped} dropped), {args.policy}, warm-up {args.warmup_steps} steps",
         flush=True,
     )
     fingerprint, train_data = training_batches(args, data.pairs)
@@ -116,7 +117,7 @@ def run_worker(args):
     history, clock, curve, fit_seconds, cooldown_end_steps = train_in_budget(
         args, model, train_data, greedy, data.curve_text, [late] if late else []
     )
-    peak_after_training = common.peak_rss_mib()
+    peak_after_training = machine.peak_rss_mib()
     train = training_summary(args, history, clock, data.pairs)
     print(
         f"{name}: trained {train['minutes']:.2f} min, {train['steps']} steps, {train['epochs']:.2f} epochs, "
@@ -131,7 +132,7 @@ def run_worker(args):
         examples=example_translations(data.test_text, hypotheses),
         late_dropout=late and {"rate": late.rate, "start_step": late.start_step, "raised_at": late.raised_at},
         lr_cooldown=train_config.lr_cooldown and {"share": train_config.lr_cooldown, "end_steps": cooldown_end_steps},
-        peak_rss_mib=round(common.peak_rss_mib(), 1),
+        peak_rss_mib=round(machine.peak_rss_mib(), 1),
         peak_rss_mib_after_training=round(peak_after_training, 1),
         wall_seconds={
             "fit": round(fit_seconds, 1),
@@ -139,5 +140,5 @@ def run_worker(args):
             "worker": round(time.perf_counter() - started, 1),
         },
     )
-    common.write_json(run_dir / WORKER_RESULT_FILE, result)
+    results.write_json(run_dir / WORKER_RESULT_FILE, result)
     return 0

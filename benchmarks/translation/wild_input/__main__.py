@@ -1,27 +1,7 @@
 """The time of the costliest inputs a text export accepts, against a plain sentence, one text per call.
 
-    python benchmarks/wild_input.py --model saved_models/transformer     # an export (latest version)
-    python benchmarks/wild_input.py --model saved_models/transformer --repeats 3 --out /tmp/results
-    python benchmarks/wild_input.py --help                               # every flag
-
-The export's `serving_default` reads the first `MAX_TEXT_BYTES` (64 KiB) of each text and
-tokenizes only the first `max_source_len + 1` words, so no text costs more than a bounded time.
-This measures that bound on a real export: each input below is sent alone, `--repeats` times
-after one untimed call (the graph's set-up), and the report gives the fastest and the median call
-and the median's ratio to the plain sentence's, the peer of every row:
-
-- a plain date (`"march 21, 1987"`);
-- 64 KiB of random bytes (invalid UTF-8 included);
-- 64 KiB of one-letter words (the most words);
-- 64 KiB of U+FDFA, which Unicode NFKC makes 11 times longer;
-- 64 KiB of words of 1,023 bytes, just under `MAX_BYTES_PER_WORD`, the costliest input known:
-  WordPiece tries every piece length at every position of such a word;
-- 4 MiB of those words (only the first 64 KiB are read);
-- `translate_ids` with 64 ids and with 1,000,000 ids (columns beyond `max_source_len` are only
-  checked), when the export has that signature.
-
-It prints the CPU model and its matrix-multiply flags, the table, and writes `wild_input.json` in
-the `--out` folder (settings, CPU model and flags, versions, every call's seconds).
+The entry point of `python -m benchmarks.translation.wild_input`; the package's docstring says
+what it measures and how to read it.
 """
 
 import argparse
@@ -30,23 +10,29 @@ import sys
 import time
 from pathlib import Path
 
-import common
 import numpy as np
+
+from benchmarks.harness import flags, machine, results
 
 PLAIN = "plain sentence"
 
 
 def parse_args(argv=None):
     """The command line's flags, checked."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=common.DefaultsHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog=f"python -m {__package__}",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=flags.DefaultsHelpFormatter,
+    )
     parser.add_argument(
         "--model", type=Path, required=True, help="SavedModel folder, or a model folder of integer versions."
     )
     parser.add_argument("--repeats", type=int, default=9, help="Timed calls per input (after one untimed call).")
-    parser.add_argument("--seed", type=int, default=0, help="Seed of the random bytes.")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="Folder of wild_input.json.")
+    flags.add_seed_flags(parser, help="Seed of the random bytes.")
+    flags.add_output_flags(parser, __package__, "wild_input")
     args = parser.parse_args(argv)
-    common.check_at_least(parser, args, ("repeats",), 1)
+    flags.check_at_least(parser, args, ("repeats",), 1)
+    flags.check_name(parser, args)
     return args
 
 
@@ -80,8 +66,8 @@ def main(argv=None):
     """Time each input through the export; print the table and write the JSON."""
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    cpu = common.cpu_info()
-    print(common.cpu_line(cpu))
+    cpu = machine.cpu_info()
+    print(machine.cpu_line(cpu))
 
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer ops of the SavedModel)
@@ -110,20 +96,20 @@ def main(argv=None):
     print(f"SavedModel {version_dir}, {args.repeats} calls per input, one text per call")
     print(f"{'input':<40} {'fastest':>9} {'median':>9}  median / plain sentence")
     for name, row in rows.items():
-        ratio = common.format_ratio(row["median_s"] / plain)
+        ratio = results.format_ratio(row["median_s"] / plain)
         print(f"{name:<40} {row['fastest_s'] * 1000:7.1f}ms {row['median_s'] * 1000:7.1f}ms  {ratio}")
     slowest = max(max(values) for values in seconds.values())
     print(f"slowest call: {slowest:.3f} s")
-    path = common.write_json(
-        args.out / "wild_input.json",
+    path = results.write_json(
+        flags.output_path(args),
         {
-            "command": common.command_line(argv),
+            "command": results.command_line(__package__, argv),
             "model": str(version_dir),
             "repeats": args.repeats,
             "max_text_bytes": MAX_TEXT_BYTES,
             "slowest_call_s": slowest,
-            "machine": common.machine(cpu),
-            "versions": common.package_versions({"tensorflow": "tensorflow", "tensorflow_text": "tensorflow-text"}),
+            "machine": machine.machine(cpu),
+            "versions": machine.package_versions({"tensorflow": "tensorflow", "tensorflow_text": "tensorflow-text"}),
             "inputs": rows,
         },
     )

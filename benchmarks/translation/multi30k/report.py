@@ -1,4 +1,4 @@
-"""The report of benchmarks/multi30k.py: the side-by-side table, the JSON's comparison and the plot.
+"""The report of the Multi30k study: the side-by-side table, the JSON's comparison and the plot.
 
 `print_report` prints the models side by side: parameters, training clock, steps, epochs, target
 tokens/s, peak memory, the curve's last score and the test scores, under a header that names the
@@ -12,37 +12,39 @@ a dashed one for our weights as trained, when averaged), each model's test score
 
 import os
 
-import common
-from multi30k_data import FINGERPRINT_BATCHES, SOURCE_LANGUAGE, SPLIT_FILES, TARGET_LANGUAGE
-from multi30k_scoring import decoding_name
+from benchmarks.harness import machine, results
+from benchmarks.translation.multi30k.data import FINGERPRINT_BATCHES, SOURCE_LANGUAGE, SPLIT_FILES, TARGET_LANGUAGE
+from benchmarks.translation.multi30k.scoring import decoding_name
 
 
 def report_header(args, first):
     """The report's first line: the corpus, budget, model, batching and schedule of the run."""
-    dropout = "the preset's" if args.dropout is None else f"{args.dropout:g}"
+    dropout = "the preset's" if args.dropout_rate is None else f"{args.dropout_rate:g}"
     averaging = f"weight averaging {args.ema_momentum:g} (ramp {args.ema_ramp:g})" if args.ema_momentum else None
     return (
         f"Multi30k {SOURCE_LANGUAGE}->{TARGET_LANGUAGE}, {args.minutes:g} training minutes per model, preset "
         f"{args.preset}, vocab {first['vocab_sizes'][0]}/{first['vocab_sizes'][1]}, {first['train_pairs']:,} "
-        f"training pairs ({first['dropped_pairs']} dropped, > {args.max_len} tokens), batch "
+        f"training pairs ({first['dropped_pairs']} dropped, > {args.max_source_len}/{args.max_target_len} tokens), "
+        "batch "
         f"{f'{args.batch_tokens} tokens' if args.batch_tokens else f'{args.batch_size} sentences'}, warm-up "
-        f"{args.warmup}, lr scale {args.lr_scale:g}, {args.policy}, jit {'on' if args.jit else 'off'}, "
+        f"{args.warmup_steps}, lr scale {args.learning_rate_scale:g}, {args.policy}, "
+        f"jit {'on' if args.jit_compile else 'off'}, "
         f"{os.cpu_count()} CPUs; ours: {args.attention_initialization} attention initialization, "
         f"{averaging or 'no weight averaging'}, "
         f"{f'learning-rate cooldown over the last {args.lr_cooldown:.0%}' if args.lr_cooldown else 'no cooldown'}, "
         f"embedding sharing {args.embedding_sharing}, dropout {dropout}"
         f"{f' raised to {args.late_dropout:g} after {args.late_dropout_epochs:g} epochs' if args.late_dropout else ''}"
-        f"; joint vocabulary {args.joint_vocab}"
+        f"; joint vocabulary {'on' if args.joint_vocab else 'off'}"
     )
 
 
-def report_row(results, label, path, style, compare=None):
+def report_row(model_results, label, path, style, compare=None):
     """One line of the report's table.
 
     Args:
-        results: `{model name: worker result}`, one or both models.
+        model_results: `{model name: worker result}`, one or both models.
         label: the row's label.
-        path: the keys of the value in a worker result (`common.value_at`).
+        path: the keys of the value in a worker result (`results.value_at`).
         style: formats a value, e.g. `"{:.2f}".format`.
         compare: with both models, `"ratio"` (ours / keras-hub), `"difference"` (ours -
             keras-hub, in BLEU) or `None`.
@@ -50,23 +52,23 @@ def report_row(results, label, path, style, compare=None):
     Returns:
         The line, without a newline.
     """
-    values = [common.value_at(result, path) for result in results.values()]
+    values = [results.value_at(result, path) for result in model_results.values()]
     line = f"{label:<34}" + "".join(f"{style(value):>18}" for value in values)
     if len(values) == 2 and compare == "ratio":
-        line += common.format_ratio(values[0] / values[1], width=18)
+        line += results.format_ratio(values[0] / values[1], width=18)
     elif len(values) == 2 and compare == "difference":
         line += f"{values[0] - values[1]:>+13.2f} BLEU"
     return line
 
 
-def print_report(args, results, cpu):
+def print_report(args, model_results, cpu):
     """Both models side by side: training, memory, curve and test scores."""
-    names = list(results)
+    names = list(model_results)
     both = len(names) == 2
-    first = results[names[0]]
+    first = model_results[names[0]]
     print()
     print(report_header(args, first))
-    print(common.cpu_line(cpu))
+    print(machine.cpu_line(cpu))
     print(f"precision: {args.precision_choice.describe()}")
     header = f"{'':<34}" + "".join(f"{name:>18}" for name in names) + (f"{'ours / keras-hub':>18}" if both else "")
     print(header)
@@ -91,15 +93,15 @@ def print_report(args, results, cpu):
         ("scoring pauses s (curve + test)", ["wall_seconds", "scoring"], "{:.0f}".format),
     ]
     for row in rows:
-        print(report_row(results, *row))
+        print(report_row(model_results, *row))
     print(f"sacreBLEU: {first['test']['bleu_signature']}")
-    for score in results.get("ours", {}).get("validation_decodings", []):
+    for score in model_results.get("ours", {}).get("validation_decodings", []):
         decoding = decoding_name(score["beam_size"], score["length_penalty"])
         scores = f"BLEU {score['bleu']:.2f}, chrF {score['chrf']:.2f}"
         print(f"ours on validation ({score['sentences']} sent.), {decoding}: {scores}")
     if both:
-        peer_final = results["keras-hub"]["curve"][-1]
-        reached = minutes_to_reach(results["ours"]["curve"], peer_final["bleu"])
+        peer_final = model_results["keras-hub"]["curve"][-1]
+        reached = minutes_to_reach(model_results["ours"]["curve"], peer_final["bleu"])
         print(
             f"ours reached keras-hub's curve BLEU at {peer_final['minutes']:.1f} min ({peer_final['bleu']:.2f}) "
             + (
@@ -108,11 +110,11 @@ def print_report(args, results, cpu):
                 else "never"
             )
         )
-        same = results["ours"]["batch_fingerprint"] == results["keras-hub"]["batch_fingerprint"]
+        same = model_results["ours"]["batch_fingerprint"] == model_results["keras-hub"]["batch_fingerprint"]
         print(f"same batches (first {FINGERPRINT_BATCHES} fingerprinted): {'yes' if same else 'NO'}")
 
 
-def plot_curves(args, results, path):
+def plot_curves(args, model_results, path):
     """BLEU against training minutes, one line per model (and its test score as a star), as a PNG."""
     import matplotlib
 
@@ -120,7 +122,7 @@ def plot_curves(args, results, path):
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(7, 4.5))
-    for name, result in results.items():
+    for name, result in model_results.items():
         plot_model_curve(axes, args, name, result)
     axes.set_xlabel("training minutes (clock paused while scoring)")
     axes.set_ylabel("sacreBLEU")
@@ -188,19 +190,20 @@ def minutes_to_reach(curve, bleu):
     return None
 
 
-def comparison(results):
+def comparison(model_results):
     """The JSON's ours-against-keras-hub summary of two models' results."""
-    peer_final = results["keras-hub"]["curve"][-1]
+    peer_final = model_results["keras-hub"]["curve"][-1]
+    reached = minutes_to_reach(model_results["ours"]["curve"], peer_final["bleu"])
     return {
-        "ours_minutes_to_keras_hub_final_curve_bleu": minutes_to_reach(results["ours"]["curve"], peer_final["bleu"]),
+        "ours_minutes_to_keras_hub_final_curve_bleu": reached,
         "keras_hub_curve_minutes": peer_final["minutes"],
         "test_bleu_ours_minus_keras_hub": round(
-            results["ours"]["test"]["bleu"] - results["keras-hub"]["test"]["bleu"], 2
+            model_results["ours"]["test"]["bleu"] - model_results["keras-hub"]["test"]["bleu"], 2
         ),
         "target_tokens_per_second_ours_over_keras_hub": round(
-            common.ours_over_keras_hub(results, "train", "target_tokens_per_second_median"), 3
+            results.ours_over_keras_hub(model_results, "train", "target_tokens_per_second_median"), 3
         ),
-        "steps_ours_over_keras_hub": round(common.ours_over_keras_hub(results, "train", "steps"), 3),
-        "peak_rss_ours_over_keras_hub": round(common.ours_over_keras_hub(results, "peak_rss_mib"), 3),
-        "same_batches": results["ours"]["batch_fingerprint"] == results["keras-hub"]["batch_fingerprint"],
+        "steps_ours_over_keras_hub": round(results.ours_over_keras_hub(model_results, "train", "steps"), 3),
+        "peak_rss_ours_over_keras_hub": round(results.ours_over_keras_hub(model_results, "peak_rss_mib"), 3),
+        "same_batches": model_results["ours"]["batch_fingerprint"] == model_results["keras-hub"]["batch_fingerprint"],
     }

@@ -1,21 +1,7 @@
 """Dates as people type them: a model's exact match per category of the held-out typed dates.
 
-    python benchmarks/typed_dates.py --model saved_models/transformer    # an export (latest version)
-    python benchmarks/typed_dates.py --run-dir runs/builtin              # a finished run
-    python benchmarks/typed_dates.py --help                              # every flag
-
-The set (`keras_transformer.data.typed_dates.typed_date_set`): `--per-category` examples of each
-category (lower case, UPPER CASE, Title Case, capitalised names, mixed case, extra spaces, spaced
-punctuation, missing spaces, no commas, zero padding flipped, the canonical ISO date, and the
-generator's own forms), made from the dates of the built-in corpus's test split for `--seed`, so
-none of them was trained on by a run with that seed. The generated test split
-(`builtin_corpus("test")`) is scored beside them for comparison.
-
-Output: a Markdown table on stdout (category, example, sentences, exact match), a few wrong
-translations per category, and the JSON `typed_dates.json` in the `--out` folder (settings,
-versions, CPU model and flags, scores, every wrong translation). A run dir decodes with its
-settings (beam 4 by default); an export decodes as it was exported. 2,600 sentences take about a
-minute on 2 CPU cores with the small preset.
+The entry point of `python -m benchmarks.translation.typed_dates`; the package's docstring says
+what it measures and how to read it.
 """
 
 import argparse
@@ -23,8 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-import common
-
+from benchmarks.harness import flags, machine, results
 from keras_transformer.data.dates import builtin_corpus
 from keras_transformer.data.typed_dates import CATEGORIES, DEFAULT_SIZE_PER_CATEGORY, typed_date_set
 from keras_transformer.evaluation import score_typed_dates
@@ -34,21 +19,24 @@ TEST_SPLIT = "generated test split"
 
 def parse_args(argv=None):
     """The command line's flags, checked."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=common.DefaultsHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog=f"python -m {__package__}",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=flags.DefaultsHelpFormatter,
+    )
     model = parser.add_mutually_exclusive_group(required=True)
     model.add_argument("--model", type=Path, help="SavedModel folder, or a model folder of integer versions.")
     model.add_argument("--run-dir", type=Path, help="A finished training run (its model, vocabularies and settings).")
     parser.add_argument("--per-category", type=int, default=DEFAULT_SIZE_PER_CATEGORY, help="Examples per category.")
-    parser.add_argument(
-        "--seed", type=int, default=None, help="Corpus seed whose test dates to use (default: the run's, or 0)."
-    )
+    flags.add_seed_flags(parser, default=None, help="Corpus seed whose test dates to use (default: the run's, or 0).")
     parser.add_argument("--categories", default=",".join(CATEGORIES), help="Comma-separated categories to score.")
     parser.add_argument("--test-split", type=int, default=1000, help="Sentences of the generated test split; 0: none.")
     parser.add_argument("--show-wrong", type=int, default=3, help="Wrong translations to print per category.")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="Folder of typed_dates.json.")
+    flags.add_output_flags(parser, __package__, "typed_dates")
     args = parser.parse_args(argv)
-    common.check_at_least(parser, args, ("per_category",), 1)
-    common.check_at_least(parser, args, ("test_split", "show_wrong"), 0)
+    flags.check_at_least(parser, args, ("per_category",), 1)
+    flags.check_at_least(parser, args, ("test_split", "show_wrong"), 0)
+    flags.check_name(parser, args)
     args.categories = [name for name in args.categories.split(",") if name]
     unknown = sorted(set(args.categories) - set(CATEGORIES))
     if unknown or not args.categories:
@@ -111,24 +99,24 @@ def main(argv=None):
     """Score a model on the typed dates; print the table and write the JSON."""
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    cpu = common.cpu_info()
-    print(common.cpu_line(cpu))
+    cpu = machine.cpu_info()
+    print(machine.cpu_line(cpu))
     translate, seed, description = load_translate(args)
     start = time.perf_counter()
     scores, examples = score(translate, args, seed)
     seconds = time.perf_counter() - start
     print(f"{description}, corpus seed {seed}, {seconds:.0f} s")
     print("\n".join(report(scores, examples, args.show_wrong)))
-    path = common.write_json(
-        args.out / "typed_dates.json",
+    path = results.write_json(
+        flags.output_path(args),
         {
-            "command": common.command_line(argv),
+            "command": results.command_line(__package__, argv),
             "model": description,
             "seed": seed,
             "per_category": args.per_category,
             "seconds": round(seconds, 1),
-            "machine": common.machine(cpu),
-            "versions": common.package_versions({"tensorflow": "tensorflow", "keras": "keras"}),
+            "machine": machine.machine(cpu),
+            "versions": machine.package_versions({"tensorflow": "tensorflow", "keras": "keras"}),
             "scores": scores,
         },
     )

@@ -1,8 +1,8 @@
-"""Training in a wall-clock budget for benchmarks/multi30k.py: the clock, the BLEU curve, the summary.
+"""Training in a wall-clock budget for the Multi30k study: the clock, the BLEU curve, the summary.
 
 The budget is `--minutes` of training clock (`TrainingClock`): the clock starts when `fit`
 starts (graph tracing is training time), pauses while the model is scored for the curve, and
-`fit` stops after the step that reaches the budget. `fit` runs in chunks of `--chunk-steps`
+`fit` stops after the step that reaches the budget. `fit` runs in chunks of `--steps-per-epoch`
 steps (its epochs), the unit of the throughput figures.
 
 The curve (`BleuCurve`) is the greedy sacreBLEU of the first `--curve-sentences` sentences of
@@ -208,7 +208,7 @@ def train_in_budget(args, model, train_data, greedy, curve_text, extra_callbacks
     history = model.fit(
         train_data,
         epochs=MAX_CHUNKS,
-        steps_per_epoch=args.chunk_steps,
+        steps_per_epoch=args.steps_per_epoch,
         shuffle=False,  # the dataset shuffles itself
         callbacks=[clock, *cooldown, curve, *extra_callbacks],
         verbose=2,
@@ -226,7 +226,7 @@ def training_summary(args, history, clock, pairs):
     seconds = np.array(clock.chunk_seconds)
     per_second = tokens / seconds
     # The median leaves out the last chunk, cut short by the budget (unless no chunk is complete).
-    complete = np.array(clock.chunk_steps) == args.chunk_steps
+    complete = np.array(clock.chunk_steps) == args.steps_per_epoch
     median_chunks = per_second[complete] if complete.any() else per_second
     return {
         "minutes": round(clock.seconds() / 60, 3),
