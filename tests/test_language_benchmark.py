@@ -1,6 +1,6 @@
-"""Tests of benchmarks/language_models.py: its FLOP and token counts, its batches and flags, and a smoke run.
+"""Tests of `benchmarks.language_models.against_keras_hub`: its FLOP and token counts, batches, flags, a smoke run.
 
-Not of speed: the benchmark measures that. conftest.py puts `benchmarks/` on `sys.path`.
+Not of speed: the study measures that.
 """
 
 import json
@@ -11,14 +11,13 @@ import numpy as np
 import pytest
 from conftest import run_main
 
+from benchmarks.harness import language_peers, machine
+from benchmarks.harness import language_workload as workload
+from benchmarks.language_models.against_keras_hub import __main__ as language_models
+
 ROOT = Path(__file__).resolve().parents[1]
 
-import common  # noqa: E402
-import language_models  # noqa: E402
-import language_models_build  # noqa: E402
-import language_models_workload as workload  # noqa: E402
-
-TINY = ["--preset", "tiny", "--vocab", "50", "--batch-size", "3", "--length", "8", "--batches", "2"]
+TINY = ["--preset", "tiny", "--vocab-size", "50", "--batch-size", "3", "--length", "8", "--batches", "2"]
 
 
 @pytest.mark.parametrize("kind", workload.KINDS)
@@ -32,7 +31,7 @@ def test_flop_formula_counts_every_matmul_weight_of_both_libraries_models(kind):
     config = workload.model_config(language_models.parse_args(TINY), kind)
     attention = 3 * config.num_blocks * 4 * config.d_model
     for name in workload.MODELS:
-        model, _ = language_models_build.build_model(name, config)
+        model, _ = language_peers.build_model(name, config)
         kernels = sum(
             int(np.prod(w.shape))
             for w in model.weights
@@ -75,13 +74,16 @@ def test_batches_are_the_same_in_every_process_and_look_as_described():
 def test_flags_are_checked_and_every_flag_has_help(capsys):
     args = language_models.parse_args([])
     assert (args.preset, args.kinds, args.precision) == ("small", ["decoder", "encoder"], "auto")
-    assert args.positions == "learned"
+    assert args.learned_positions is True and args.jit_compile is False and args.vocab_size == 8000
+    assert args.out == ROOT / "benchmarks" / "language_models" / "against_keras_hub" / "results"
     assert language_models.parse_args(["--kinds", "encoder, decoder"]).kinds == ["decoder", "encoder"]
     for argv, message in (
-        (["--kinds", "decoder,gpt"], "--kinds takes names from decoder,encoder"),
+        (["--kinds", "decoder,gpt"], "expected comma-separated values of decoder, encoder; got 'decoder,gpt'"),
         (["--length", "2"], "--length must be >= 3. Received: 2"),
         (["--new-tokens", "0"], "--new-tokens must be >= 1. Received: 0"),
-        (["--vocab", "6"], "--vocab must be >= 7. Received: 6"),
+        (["--vocab-size", "6"], "--vocab-size must be >= 7. Received: 6"),
+        (["--batch-size", "0"], "batch_size"),
+        (["--name", "../x"], "--name must be letters, digits, _ and -"),
     ):
         with pytest.raises(SystemExit):
             language_models.parse_args(argv)
@@ -90,7 +92,7 @@ def test_flags_are_checked_and_every_flag_has_help(capsys):
         language_models.parse_args(["--help"])
     assert exit_info.value.code == 0
     shown = capsys.readouterr().out
-    for flag in ("--preset", "--steps", "--rounds", "--batch-size", "--length", "--new-tokens", "--out"):
+    for flag in ("--preset", "--steps", "--rounds", "--batch-size", "--length", "--new-tokens", "--out", "--name"):
         assert flag in shown
     assert "--worker" not in shown
 
@@ -98,17 +100,18 @@ def test_flags_are_checked_and_every_flag_has_help(capsys):
 @pytest.mark.slow
 def test_smoke_run_writes_both_kinds_ratios_of_the_medians_and_the_cpu(tmp_path, capsys, monkeypatch):
     out = tmp_path / "language_models.json"
-    argv = ["--preset", "tiny", "--vocab", "64", "--batch-size", "2", "--length", "8", "--prompt-length", "2"]
+    argv = ["--preset", "tiny", "--vocab-size", "64", "--batch-size", "2", "--length", "8", "--prompt-length", "2"]
     argv += ["--new-tokens", "2", "--batches", "1", "--steps", "1", "--rounds", "1", "--warmup-rounds", "0"]
-    argv += ["--peak-size", "64", "--out", str(out)]
+    argv += ["--peak-size", "64", "--out", str(tmp_path)]
     # The benchmark's two worker processes: the project importable from this checkout, TensorFlow quiet.
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
     status, printed = run_main(language_models.main, argv, capsys)
     assert status == 0, printed[-3000:]
-    assert common.cpu_line(common.cpu_info()) in printed.splitlines()
+    assert machine.cpu_line(machine.cpu_info()) in printed.splitlines()
     written = json.loads(out.read_text())
-    assert written["cpu"] == common.cpu_info() and written["cpu_count"] == os.cpu_count()
+    assert written["command"] == "python -m benchmarks.language_models.against_keras_hub " + " ".join(argv)
+    assert written["cpu"] == machine.cpu_info() and written["cpu_count"] == os.cpu_count()
     precision = written["precision"]
     assert precision["requested"] == "auto" and precision["policy"] in ("float32", "mixed_bfloat16")
     assert {"keras", "tensorflow", "keras-hub"} <= set(written["versions"])

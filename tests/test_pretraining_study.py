@@ -6,9 +6,8 @@ import types
 import keras
 import numpy as np
 import pytest
-from pretraining import main
-from pretraining_study import ARMS, MaskedLMCurve, compare_pretraining, finetune_steps
-
+from benchmarks.language_models.pretraining.__main__ import main, parse_args
+from benchmarks.language_models.pretraining.study import ARMS, MaskedLMCurve, compare_pretraining, finetune_steps
 from keras_transformer.config import language_model_preset
 from keras_transformer.models.language import build_encoder_only
 
@@ -160,5 +159,29 @@ def test_the_benchmark_writes_the_table_the_json_and_the_plot(tmp_path, capsys):
             assert row["test_accuracy"] == per_seed and row["mean"] == pytest.approx(np.mean(per_seed))
             assert row["min"] == min(per_seed) and row["max"] == max(per_seed)
     assert data["summary"]["pretraining"]["chosen_steps"] == [4, 4]
+    assert data["command"] == "python -m benchmarks.language_models.pretraining " + " ".join(argv)
     table = capsys.readouterr().out
     assert "linear probe (frozen)" in table and "CPU " in table
+
+
+def test_the_corpus_sets_the_vocabulary_and_the_length_unless_given_and_bad_flags_are_named(capsys):
+    args = parse_args([])
+    assert (args.vocab_size, args.max_length, args.seeds, args.label_counts) == (
+        600,
+        12,
+        [0, 1, 2],
+        [30, 100, 300, 1000, 3000],
+    )
+    assert args.out.parts[-4:] == ("benchmarks", "language_models", "pretraining", "results")
+    args = parse_args(["--corpus", "dates", "--max-length", "20"])
+    assert (args.vocab_size, args.max_length) == (400, 20)
+    for argv, message in (
+        (["--max-length", "2"], "--max-length must be >= 3. Received: 2"),
+        (["--preset", "huge"], "argument --preset: invalid choice: 'huge'"),
+        (["--seeds", "0,a"], "expected comma-separated ints"),
+        (["--label-counts", "30,30000"], "--label-counts must be in [1, --corpus-size]"),
+        (["--pretrain-max-steps", "300"], "--pretrain-max-steps must be a multiple of --every=200"),
+    ):
+        with pytest.raises(SystemExit):
+            parse_args(argv)
+        assert message in capsys.readouterr().err, argv

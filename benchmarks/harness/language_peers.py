@@ -3,7 +3,7 @@
 The models (`build_model`), each from one `LanguageModelConfig` of `--preset` and kind:
 
     ours        decoder: `build_decoder_only`; encoder: `build_encoder_only` (no classification
-                head), both from `language_model_preset(--preset, kind, vocab_size=--vocab,
+                head), both from `language_model_preset(--preset, kind, vocab_size=--vocab-size,
                 max_length=..., learned_positions=True, tie_embeddings=True)`
     keras-hub   decoder: `keras_hub.models.GPT2Backbone(vocabulary_size, num_layers, num_heads,
                 hidden_dim, intermediate_dim, dropout, max_sequence_length)` built from the same
@@ -25,7 +25,7 @@ reference each cached generation is checked against.
 What is matched, and what is not (recorded in the JSON under `architecture`):
 - Matched: D, H, F, N, V, the sequence length, dropout (on embeddings, attention weights and
   sublayer outputs in both), learned position embeddings (ours with `learned_positions=True`,
-  where the tutorial's default is sinusoids; `--positions sinusoid` runs ours with those), tied
+  where the tutorial's default is sinusoids; `--learned-positions false` runs ours with those), tied
   input and output embeddings (one `[V, D]` table), the loss, optimizer and batches.
 - GPT-2 is pre-LN: LayerNorm before each sublayer and once after the last block; ours is post-LN
   as in the paper and the tutorial (LayerNorm after each residual, none at the end). GPT-2's
@@ -46,7 +46,7 @@ GENERATORS = {"ours": ("ours",), "keras-hub": ("keras-hub", "keras-hub generate"
 ARCHITECTURE = {
     "matched": [
         "d_model, heads, d_ff, blocks, vocabulary, sequence length, dropout",
-        "learned position embeddings (ours with learned_positions=True unless --positions sinusoid)",
+        "learned position embeddings (ours with learned_positions=True unless --learned-positions false)",
         "tied input/output embeddings, no output bias",
         "loss (masked label-smoothed, label 0 ignored), Adam + Noam schedule, batches",
     ],

@@ -1,9 +1,9 @@
 """The work the LM studies give both libraries alike: model sizes, batches, and their model FLOPs.
 
 Both workers build their models from the same `LanguageModelConfig` (`model_config`) and make the
-same seeded batches themselves (`decoder_batches`, `encoder_batches`; language_models.py's
-docstring describes them); `checksum` lets the parent check that the two made the same ones, and
-`round_tokens` counts what a round trains on.
+same seeded batches themselves (`decoder_batches`, `encoder_batches`; the docstring of
+`benchmarks.language_models.against_keras_hub` describes them); `checksum` lets the parent check
+that the two made the same ones, and `round_tokens` counts what a round trains on.
 
 Model-FLOPs utilisation (MFU) of training = model FLOPs per step / step seconds / the float32
 matmul peak that the `ours` worker measures first, alone (the best rate of `--peak-size`^3
@@ -38,9 +38,9 @@ def model_config(args, kind):
     return language_model_preset(
         args.preset,
         kind,
-        vocab_size=args.vocab,
+        vocab_size=args.vocab_size,
         max_length=max_length(args),
-        learned_positions=args.positions == "learned",
+        learned_positions=args.learned_positions,
         tie_embeddings=True,
     )
 
@@ -74,7 +74,7 @@ def decoder_batches(args):
     rng = np.random.default_rng(args.seed)
     batches = []
     for _ in range(args.batches):
-        window = rng.integers(FIRST_PIECE_ID, args.vocab, size=(args.batch_size, args.length + 1), dtype="int32")
+        window = rng.integers(FIRST_PIECE_ID, args.vocab_size, size=(args.batch_size, args.length + 1), dtype="int32")
         batches.append((window[:, :-1], window[:, 1:]))
     return batches
 
@@ -92,9 +92,9 @@ def encoder_batches(args):
     rng = np.random.default_rng(args.seed + 1)
     count = args.batches * args.batch_size
     lengths = rng.integers(max(args.length // 2 - 2, 1), args.length - 1, size=count)
-    pieces = rng.integers(FIRST_PIECE_ID, args.vocab, size=int(lengths.sum()), dtype="int32")
+    pieces = rng.integers(FIRST_PIECE_ID, args.vocab_size, size=int(lengths.sum()), dtype="int32")
     texts = tf.RaggedTensor.from_row_lengths(pieces, lengths)
-    dataset = masked_lm_dataset(texts, args.length, args.batch_size, args.vocab, seed=args.seed)
+    dataset = masked_lm_dataset(texts, args.length, args.batch_size, args.vocab_size, seed=args.seed)
     return [(inputs.numpy(), labels.numpy()) for inputs, labels in dataset.take(args.batches)]
 
 

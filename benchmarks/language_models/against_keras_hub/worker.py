@@ -1,6 +1,6 @@
-"""A worker process of language_models.py: one library's models, and the orders it carries out.
+"""A worker process of the study: one library's models, and the orders it carries out.
 
-The script runs itself twice with `--worker NAME` (`ours`, `keras-hub`). Each worker resolves
+The study runs itself twice with `--worker NAME` (`ours`, `keras-hub`). Each worker resolves
 `--precision` (`choose_precision`), builds and compiles its models and their batches once
 (`Worker`), answers one ready line (parameters, batch checksums, the precision chosen), then
 carries out one order per JSON line on stdin, answering each with one JSON line on stdout:
@@ -18,10 +18,11 @@ import json
 import sys
 import time
 
-import common
 import numpy as np
-from language_models_build import build_model, keras_hub_cached_generate, uncached_greedy
-from language_models_workload import (
+
+from benchmarks.harness import machine
+from benchmarks.harness.language_peers import build_model, keras_hub_cached_generate, uncached_greedy
+from benchmarks.harness.language_workload import (
     FIRST_PIECE_ID,
     checksum,
     decoder_batches,
@@ -105,7 +106,7 @@ class Worker:
         keras.utils.set_random_seed(args.seed)
         self.models, self.data, self.tokens, self.checksums = {}, {}, {}, {}
         self.clock = _RoundClock.callback()
-        train_config = TrainConfig(warmup_steps=400, jit_compile=args.jit)
+        train_config = TrainConfig(warmup_steps=400, jit_compile=args.jit_compile)
         makers = {"decoder": decoder_batches, "encoder": encoder_batches}
         with dtype_policy(precision):
             for kind in args.kinds:
@@ -123,7 +124,7 @@ class Worker:
         if "decoder" in args.kinds:
             rng = np.random.default_rng(args.seed + 2)
             self.prompts = rng.integers(
-                FIRST_PIECE_ID, args.vocab, size=(args.batch_size, args.prompt_length), dtype="int32"
+                FIRST_PIECE_ID, args.vocab_size, size=(args.batch_size, args.prompt_length), dtype="int32"
             )
             self.generators = self._generators()
 
@@ -149,17 +150,17 @@ class Worker:
             model = self.models["decoder"]
             traced = tf.function(
                 lambda ids: generate(model, ids, length, sampler=sampler, end_id=None),
-                jit_compile=self.args.jit,
+                jit_compile=self.args.jit_compile,
                 autograph=False,
             )
             return {"ours": lambda ids: traced(ids).numpy()}
         causal_lm = self.causal_lm
         traced = tf.function(
             lambda ids: keras_hub_cached_generate(causal_lm, sampler, ids, length),
-            jit_compile=self.args.jit,
+            jit_compile=self.args.jit_compile,
             autograph=False,
         )
-        if self.args.jit:
+        if self.args.jit_compile:
             causal_lm.jit_compile = True
 
         def own_generate(ids):
@@ -187,7 +188,7 @@ class Worker:
             "input_tokens": input_tokens,
             "predicted_tokens": predicted_tokens,
             "loss": float(history.history["loss"][-1]),
-            "peak_rss_mib": common.peak_rss_mib(),
+            "peak_rss_mib": machine.peak_rss_mib(),
         }
 
     def generate(self, index):
@@ -209,7 +210,7 @@ class Worker:
                     self.models["decoder"], self.prompts[:CHECK_ROWS], self.args.new_tokens, forbid
                 )
                 report.setdefault("equal_to_uncached", {})[label] = float(np.mean(outputs[:CHECK_ROWS] == reference))
-        report["peak_rss_mib"] = common.peak_rss_mib()
+        report["peak_rss_mib"] = machine.peak_rss_mib()
         return report
 
 
@@ -217,7 +218,7 @@ def run_worker(args):
     """Build everything, answer the ready line, then carry out one order per JSON line on stdin."""
     from keras_transformer.precision import choose_precision
 
-    choice = choose_precision(args.precision, common.cpu_info())
+    choice = choose_precision(args.precision, machine.cpu_info())
     worker = Worker(args, choice.policy)
     print(json.dumps(worker.ready(choice.to_dict())), flush=True)
     for line in sys.stdin:

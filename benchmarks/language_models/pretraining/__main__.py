@@ -1,117 +1,109 @@
-"""Masked-LM pre-training where labels are scarce: fine-tuned, from scratch and a linear probe, by label count.
-
-    python benchmarks/pretraining.py                                  # topics, 30 .. 3,000 labels, seeds 0, 1, 2
-    python benchmarks/pretraining.py --label-counts 30 --seeds 0 --pretrain-max-steps 400   # a quick check
-    python benchmarks/pretraining.py --corpus dates --label decade    # the typed dates instead
-    python benchmarks/pretraining.py --help                           # every flag
-
-What runs (`pretraining_study.compare_pretraining`, TensorFlow backend), per seed: a WordPiece
-vocabulary with `<mask>` learned from `--corpus-size` unlabeled texts of the corpus's train split
-(`--corpus topics`: sentences of a small grammar whose words all belong to the sentence's topic,
-`keras_transformer.data.topic_sentences`, the class the topic; `--corpus dates`: typed dates, the
-class `--label`); an encoder-only model (`--preset`) pre-trained on them as a masked language
-model until its masked-piece accuracy on validation texts levels off (gains less than
-`--plateau` over the last 20% of its steps) or `--pretrain-max-steps`; then, at each of
-`--label-counts`, three classifiers of the same architecture (a head on `<s>`) from the same
-initial weights, trained on the same first labelled examples for the same steps:
-
-    fine_tuned  the encoder's weights copied from the pre-trained model, all weights trained
-    scratch     no pre-training, all weights trained
-    probe       the pre-trained encoder frozen, only the head trained (a linear probe)
-
-each at every Noam scale of `--finetune-scales`; the scale most accurate on the validation
-examples is the arm's, and its accuracy on `--test-size` test examples is reported.
-
-Output: a table on stdout (per label count and arm, the mean over seeds and each seed's test
-accuracy, the chosen scales; the masked LM's validation accuracy and steps per seed), the JSON
-`pretraining.json` (settings, the precision chosen and why, versions, CPU model and flags, every
-seed's results) and a PNG (`pretraining.png`: test accuracy against label count, log x axis,
-the mean of the seeds and their min-max band) in the `--out` folder.
-"""
+"""The command line of the study: `python -m benchmarks.language_models.pretraining` (see `__init__`)."""
 
 import argparse
 import sys
-from pathlib import Path
 
-import common
 import numpy as np
-from pretraining_study import ARMS, CORPORA, compare_pretraining
 
-from keras_transformer.config import PRECISIONS
+from benchmarks.harness import flags, machine, results
+from benchmarks.language_models.pretraining.study import ARMS, CORPORA, compare_pretraining
+from keras_transformer.config import LanguageModelConfig, TrainConfig
 from keras_transformer.data.date_classification import DATE_LABELS
 from keras_transformer.precision import choose_precision
 
-STUDY_FLAGS = (
-    "corpus", "label", "preset", "vocab_size", "corpus_size", "label_counts", "validation_size", "test_size",
-    "pretrain_max_steps", "every", "plateau", "batch_size", "mask_rate", "seq_len", "pretrain_warmup_steps",
-    "finetune_batch_size", "finetune_epochs", "finetune_min_steps", "finetune_max_steps", "finetune_warmup_steps",
-    "finetune_scales",
-)  # fmt: skip
+DESCRIPTION = (
+    "Masked-LM pre-training where labels are scarce: fine-tuned, from scratch and a linear probe, by label count."
+)
+# `compare_pretraining`'s arguments that the flags set, by the argument's name: the flag's attribute.
+STUDY_FLAGS = {
+    "corpus": "corpus", "label": "label", "preset": "preset", "vocab_size": "vocab_size", "corpus_size": "corpus_size",
+    "label_counts": "label_counts", "validation_size": "validation_size", "test_size": "test_size",
+    "pretrain_max_steps": "pretrain_max_steps", "every": "every", "plateau": "plateau", "batch_size": "batch_size",
+    "mask_rate": "mask_rate", "seq_len": "max_length", "pretrain_warmup_steps": "pretrain_warmup_steps",
+    "finetune_batch_size": "finetune_batch_size", "finetune_epochs": "finetune_epochs",
+    "finetune_min_steps": "finetune_min_steps", "finetune_max_steps": "finetune_max_steps",
+    "finetune_warmup_steps": "finetune_warmup_steps", "finetune_scales": "finetune_scales",
+}  # fmt: skip
 # What differs between the corpora: the dates are longer texts of more distinct pieces.
-CORPUS_DEFAULTS = {"topics": {"seq_len": 12, "vocab_size": 600}, "dates": {"seq_len": 36, "vocab_size": 400}}
+CORPUS_DEFAULTS = {"topics": {"max_length": 12, "vocab_size": 600}, "dates": {"max_length": 36, "vocab_size": 400}}
 ARM_NAMES = {"fine_tuned": "MLM pre-trained, fine-tuned", "scratch": "from scratch", "probe": "linear probe (frozen)"}
 
 
-def _numbers(parser, text, kind, flag):
-    try:
-        return [kind(value) for value in text.split(",")]
-    except ValueError:
-        parser.error(f"{flag} must be comma-separated numbers. Received: {text!r}")
+def build_parser():
+    """The study's flags: the configs' fields by their own names, then the study's own."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.language_models.pretraining",
+        description=DESCRIPTION,
+        formatter_class=flags.DefaultsHelpFormatter,
+    )
+    parser.add_argument("--corpus", default="topics", choices=CORPORA, help="The unlabeled text and the task.")
+    parser.add_argument("--label", default="decade", choices=tuple(DATE_LABELS), help="With --corpus dates: the class.")
+    flags.add_config_flags(
+        parser,
+        TrainConfig,
+        "pre-training (TrainConfig fields)",
+        fields=("preset", "vocab_size", "batch_size", "validation_size", "test_size", "precision"),
+        defaults={"preset": "small", "vocab_size": None, "batch_size": 256, "validation_size": 500, "test_size": 1000},
+    )
+    flags.add_config_flags(
+        parser, LanguageModelConfig, "the encoder (LanguageModelConfig fields)", fields=("max_length",),
+        defaults={"max_length": None},
+    )  # fmt: skip
+    for action in parser._actions:  # without the flag, the corpus decides
+        if action.dest in ("vocab_size", "max_length"):
+            by_corpus = ", ".join(f"{corpus} {values[action.dest]}" for corpus, values in CORPUS_DEFAULTS.items())
+            action.help = action.help.replace("(default: None)", f"(default by --corpus: {by_corpus})")
+    study = parser.add_argument_group("the study")
+    flags.add_seed_flags(study, default=(0, 1, 2), several=True, help="Corpus, weights, shuffling, masking.")
+    study.add_argument(
+        "--label-counts",
+        type=flags.parse_list(int),
+        default="30,100,300,1000,3000",
+        help="Comma-separated numbers of labelled examples.",
+    )
+    study.add_argument("--corpus-size", type=int, default=20000, help="Unlabeled training texts (pre-training).")
+    study.add_argument("--pretrain-max-steps", type=int, default=3000, help="The masked LM's most steps.")
+    study.add_argument("--every", type=int, default=200, help="Steps between two masked-LM validation measurements.")
+    study.add_argument(
+        "--plateau", type=float, default=0.005, help="Stop the masked LM when its accuracy gained less over 20%%."
+    )
+    study.add_argument("--mask-rate", type=float, default=0.3, help="Share of the pieces the masked LM hides.")
+    study.add_argument("--pretrain-warmup-steps", type=int, default=200, help="Pre-training's Noam warm-up.")
+    study.add_argument("--finetune-batch-size", type=int, default=32, help="Examples per classification step.")
+    study.add_argument("--finetune-epochs", type=float, default=5, help="Passes over the labelled examples.")
+    study.add_argument("--finetune-min-steps", type=int, default=150, help="The fewest classification steps.")
+    study.add_argument("--finetune-max-steps", type=int, default=500, help="The most classification steps.")
+    study.add_argument("--finetune-warmup-steps", type=int, default=50, help="Classification's Noam warm-up.")
+    study.add_argument(
+        "--finetune-scales",
+        type=flags.parse_list(float),
+        default="0.3,1.0",
+        help="Comma-separated Noam scales; validation chooses one per arm.",
+    )
+    flags.add_output_flags(study, __package__, "pretraining")
+    return parser
 
 
 def parse_args(argv=None):
-    """The command line's flags, checked."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=common.DefaultsHelpFormatter)
-    parser.add_argument("--corpus", default="topics", choices=CORPORA, help="The unlabeled text and the task.")
-    parser.add_argument("--label", default="decade", choices=tuple(DATE_LABELS), help="With --corpus dates: the class.")
-    parser.add_argument("--preset", default="small", help="Model size preset (language_model_preset).")
-    parser.add_argument("--seeds", default="0,1,2", help="Comma-separated seeds: corpus, weights, shuffling, masking.")
-    parser.add_argument(
-        "--label-counts", default="30,100,300,1000,3000", help="Comma-separated numbers of labelled examples."
-    )
-    parser.add_argument("--vocab-size", type=int, help="Requested vocabulary size (with <mask>); default by corpus.")
-    parser.add_argument("--corpus-size", type=int, default=20000, help="Unlabeled training texts (pre-training).")
-    parser.add_argument("--validation-size", type=int, default=500, help="Validation examples (stopping, scales).")
-    parser.add_argument("--test-size", type=int, default=1000, help="Test examples of the reported accuracy.")
-    parser.add_argument("--pretrain-max-steps", type=int, default=3000, help="The masked LM's most steps.")
-    parser.add_argument("--every", type=int, default=200, help="Steps between two masked-LM validation measurements.")
-    parser.add_argument(
-        "--plateau", type=float, default=0.005, help="Stop the masked LM when its accuracy gained less over 20%%."
-    )
-    parser.add_argument("--batch-size", type=int, default=256, help="Examples per masked-LM step.")
-    parser.add_argument("--mask-rate", type=float, default=0.3, help="Share of the pieces the masked LM hides.")
-    parser.add_argument("--seq-len", type=int, help="Tokens per row, <s> and </s> included; default by corpus.")
-    parser.add_argument("--pretrain-warmup-steps", type=int, default=200, help="Pre-training's Noam warm-up.")
-    parser.add_argument("--finetune-batch-size", type=int, default=32, help="Examples per classification step.")
-    parser.add_argument("--finetune-epochs", type=float, default=5, help="Passes over the labelled examples.")
-    parser.add_argument("--finetune-min-steps", type=int, default=150, help="The fewest classification steps.")
-    parser.add_argument("--finetune-max-steps", type=int, default=500, help="The most classification steps.")
-    parser.add_argument("--finetune-warmup-steps", type=int, default=50, help="Classification's Noam warm-up.")
-    parser.add_argument(
-        "--finetune-scales", default="0.3,1.0", help="Comma-separated Noam scales; validation chooses one per arm."
-    )
-    parser.add_argument(
-        "--precision",
-        default="auto",
-        choices=PRECISIONS,
-        help="Keras dtype policy; auto: mixed_bfloat16 where bfloat16 is native, float32 elsewhere.",
-    )
-    parser.add_argument("--out", default="benchmarks/results", help="Folder of the JSON results and the PNG plot.")
+    """The command line's flags, checked (`argv`: `sys.argv[1:]` when `None`)."""
+    parser = build_parser()
     args = parser.parse_args(argv)
-    args.seeds = _numbers(parser, args.seeds, int, "--seeds")
-    args.label_counts = _numbers(parser, args.label_counts, int, "--label-counts")
-    args.finetune_scales = _numbers(parser, args.finetune_scales, float, "--finetune-scales")
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     for name, value in CORPUS_DEFAULTS[args.corpus].items():
         if getattr(args, name) is None:
             setattr(args, name, value)
-    common.check_at_least(
+    flags.check_name(parser, args)
+    flags.check_at_least(
         parser,
         args,
         ["pretrain_max_steps", "every", "batch_size", "corpus_size", "finetune_batch_size", "finetune_min_steps"],
         1,
     )
-    common.check_at_least(parser, args, ["validation_size", "test_size"], 2)
-    common.check_at_least(parser, args, ["seq_len"], 3)
+    flags.check_at_least(parser, args, ["validation_size", "test_size"], 2)
+    flags.check_at_least(parser, args, ["max_length"], 3)
+    # The fields' own rules (--preset, --vocab-size, --batch-size, --precision, --max-length); --corpus is ours.
+    flags.config_from_flags(parser, args, TrainConfig, task="mlm", corpus="builtin")
+    flags.config_from_flags(parser, args, LanguageModelConfig, kind="encoder")
     if args.pretrain_max_steps % args.every:
         parser.error(f"--pretrain-max-steps must be a multiple of --every={args.every}")
     if args.finetune_max_steps < args.finetune_min_steps:
@@ -172,7 +164,7 @@ def print_report(args, choice, summary, studies, cpu):
         f"{args.corpus_size} texts (batch {args.batch_size}, {args.mask_rate:.0%} masked), seeds {seeds}, "
         f"{choice.describe()}"
     )
-    print(common.cpu_line(cpu))
+    print(machine.cpu_line(cpu))
     pre = summary["pretraining"]
     print(
         "masked LM, per seed: validation accuracy "
@@ -228,32 +220,33 @@ def plot(path, args, summary, settings):
 def main(argv=None):
     """Run the study for every seed, print the table, write the JSON and the plot."""
     args = parse_args(argv)
-    cpu = common.cpu_info()
+    cpu = machine.cpu_info()
     choice = choose_precision(args.precision, cpu=cpu)
     if choice.warning:
         print(choice.warning)
-    settings = {name: getattr(args, name) for name in STUDY_FLAGS}
+    settings = {argument: getattr(args, name) for argument, name in STUDY_FLAGS.items()}
     studies = []
     for seed in args.seeds:
         studies.append(compare_pretraining(**settings, precision=choice.policy, seed=seed))
         print(f"seed {seed} done", flush=True)
     summary = summarise(args, studies)
     print_report(args, choice, summary, studies, cpu)
-    out = Path(args.out)
     data = {
-        "command": common.command_line(sys.argv[1:] if argv is None else argv),
+        "command": results.command_line(__package__, args.argv),
         "settings": {**studies[0]["settings"], "seeds": args.seeds, "precision": choice.to_dict()},
-        "machine": common.machine(cpu),
-        "versions": common.package_versions({"tensorflow": "tensorflow", "keras": "keras", "numpy": "numpy"}),
+        "machine": machine.machine(cpu),
+        "versions": machine.package_versions({"tensorflow": "tensorflow", "keras": "keras", "numpy": "numpy"}),
         "summary": summary,
         "runs": {str(seed): study for seed, study in zip(args.seeds, studies)},
     }
     del data["settings"]["seed"]
-    plot(out / "pretraining.png", args, summary, studies[0]["settings"])
+    figure = flags.output_path(args, ".png")
+    figure.parent.mkdir(parents=True, exist_ok=True)
+    plot(figure, args, summary, studies[0]["settings"])
     for run in data["runs"].values():
         del run["settings"]  # the same but for the seed, which is the key
-    print(f"results: {common.write_json(out / 'pretraining.json', data)}")
-    print(f"plot: {out / 'pretraining.png'}")
+    print(f"results: {results.write_json(flags.output_path(args), data)}")
+    print(f"plot: {figure}")
     return 0
 
 

@@ -1,6 +1,6 @@
-"""The parent process of language_models.py: it starts both workers and alternates their rounds.
+"""The parent process of the study: it starts both workers and alternates their rounds.
 
-`start_workers` starts the two `--worker` processes of the script and checks that they made the
+`start_workers` starts the two `--worker` processes of the study and checks that they made the
 same batches and chose the same precision. `race` then has the `ours` worker measure the matmul
 peak, alone, and sends both workers each training round of each kind and each generation round
 in turn, the order alternating every round (ABBA: `alternate`); `summarise_training` and
@@ -9,21 +9,18 @@ ours / keras-hub.
 """
 
 import json
-from pathlib import Path
 
-import common
 import numpy as np
-from language_models_build import GENERATORS
-from language_models_workload import MODELS, model_config, train_step_flops
 
-SCRIPT = Path(__file__).with_name("language_models.py")  # what the workers run, with --worker NAME
+from benchmarks.harness.language_peers import GENERATORS
+from benchmarks.harness.language_workload import MODELS, model_config, train_step_flops
+from benchmarks.harness.results import ours_over_keras_hub
+from benchmarks.harness.workers import JsonLinesWorker, worker_command
 
 
 def start_workers(args):
     """Both `--worker` subprocesses, built and ready: `(workers, ready lines)` in the order of `MODELS`."""
-    workers = [
-        common.JsonLinesWorker(common.worker_command(SCRIPT, args.argv, "--worker", name), name) for name in MODELS
-    ]
+    workers = [JsonLinesWorker(worker_command(__package__, args.argv, "--worker", name), name) for name in MODELS]
     ready = {}
     try:
         for worker in workers:
@@ -91,8 +88,8 @@ def summarise_training(args, kind, config, rounds, parameters, peak):
             "final_loss": reports[-1]["loss"],
         }
     results["model_flops_per_step"] = flops
-    results["ours_over_keras_hub"] = common.ours_over_keras_hub(results, "tokens_per_second_median")
-    results["ours_over_keras_hub_cpu_time"] = common.ours_over_keras_hub(results, "tokens_per_cpu_second_median")
+    results["ours_over_keras_hub"] = ours_over_keras_hub(results, "tokens_per_second_median")
+    results["ours_over_keras_hub_cpu_time"] = ours_over_keras_hub(results, "tokens_per_cpu_second_median")
     return results
 
 

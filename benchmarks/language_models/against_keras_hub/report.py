@@ -1,4 +1,4 @@
-"""What language_models.py reports: the tables on stdout and the results JSON.
+"""What the study reports: the tables on stdout and the results JSON.
 
 Training per kind (tokens/s, per CPU-second, step ms, MFU, CPU MFU, peak memory, final loss, the
 ratios ours / keras-hub), then generation (new tokens/s, per CPU-second, agreement with the
@@ -7,10 +7,12 @@ differences, versions, the machine, the precision chosen, the matmul peak and ev
 """
 
 import os
+from pathlib import Path
 
-import common
-from language_models_build import ARCHITECTURE, GENERATORS
-from language_models_workload import MODELS, max_length, model_config, train_step_flops
+from benchmarks.harness import machine
+from benchmarks.harness.language_peers import ARCHITECTURE, GENERATORS
+from benchmarks.harness.language_workload import MODELS, max_length, model_config, train_step_flops
+from benchmarks.harness.results import command_line, format_ratio
 
 
 def print_report(args, cpu, precision, peak, training, generation):
@@ -19,10 +21,10 @@ def print_report(args, cpu, precision, peak, training, generation):
     print()
     print(
         f"preset {args.preset} (D {config.d_model}, H {config.num_heads}, F {config.d_ff}, N {config.num_blocks}), "
-        f"V {args.vocab}, positions {args.positions}, precision {precision['policy']}, jit "
-        f"{'on' if args.jit else 'off'}, {os.cpu_count()} CPUs"
+        f"V {args.vocab_size}, positions {'learned' if args.learned_positions else 'sinusoid'}, precision "
+        f"{precision['policy']}, jit {'on' if args.jit_compile else 'off'}, {os.cpu_count()} CPUs"
     )
-    print(common.cpu_line(cpu))
+    print(machine.cpu_line(cpu))
     print(
         f"matmul peak ({args.peak_size}^3): float32 {peak['float32'] / 1e9:,.0f} GFLOP/s (best of the repeats), "
         f"{peak['float32_per_cpu_second'] / 1e9:,.0f} GFLOP per CPU-second; model FLOPs per training step "
@@ -59,8 +61,8 @@ def print_training(args, training):
                 f"keras-hub {results['keras-hub']['predicted_tokens_per_second_median']:,.0f})"
             )
         print(
-            f"{kind:<9}ours / keras-hub: {common.format_ratio(results['ours_over_keras_hub'])}, per CPU-second "
-            f"{common.format_ratio(results['ours_over_keras_hub_cpu_time'])}{extra}"
+            f"{kind:<9}ours / keras-hub: {format_ratio(results['ours_over_keras_hub'])}, per CPU-second "
+            f"{format_ratio(results['ours_over_keras_hub_cpu_time'])}{extra}"
         )
 
 
@@ -79,7 +81,7 @@ def print_generation(args, generation):
             f"{label:<22}{r['new_tokens_per_second_median']:>13,.0f}{r['new_tokens_per_cpu_second_median']:>11,.0f}"
             f"{r['equal_to_uncached']:>13.0%}"
         )
-    ratio = {key: common.format_ratio(value) for key, value in generation.items() if key.startswith("ours_")}
+    ratio = {key: format_ratio(value) for key, value in generation.items() if key.startswith("ours_")}
     print(
         f"ours / keras-hub (same work): {ratio['ours_over_keras_hub']}, per CPU-second "
         f"{ratio['ours_over_keras_hub_cpu_time']}; ours / keras-hub generate(): "
@@ -90,15 +92,15 @@ def print_generation(args, generation):
 def results_json(args, cpu, precision, peak, training, generation):
     """The results JSON: the command, the flags and model configs, the architectures, the machine, every figure."""
     return {
-        "command": common.command_line(args.argv),
+        "command": command_line(__package__, args.argv),
         "config": {
-            **{k: v for k, v in vars(args).items() if k not in ("worker", "argv")},
+            **{k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k not in ("worker", "argv")},
             "max_length": max_length(args),
             "models": {kind: model_config(args, kind).to_dict() for kind in args.kinds},
         },
         "architecture": ARCHITECTURE,
-        "versions": common.package_versions({"keras": "keras", "tensorflow": "tensorflow", "keras-hub": "keras-hub"}),
-        **common.machine(cpu),
+        "versions": machine.package_versions({"keras": "keras", "tensorflow": "tensorflow", "keras-hub": "keras-hub"}),
+        **machine.machine(cpu),
         "precision": precision,
         "matmul_peak_flops": peak,
         "training": training,
