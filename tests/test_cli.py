@@ -58,7 +58,7 @@ def _cli_fields(config_class):
 
 def test_train_help_documents_every_config_field_with_its_help_and_default(capsys):
     entries = _help(capsys, "train")
-    expected_flags = {"-h", "--help", "--config", "--resume"}
+    expected_flags = {"-h", "--help", "--config", "--resume", "--overwrite"}
     translation_model = {field.name for field in _cli_fields(ModelConfig)}
     for config_class in (TrainConfig, ModelConfig, LanguageModelConfig):
         for field in _cli_fields(config_class):
@@ -75,10 +75,13 @@ def test_train_help_documents_every_config_field_with_its_help_and_default(capsy
                 assert f"(default: set by --preset: {', '.join(by_preset)})" in entry, entry
             elif field.name in VARIANT_SWITCHES:  # None: the value of --variant's source
                 assert "(default: the --variant's)" in entry, entry
+            elif field.name == "run_dir":  # None: the task's own folder
+                assert "(default: runs/builtin for --task translate, runs/builtin-lm for --task lm, " in entry, entry
             elif not isinstance(field.default, tuple):
                 assert f"(default: {field.default!r})" in entry, entry
     assert set(entries) == expected_flags
     assert "continue the interrupted run" in entries["--resume"]
+    assert "replace the run in --run-dir by a new one" in entries["--overwrite"]
 
 
 @pytest.mark.parametrize(
@@ -176,8 +179,9 @@ def fake_train(monkeypatch):
     """
     calls = []
 
-    def prepare_only(train_config, model_overrides=None, resume=False, **kwargs):
-        calls.append(runs.prepare_run(train_config, model_overrides, resume, log=lambda line: None))
+    def prepare_only(train_config, model_overrides=None, resume=False, overwrite=False, **kwargs):
+        settled = runs.prepare_run(train_config, model_overrides, resume, log=lambda line: None, overwrite=overwrite)
+        calls.append(settled)
         test = {"exact_match": 0.5, "bleu": 12.3}
         return {"test": test, "total_seconds": 1.0, "export_path": "nowhere"}
 
@@ -239,6 +243,96 @@ def test_config_file_that_is_not_json_is_rejected(tmp_path, capsys):
 def test_resume_without_a_run_is_an_error(tmp_path, capsys):
     assert main(["train", "--resume", "--run-dir", str(tmp_path / "nothing")]) == 2
     assert "Nothing to resume" in capsys.readouterr().err
+
+
+def test_each_task_trains_in_its_own_default_folder(fake_train, tmp_path, monkeypatch):
+    """`python train.py` then `python train.py --task lm ...`: no run in the way of the other."""
+    monkeypatch.chdir(tmp_path)
+    for task in ("translate", "lm", "mlm"):
+        assert main(["train", "--task", task, "--preset", "tiny", "--epochs", "1"]) == 0
+    assert [train_config.run_dir for train_config, _ in fake_train] == [
+        "runs/builtin",
+        "runs/builtin-lm",
+        "runs/builtin-mlm",
+    ]
+    for name in ("builtin", "builtin-lm", "builtin-mlm"):
+        assert (tmp_path / "runs" / name / "train_config.json").is_file()
+    assert TrainConfig().run_dir == "runs/builtin" and TrainConfig(task="lm").run_dir == "runs/builtin-lm"
+    assert TrainConfig(task="lm", run_dir="elsewhere").run_dir == "elsewhere"
+
+
+def test_a_run_in_the_way_names_resume_run_dir_and_overwrite(fake_train, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "--preset", "tiny"]) == 0
+    assert main(["train", "--preset", "tiny"]) == 2  # `python train.py` twice
+    assert capsys.readouterr().err == (
+        "error: runs/builtin already holds an interrupted run; pass --resume to continue it, --run-dir DIR to "
+        "train in another folder, or --overwrite to replace it\n"
+    )
+    (tmp_path / "runs" / "builtin" / "summary.json").write_text("{}")
+    assert main(["train", "--preset", "tiny"]) == 2
+    assert capsys.readouterr().err == (
+        "error: runs/builtin already holds a finished run; pass --resume to continue it (with more --epochs), "
+        "--run-dir DIR to train in another folder, or --overwrite to replace it\n"
+    )
+    assert len(fake_train) == 1
+
+
+def test_resume_and_overwrite_exclude_each_other(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--resume", "--overwrite"])
+    assert exit_info.value.code == 2
+    assert "argument --overwrite: not allowed with argument --resume" in capsys.readouterr().err
+    with pytest.raises(runs.RunError, match="pass one of them"):
+        runs.prepare_run(TrainConfig(), resume=True, overwrite=True)
+
+
+def _a_run_with_every_file(run_dir):
+    """The files of a finished run in `run_dir` (after `fake_train` wrote its configs), and a staging file."""
+    for name in ("source_vocab.txt", "target_vocab.txt", "summary.json", "model.keras", ".staging-summary.json"):
+        (run_dir / name).write_text("old")
+    for name in ("checkpoints/step-6", "logs/train"):
+        (run_dir / name).mkdir(parents=True)
+        (run_dir / name / "file").write_text("old")
+
+
+def test_overwrite_replaces_the_run_and_only_its_files(fake_train, tmp_path, capsys):
+    run_dir, exports, outside = tmp_path / "run", tmp_path / "exports", tmp_path / "kept"
+    flags = ["train", "--preset", "tiny", "--run-dir", str(run_dir), "--export-dir", str(exports)]
+    assert main([*flags, "--epochs", "3"]) == 0
+    _a_run_with_every_file(run_dir)
+    (exports / "transformer" / "1").mkdir(parents=True)
+    outside.mkdir()
+    (run_dir / "checkpoints" / "elsewhere").symlink_to(outside)  # a link is removed, not followed
+    # A setting the new run cannot take leaves the old run whole.
+    assert main([*flags, "--d-model", "30", "--num-heads", "4", "--overwrite"]) == 2
+    assert "must be divisible" in capsys.readouterr().err
+    assert (run_dir / "summary.json").read_text() == "old"
+
+    assert main([*flags, "--epochs", "5", "--overwrite"]) == 0
+    assert sorted(path.name for path in run_dir.iterdir()) == ["model_config.json", "train_config.json"]
+    assert TrainConfig.load(run_dir / "train_config.json").epochs == 5
+    assert (exports / "transformer" / "1").is_dir() and outside.is_dir()  # exports and linked folders stay
+    # Nothing to replace is no error: --overwrite starts a new run in an empty or missing folder.
+    assert main([*flags[:-4], "--run-dir", str(tmp_path / "new"), "--overwrite"]) == 0
+
+
+@pytest.mark.parametrize("run", [False, True], ids=["user folder", "run with a user file"])
+def test_overwrite_refuses_a_folder_with_other_files(run, fake_train, tmp_path, capsys):
+    folder = tmp_path / "mine"
+    flags = ["train", "--preset", "tiny", "--run-dir", str(folder)]
+    if run:
+        assert main(flags) == 0
+        _a_run_with_every_file(folder)
+    else:
+        folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    before = sorted(path.relative_to(folder) for path in folder.rglob("*"))
+    assert main([*flags, "--overwrite"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: --overwrite ") and "notes.txt" in error and "nothing was deleted" in error
+    assert ("holds others too" if run else "is not a run directory") in error
+    assert sorted(path.relative_to(folder) for path in folder.rglob("*")) == before
 
 
 @pytest.mark.parametrize(

@@ -158,7 +158,7 @@ def test_a_run_killed_again_and_again_ends_with_the_weights_of_one_never_killed(
     # The run is kept: starting it again without --resume refuses to overwrite it, and changing
     # the experiment while resuming is refused (the same model flags again are accepted).
     assert main(["train", *flags]) == 2
-    assert "already holds a run; pass --resume" in capsys.readouterr().err
+    assert "already holds an interrupted run; pass --resume" in capsys.readouterr().err
     assert main(["train", *flags, "--resume", "--d-model", "64"]) == 2
     assert "Cannot change d_model when resuming" in capsys.readouterr().err
 

@@ -16,6 +16,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's C++ star
 from keras_transformer.cli.parser import build_parser, load_config_file, split_by_config  # noqa: E402
 from keras_transformer.cli.text import generate, translate  # noqa: E402
 from keras_transformer.config import DECODING_FIELDS, TrainConfig  # noqa: E402
+from keras_transformer.config.train import default_run_dir  # noqa: E402
 
 
 def _train(args):
@@ -35,7 +36,7 @@ def _train(args):
     elif "corpus" not in explicit and explicit.get("tfds_name"):
         explicit["corpus"] = "tfds"
     # On --resume the saved settings are the base, so only explicit flags count as changes.
-    saved = Path(explicit.get("run_dir", TrainConfig.run_dir)) / runs.TRAIN_CONFIG_FILE
+    saved = Path(explicit.get("run_dir") or default_run_dir(explicit.get("task"))) / runs.TRAIN_CONFIG_FILE
     base = TrainConfig.load(saved).to_dict() if args.resume and saved.is_file() else {}
     try:
         train_config = TrainConfig(**{**base, **explicit}).validate()
@@ -44,7 +45,7 @@ def _train(args):
     args.run_dir_resolved = Path(train_config.run_dir)  # for the Ctrl-C message
     if args.own_process:
         _configure_cpu_threads(train_config)
-    summary = runs.train(train_config, model_overrides, resume=args.resume)
+    summary = runs.train(train_config, model_overrides, resume=args.resume, overwrite=args.overwrite)
     test = summary["test"]
     if "perplexity" in test:  # a language model
         scores = f"test perplexity {test['perplexity']:.2f}, token accuracy {test['accuracy']:.2%}"

@@ -20,6 +20,7 @@ from keras_transformer.config import (
     ModelConfig,
     TrainConfig,
 )
+from keras_transformer.config.train import TASKS, default_run_dir
 
 _BOOLEAN_CHOICES = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
 
@@ -52,6 +53,8 @@ def _default_text(config_class, field, only):
         return "(default: the run's)"
     if field.name in VARIANT_SWITCHES:
         return "(default: the --variant's)"
+    if config_class is TrainConfig and field.name == "run_dir":
+        return f"(default: {', '.join(f'{default_run_dir(task)} for --task {task}' for task in TASKS)})"
     by_preset = [f"{name} {values[field.name]!r}" for name, values in PRESETS.items() if field.name in values]
     if config_class in (ModelConfig, LanguageModelConfig) and by_preset:
         return f"(default: set by --preset: {', '.join(by_preset)})"
@@ -145,7 +148,7 @@ def build_parser():
 
 
 def _add_train_command(commands):
-    """`train`: `--config`, `--resume` and one flag per field of the training and model configs.
+    """`train`: `--config`, `--resume` or `--overwrite`, and one flag per field of the training and model configs.
 
     Args:
         commands: the parser's sub-parsers (`add_subparsers`' result).
@@ -161,7 +164,15 @@ def _add_train_command(commands):
     train.add_argument(
         "--config", type=Path, help="JSON file of TrainConfig and model config fields; flags override it"
     )
-    train.add_argument("--resume", action="store_true", help="continue the interrupted run in --run-dir")
+    existing = train.add_mutually_exclusive_group()
+    existing.add_argument("--resume", action="store_true", help="continue the interrupted run in --run-dir")
+    existing.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the run in --run-dir by a new one: its files (configs, vocabularies, checkpoints, model, "
+        "logs, summary) are deleted once the new settings are checked; a folder holding other files is refused, "
+        "and exports are kept",
+    )
     add_config_flags(train, TrainConfig, "training")
     model_flags = add_config_flags(train, ModelConfig, "model (override the preset)")
     add_config_flags(

@@ -34,6 +34,18 @@ PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 
 
+def default_run_dir(task=None):
+    """The run directory of a run of `task` that names none (`TrainConfig.run_dir` unset).
+
+    Args:
+        task: a task name (`TrainConfig.task`); None for the default task, translate.
+
+    Returns:
+        "runs/builtin" for translate, "runs/builtin-TASK" for any other task (runs/builtin-lm, runs/builtin-mlm).
+    """
+    return "runs/builtin" if task in (None, "translate") else f"runs/builtin-{task}"
+
+
 @dataclasses.dataclass
 class TrainConfig(_JsonConfig):
     """How to train: the task, data, schedule, budget and where outputs go.
@@ -148,7 +160,11 @@ class TrainConfig(_JsonConfig):
         "about the last tenth of the steps so far, 1 is the plain mean of all of them.",
     )
     seed: int = _field(0, "Random seed for data generation, shuffling and initialization.")
-    run_dir: str = _field("runs/builtin", "Where checkpoints, vocabularies, logs and the summary go.")
+    run_dir: str = _field(
+        None,
+        "Where checkpoints, vocabularies, logs and the summary go: one run per folder; a new run refuses a folder "
+        "that holds one (--resume continues it, --overwrite replaces it). Each task has its own by default.",
+    )
     checkpoint_every_steps: int = _field(
         0, "Also checkpoint the training state every this many steps (for --resume); 0 = not by steps."
     )
@@ -284,6 +300,8 @@ class TrainConfig(_JsonConfig):
         # JSON gives lists; the run's saved config must compare equal to the flags' tuples.
         for name in _FILE_PAIRS:
             setattr(self, name, tuple(getattr(self, name)))
+        if self.run_dir is None:  # the task's own folder: two tasks trained with defaults do not collide
+            self.run_dir = default_run_dir(self.task)
 
     def _validate_corpus(self):
         given_files = [name for name in _FILE_PAIRS if getattr(self, name)]

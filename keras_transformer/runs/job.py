@@ -36,6 +36,8 @@ from keras_transformer.runs.directory import (
     TRAIN_CONFIG_FILE,
     RunError,
     changed_settings,
+    clear_run,
+    describe_run,
 )
 from keras_transformer.runs.tasks import task_of
 from keras_transformer.training import (
@@ -90,8 +92,14 @@ def settle_precision(train_config, resume=False, cpu=None, accelerators=None):
     return PrecisionChoice(requested, saved, reason, here.warning)
 
 
-def prepare_run(train_config, model_overrides=None, resume=False, log=print, replicas=1, precision=None):
+def prepare_run(
+    train_config, model_overrides=None, resume=False, log=print, replicas=1, precision=None, overwrite=False
+):
     """Create or reopen the run directory and settle the configs, the precision among them.
+
+    A new run refuses a directory that holds a run (`describe_run` says how on), unless
+    `overwrite`: the old run's files are then removed (`clear_run`), once the new configs are
+    settled, so that a mistaken setting leaves the old run in place.
 
     The precision chosen, and why, is logged (and a warning when it is slow on this machine);
     train_config.json holds the policy, never "auto".
@@ -107,11 +115,18 @@ def prepare_run(train_config, model_overrides=None, resume=False, log=print, rep
         replicas: replicas in sync; the global batch must give each at least one pair (checked
             before a new run directory is made).
         precision: the run's `PrecisionChoice`, from `settle_precision`; settled here when `None`.
+        overwrite: replace the run in `train_config.run_dir`, if any, by a new one (not with `resume`).
 
     Returns:
         `(train_config, model_config)`, the latter without vocabulary sizes until the
         vocabularies exist.
+
+    Raises:
+        RunError: a run in the way (no `resume` or `overwrite`), nothing to resume, a change a
+            resumed run cannot make, a folder `overwrite` does not replace, or invalid settings.
     """
+    if resume and overwrite:
+        raise RunError("--resume continues the run in --run-dir and --overwrite replaces it: pass one of them")
     if precision is None:
         precision = settle_precision(train_config, resume)
     train_config = dataclasses.replace(train_config, precision=precision.policy)
@@ -122,12 +137,14 @@ def prepare_run(train_config, model_overrides=None, resume=False, log=print, rep
         log(f"Resuming the run in {run_dir}")
         _log_precision(precision, log)
         return train_config, model_config
-    if saved_train.is_file():
-        raise RunError(f"{run_dir} already holds a run; pass --resume to continue it, or choose another --run-dir")
+    if saved_train.is_file() and not overwrite:
+        raise RunError(describe_run(run_dir))
     task = task_of(train_config)
     model_config = task.model_config(train_config.preset, model_overrides or {})
     task.check_global_batch(train_config, model_config, replicas)
     train_config = task.settle_new_run(train_config, model_config)
+    if overwrite and clear_run(run_dir):
+        log(f"--overwrite: removed the old run in {run_dir}")
     run_dir.mkdir(parents=True, exist_ok=True)
     # Both configs at once (the vocabulary sizes are filled in later): a run killed from here on
     # can be resumed.
@@ -195,7 +212,16 @@ class _EpochTimer(keras.callbacks.Callback):
         self.seconds.append(time.perf_counter() - self._start)
 
 
-def train(train_config, model_overrides=None, resume=False, log=print, extra_callbacks=(), verbose="auto", export=True):
+def train(
+    train_config,
+    model_overrides=None,
+    resume=False,
+    log=print,
+    extra_callbacks=(),
+    verbose="auto",
+    export=True,
+    overwrite=False,
+):
     """Train, evaluate on the test split, export, and write `summary.json`.
 
     The model is built and trained under the `tf.distribute` strategy `train_config.strategy`.
@@ -213,6 +239,7 @@ def train(train_config, model_overrides=None, resume=False, log=print, extra_cal
         verbose: `model.fit` verbosity ("auto": a progress bar).
         export: False skips the export (a study that needs only the scores); the summary's
             `export_path` is then None.
+        overwrite: replace the run that `train_config.run_dir` holds (`prepare_run`).
 
     Returns:
         The summary dict (also written to `RUN_DIR/summary.json`; on a worker other than the
@@ -235,15 +262,18 @@ def train(train_config, model_overrides=None, resume=False, log=print, extra_cal
         worker_directory(train_config.export_dir, chief) as export_dir,
     ):
         train_config = dataclasses.replace(train_config, run_dir=str(run_dir), export_dir=str(export_dir))
-        return _train(train_config, strategy, model_overrides, resume, log, extra_callbacks, verbose, started, export)
+        options = (extra_callbacks, verbose, started, export, overwrite)
+        return _train(train_config, strategy, model_overrides, resume, log, *options)
 
 
-def _train(train_config, strategy, model_overrides, resume, log, extra_callbacks, verbose, started, export):
+def _train(train_config, strategy, model_overrides, resume, log, extra_callbacks, verbose, started, export, overwrite):
     replicas = strategy.num_replicas_in_sync
     machine = {"cpu_count": os.cpu_count(), "cpu": cpu_info(), "accelerators": visible_accelerators()}
     machine["tensorflow_threads"] = threads.settings(train_config)  # and the packed step's towers
     precision = settle_precision(train_config, resume, machine["cpu"], machine["accelerators"])
-    train_config, model_config = prepare_run(train_config, model_overrides, resume, log, replicas, precision)
+    train_config, model_config = prepare_run(
+        train_config, model_overrides, resume, log, replicas, precision, overwrite=overwrite
+    )
     task = task_of(train_config)
     run_dir = Path(train_config.run_dir)
     keras.utils.set_random_seed(train_config.seed)
