@@ -5,18 +5,19 @@ Flags of `train` are generated from the fields of `TrainConfig`, `ModelConfig` a
 FILE.json` loads settings and explicit flags override it. `translate` and `generate` stream texts
 through a text export (`text`). User errors (bad values, missing files, an existing run) print one
 `error:` line and exit with status 2; Ctrl-C says what it left behind and exits with 130.
+TensorFlow's start-up notices are kept off the terminal unless KERAS_TRANSFORMER_VERBOSE=1
+(`startup`).
 """
 
 import os
 import sys
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's C++ start-up chatter quiet
-
-from keras_transformer.cli.parser import build_parser, load_config_file, split_by_config  # noqa: E402
-from keras_transformer.cli.text import generate, translate  # noqa: E402
-from keras_transformer.config import DECODING_FIELDS, TrainConfig  # noqa: E402
-from keras_transformer.config.train import default_run_dir  # noqa: E402
+from keras_transformer.cli import startup
+from keras_transformer.cli.parser import build_parser, load_config_file, split_by_config
+from keras_transformer.cli.text import generate, translate
+from keras_transformer.config import DECODING_FIELDS, TrainConfig
+from keras_transformer.config.train import default_run_dir
 
 
 def _train(args):
@@ -139,10 +140,14 @@ def main(argv=None, own_process=False):
     `own_process`: the CLI is the whole process (`python train.py`, the `keras-transformer`
     script): `train` may then set TensorFlow's process-wide CPU threads for one training tower
     per core (`training.threads.configure_cpu_threads`) before TensorFlow starts.
+
+    TensorFlow is imported after the arguments are read (`--help` does not import it), its
+    start-up notices dropped unless KERAS_TRANSFORMER_VERBOSE=1 (`startup.start_tensorflow`).
     """
     args = build_parser().parse_args(argv)
     args.own_process = own_process
     try:
+        startup.start_tensorflow()  # before anything imports TensorFlow: its start-up notices kept quiet
         from keras_transformer.data.parallel_text import CorpusError  # imports TensorFlow: Ctrl-C may come here
         from keras_transformer.runs import RunError
 
