@@ -4,11 +4,13 @@ Not of BLEU: the study measures that. The corpora here are tiny fakes with Multi
 """
 
 import gzip
+import json
 import types
 
 import keras
 import pytest
 import tensorflow as tf
+from conftest import ROOT
 
 from benchmarks.harness import machine
 from benchmarks.translation.multi30k import __main__ as multi30k
@@ -30,11 +32,11 @@ flags\t\t: fpu
 """
 
 
-def fake_multi30k_result(name, parameters, steps, bleu):
-    """A worker result with the fields multi30k.py's report and comparison read."""
+def fake_multi30k_result(name, parameters, steps, bleu, greedy_bleu=None):
+    """A worker result with the fields the study's report and comparison read: beam 4 and greedy scores."""
     return {
         "model": name,
-        "decoding": "greedy",
+        "decoding": "beam 4, alpha 1.4" if name == "ours" else "beam 4, log-prob",
         "parameters": parameters,
         "vocab_sizes": [118, 104],
         "train_pairs": 300,
@@ -44,7 +46,7 @@ def fake_multi30k_result(name, parameters, steps, bleu):
         "peak_rss_mib": 1000.0,
         "curve": [{"minutes": 0.5, "steps": steps, "bleu": bleu}],
         "test": {"bleu": bleu, "chrf": 40.0, "sentences": 40, "bleu_signature": "nrefs:1"},
-        "test_greedy": {"bleu": bleu},
+        "test_greedy": {"bleu": bleu if greedy_bleu is None else greedy_bleu, "chrf": 39.0},
         "wall_seconds": {"scoring": 10.0},
     }
 
@@ -61,22 +63,30 @@ def test_multi30k_report_prints_the_cpu_ratios_and_bleu_differences(tmp_path, ca
     multi30k_folder(tmp_path)
     args = multi30k.parse_args(["--data", str(tmp_path), "--minutes", "0.5", "--curve-sentences", "20"])
     results = {
-        "ours": fake_multi30k_result("ours", 31_912, 30, 12.5),
-        "keras-hub": fake_multi30k_result("keras-hub", 34_472, 20, 10.25),
+        "ours": fake_multi30k_result("ours", 31_912, 30, 12.5, greedy_bleu=11.0),
+        "keras-hub": fake_multi30k_result("keras-hub", 34_472, 20, 10.25, greedy_bleu=9.5),
     }
     report.print_report(args, results, machine.parse_cpuinfo(X86_CPUINFO))
     lines = capsys.readouterr().out.splitlines()
     assert lines[2] == machine.cpu_line(machine.parse_cpuinfo(X86_CPUINFO))
     assert f"{'parameters':<34}{'31,912':>18}{'34,472':>18}{'0.93x':>18}" in lines
     assert f"{'steps':<34}{'30':>18}{'20':>18}{'1.50x':>18}" in lines
+    # Beam search against beam search, then greedy against greedy: the same decodings side by side.
     assert f"{'test_2016 BLEU (40 sent.)':<34}{'12.50':>18}{'10.25':>18}{'+2.25':>13} BLEU" in lines
+    assert f"{'  decoding':<34}{'beam 4, alpha 1.4':>18}{'beam 4, log-prob':>18}" in lines
+    assert f"{'test_2016 BLEU, greedy':<34}{'11.00':>18}{'9.50':>18}{'+1.50':>13} BLEU" in lines
+    assert f"{'test_2016 chrF, greedy':<34}{'39.00':>18}{'39.00':>18}" in lines
     reached = "ours reached keras-hub's curve BLEU at 0.5 min (10.25) at 0.5 min (100% of the time;"
     assert lines[-2] == f"{reached} linear between curve points)"
     assert lines[-1] == "same batches (first 20 fingerprinted): yes"
     assert report.comparison(results) == {
         "ours_minutes_to_keras_hub_final_curve_bleu": 0.5,
         "keras_hub_curve_minutes": 0.5,
+        "test_decodings": {"ours": "beam 4, alpha 1.4", "keras-hub": "beam 4, log-prob"},
         "test_bleu_ours_minus_keras_hub": 2.25,
+        "test_chrf_ours_minus_keras_hub": 0.0,
+        "test_greedy_bleu_ours_minus_keras_hub": 1.5,
+        "test_greedy_chrf_ours_minus_keras_hub": 0.0,
         "target_tokens_per_second_ours_over_keras_hub": 1.0,
         "steps_ours_over_keras_hub": 1.5,
         "peak_rss_ours_over_keras_hub": 1.0,
@@ -314,3 +324,98 @@ def test_multi30k_joint_vocabulary_is_one_vocabulary_learned_from_both_sides(tmp
         else:
             assert "dog" not in source and "hund" not in target
     assert paths["true"]["source"].parent != paths["false"]["source"].parent  # cached apart
+
+
+def test_multi30k_scores_both_models_with_the_same_beam_search_and_greedily(tmp_path, capsys):
+    """Beam 4 is each model's final decoding (ours with our alpha, keras-hub's BeamSampler without one); greedy too."""
+    folder = multi30k_folder(tmp_path)
+    text = types.SimpleNamespace(
+        sources=[f"a dog number {i} runs on the green grass ." for i in range(20)],
+        targets=[f"a dog number {i} runs on the green grass ." for i in range(20)],
+    )
+    args = multi30k.parse_args(["--data", str(folder), "--minutes", "30"])
+    for name, alpha, decoding in (("ours", 1.4, "beam 4, alpha 1.4"), ("keras-hub", None, "beam 4, log-prob")):
+        asked = []
+
+        def translator(beam_size, length_penalty=None):  # the worker's factory; its beam search is perfect here
+            asked.append((beam_size, length_penalty))
+            return _EchoTranslator()
+
+        result, hypotheses, final = scoring.score_test(args, name, translator, _EchoTranslator("grass"), text)
+        assert asked == [(4, alpha)]
+        assert (result["decoding"], result["beam_size"], result["length_penalty"]) == (decoding, 4, alpha)
+        assert result["test"]["bleu"] == 100.0 and result["test_greedy"]["bleu"] < 1
+        assert hypotheses == text.targets and isinstance(final, _EchoTranslator) and final.word is None
+        assert f"{name}: test_2016 BLEU 100.00, chrF 100.00 ({decoding}); greedy BLEU" in capsys.readouterr().out
+
+    greedy_args = multi30k.parse_args(["--data", str(folder), "--minutes", "30", "--beam-size", "1"])
+    greedy = _EchoTranslator()
+    result, _, final = scoring.score_test(greedy_args, "keras-hub", None, greedy, text)  # no beam translator asked
+    assert (result["decoding"], result["beam_size"], result["length_penalty"]) == ("greedy", 1, None)
+    assert final is greedy and result["test"] == result["test_greedy"]
+
+
+def test_multi30k_keras_hub_translator_decodes_with_the_peers_beam_sampler(tmp_path):
+    """keras-hub's translator at beam 4 is `KerasHubTransformer.generate(num_beams=4)` around our tokenizers."""
+    from keras_transformer.config import TrainConfig, preset
+    from keras_transformer.data.tokenizers import END_ID, SubwordTokenizer
+    from keras_transformer.data.vocabulary import learn_vocabulary, write_vocabulary
+
+    sentences = ["ein hund läuft über die wiese", "a dog runs across the meadow", "zwei katzen schlafen"]
+    write_vocabulary(learn_vocabulary(sentences, 60), tmp_path / "vocab.txt")
+    tokenizer = SubwordTokenizer(str(tmp_path / "vocab.txt"))
+    args = multi30k.parse_args(["--data", str(multi30k_folder(tmp_path)), "--minutes", "1", "--preset", "tiny"])
+    args.max_source_len, args.max_target_len = 8, 6
+    size = tokenizer.vocab_size
+    model_config = preset("tiny", source_vocab_size=size, target_vocab_size=size, max_source_len=8, max_target_len=6)
+    vocabularies = types.SimpleNamespace(source_tokenizer=tokenizer, target_tokenizer=tokenizer)
+    model, translator = models.build_worker_model(
+        args, "keras-hub", model_config, TrainConfig(preset="tiny"), vocabularies, tmp_path
+    )
+    beam, greedy = translator(4), translator(1)
+    assert (beam.num_beams, greedy.num_beams) == (4, 1)
+    with pytest.raises(ValueError, match="BeamSampler has no length penalty"):
+        translator(4, 1.4)
+    texts = tf.constant(sentences)
+    source_ids = tokenizer.tokenize(texts)[:, :8].to_tensor()
+    for translate, num_beams in ((beam, 4), (greedy, 1)):
+        expected = tokenizer.detokenize(beam.hub.generate(source_ids, 6, end_id=END_ID, num_beams=num_beams))
+        assert translate.translate(texts)["translation"].numpy().tolist() == expected.numpy().tolist()
+
+
+@pytest.mark.slow
+def test_multi30k_tiny_run_writes_both_models_beam_and_greedy_scores(tmp_path, monkeypatch):
+    """The whole study on a tiny fake corpus: two workers, the JSON with both decodings of both models."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    pairs = [
+        ("ein hund läuft", "a dog runs"),
+        ("zwei katzen schlafen", "two cats sleep"),
+        ("ein mann isst", "a man eats"),
+    ]
+    for split in ("train", "val", "test_2016_flickr"):
+        for side, language in enumerate(("de", "en")):
+            with gzip.open(folder / f"{split}.{language}.gz", "wt", encoding="utf-8") as file:
+                file.write("".join(f"{pair[side]}\n" for pair in pairs * 4))
+    monkeypatch.chdir(ROOT)  # the workers run `python -m benchmarks.translation.multi30k` from here
+    argv = ["--data", str(folder), "--minutes", "0.01", "--preset", "tiny", "--source-vocab-size", "80"]
+    argv += ["--steps-per-epoch", "2", "--batch-size", "4", "--curve-points", "1", "--curve-sentences", "3"]
+    argv += ["--test-size", "5", "--precision", "float32", "--out", str(tmp_path / "out"), "--name", "tiny"]
+    argv += ["--work-dir", str(tmp_path / "work")]
+    assert multi30k.main(argv) == 0
+    written = json.loads((tmp_path / "out" / "tiny.json").read_text())
+    assert (tmp_path / "out" / "tiny.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for name, decoding, alpha in (("ours", "beam 4, alpha 1.4", 1.4), ("keras-hub", "beam 4, log-prob", None)):
+        result = written["models"][name]
+        assert (result["decoding"], result["beam_size"], result["length_penalty"]) == (decoding, 4, alpha)
+        for split in ("test", "test_greedy"):
+            assert result[split]["sentences"] == 5 and {"bleu", "chrf"} <= set(result[split])
+    comparison = written["comparison"]
+    assert comparison["test_decodings"] == {"ours": "beam 4, alpha 1.4", "keras-hub": "beam 4, log-prob"}
+    ours, peer = written["models"]["ours"], written["models"]["keras-hub"]
+    for split in ("test", "test_greedy"):
+        for metric in ("bleu", "chrf"):
+            difference = round(ours[split][metric] - peer[split][metric], 2)
+            assert comparison[f"{split}_{metric}_ours_minus_keras_hub"] == difference
+    assert comparison["same_batches"] is True
+    assert written["command"].startswith("python -m benchmarks.translation.multi30k --data ")

@@ -17,9 +17,12 @@ steps:
    subprocess, one after the other, so that each gets every core and its own peak memory
    (`worker`: this study again, with `--worker NAME`). Both train with the same loss, optimizer
    and schedule on the same batches, in the same order, for `--minutes` of training clock, and
-   are scored along the way on a BLEU curve (`train`). Then the whole test_2016_flickr split is
-   translated with each model's final decoding (ours: beam search; keras-hub's: greedy) and
-   scored with sacreBLEU and chrF (`scoring`).
+   are scored along the way on a greedy BLEU curve (`train`). Then the whole test_2016_flickr
+   split is translated by each model with the same two decodings and scored with sacreBLEU and
+   chrF (`scoring`): beam search of `--beam-size` (4), the headline, and greedy. Ours' beam search
+   ranks with our GNMT length penalty (`--length-penalty`, 1.4), keras-hub's
+   (`keras_hub.samplers.BeamSampler` through `KerasHubTransformer.generate`, the peer's beam
+   generation that the decoding-speed study times too) by summed log-probability: it has none.
 3. The parent prints both models side by side under a header that names the CPU model and its
    matmul flags (`report`), writes the results as JSON (`--out`/`--name`.json, with the package
    versions, the CPU model and all its flags from /proc/cpuinfo, and the precision chosen) and

@@ -1,7 +1,8 @@
 """The report of the Multi30k study: the side-by-side table, the JSON's comparison and the plot.
 
 `print_report` prints the models side by side: parameters, training clock, steps, epochs, target
-tokens/s, peak memory, the curve's last score and the test scores, under a header that names the
+tokens/s, peak memory, the curve's last score and the test scores (each model's beam search of
+`--beam-size`, then both greedy: the same decodings side by side), under a header that names the
 run's settings, the CPU model and its matmul flags, and the precision chosen (and why). With both
 models, each row ends with the ratio ours / keras-hub or the difference in BLEU, followed by the
 minutes at which our curve reached keras-hub's last curve score (`minutes_to_reach`, linear
@@ -88,8 +89,9 @@ def print_report(args, model_results, cpu):
         ),
         (f"test_2016 BLEU ({first['test']['sentences']} sent.)", ["test", "bleu"], "{:.2f}".format, "difference"),
         ("  decoding", ["decoding"], str),
-        ("test_2016 BLEU, greedy", ["test_greedy", "bleu"], "{:.2f}".format, "difference"),
         ("test_2016 chrF", ["test", "chrf"], "{:.2f}".format),
+        ("test_2016 BLEU, greedy", ["test_greedy", "bleu"], "{:.2f}".format, "difference"),
+        ("test_2016 chrF, greedy", ["test_greedy", "chrf"], "{:.2f}".format),
         ("scoring pauses s (curve + test)", ["wall_seconds", "scoring"], "{:.0f}".format),
     ]
     for row in rows:
@@ -191,15 +193,23 @@ def minutes_to_reach(curve, bleu):
 
 
 def comparison(model_results):
-    """The JSON's ours-against-keras-hub summary of two models' results."""
-    peer_final = model_results["keras-hub"]["curve"][-1]
-    reached = minutes_to_reach(model_results["ours"]["curve"], peer_final["bleu"])
+    """The JSON's ours-against-keras-hub summary of two models' results.
+
+    The test scores compare like with like: `test_*` each model's beam search of `--beam-size`
+    (`test_decodings` names them), `test_greedy_*` both greedy.
+    """
+    ours, peer = model_results["ours"], model_results["keras-hub"]
+    peer_final = peer["curve"][-1]
+    reached = minutes_to_reach(ours["curve"], peer_final["bleu"])
     return {
         "ours_minutes_to_keras_hub_final_curve_bleu": reached,
         "keras_hub_curve_minutes": peer_final["minutes"],
-        "test_bleu_ours_minus_keras_hub": round(
-            model_results["ours"]["test"]["bleu"] - model_results["keras-hub"]["test"]["bleu"], 2
-        ),
+        "test_decodings": {"ours": ours["decoding"], "keras-hub": peer["decoding"]},
+        **{
+            f"{split}_{metric}_ours_minus_keras_hub": round(ours[split][metric] - peer[split][metric], 2)
+            for split in ("test", "test_greedy")
+            for metric in ("bleu", "chrf")
+        },
         "target_tokens_per_second_ours_over_keras_hub": round(
             results.ours_over_keras_hub(model_results, "train", "target_tokens_per_second_median"), 3
         ),

@@ -22,6 +22,9 @@ validation decodings, the models) are checked here. `check_args` refuses a bad v
   (a CPU with AVX512-BF16 or AMX, a GPU of compute capability 8.0+, a TPU), `float32`
   elsewhere. An explicit `--precision mixed_bfloat16` where bfloat16 is emulated runs, with a
   warning.
+- `--beam-size` is both models' test decoding (ours: our beam search with `--length-penalty`;
+  keras-hub's: `keras_hub.samplers.BeamSampler`, which has no length penalty); both models are
+  scored greedily too.
 """
 
 import argparse
@@ -79,7 +82,8 @@ def add_shared_config_flags(parser):
     flags.add_config_flags(
         parser,
         TrainConfig,
-        "both models' training (TrainConfig; --beam-size is our model's test decoding, keras-hub's is greedy)",
+        "both models' training and test decoding (TrainConfig; each model's test translation is scored with beam "
+        "search of --beam-size and greedily)",
         fields=(
             "preset",
             "source_vocab_size",
@@ -154,7 +158,8 @@ def add_our_model_flags(parser):
     flags.add_config_flags(
         parser,
         TrainConfig,
-        "our model only (TrainConfig; keras-hub's model trains without averaging or cooldown)",
+        "our model only (TrainConfig; keras-hub's model trains without averaging or cooldown, and its beam search, "
+        "keras_hub.samplers.BeamSampler, ranks by summed log-probability: no --length-penalty)",
         fields=("ema_momentum", "ema_ramp", "lr_cooldown", "length_penalty", "export_dir"),
         defaults={**dict.fromkeys(("ema_momentum", "ema_ramp", "lr_cooldown", "export_dir")), "length_penalty": 1.4},
     )
