@@ -1,12 +1,13 @@
 """The package's import graph keeps its architecture: layered contracts and no import circle.
 
 The contracts live in setup.cfg (`[importlinter]`): cli above runs above evaluation and export,
-above training and decoding, above models above layers above config and masks; data knows no
-model and no job; vision stands beside the job. Import Linter checks them on the whole graph,
-imports inside functions included. A circle between two modules (each importing the other,
-directly or through others) is a second check, on every module of the package: grimp's graph,
-Tarjan's strongly connected components. The studies and scripts in `benchmarks/` sit outside the
-package, which never imports them: a third check.
+above training and decoding, above models above layers above config and masks above checks
+(the argument checks every module may use); data knows no model and no job; vision stands beside
+the job. Import Linter checks them on the whole graph, imports inside functions included. A
+circle between two modules (each importing the other, directly or through others) is a second
+check, on every module of the package: grimp's graph, Tarjan's strongly connected components.
+The studies and scripts in `benchmarks/` sit outside the package, which never imports them: a
+third check.
 """
 
 import ast
