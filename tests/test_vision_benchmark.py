@@ -1,21 +1,17 @@
-"""A smoke run of benchmarks/vision_attention.py at tiny settings, and its flags.
+"""A smoke run of `python -m benchmarks.vision.attention` at tiny settings, and its flags.
 
-Not of accuracy or speed: the benchmark measures those. conftest.py puts `benchmarks/` on
-`sys.path`.
+Not of accuracy or speed: the study measures those.
 """
 
 import json
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import run_main
 
-ROOT = Path(__file__).resolve().parents[1]
-
-import common  # noqa: E402
-import vision_attention  # noqa: E402
+from benchmarks.harness import machine, vision_training
+from benchmarks.vision.attention import __main__ as vision_attention
 
 
 def test_flags_are_checked_every_flag_has_help_and_the_models_rotate_from_seed_to_seed(capsys):
@@ -26,11 +22,11 @@ def test_flags_are_checked_every_flag_has_help_and_the_models_rotate_from_seed_t
     args = vision_attention.parse_args(["--attentions", "stn, none,stn", "--filters", "8,8"])
     assert args.attentions == ["stn", "none"] and args.filters == [8, 8]
     for argv, message in (
-        (["--attentions", "none,bam"], "expected comma-separated names of none, se, sk, cbam, residual, stn"),
+        (["--attentions", "none,bam"], "expected comma-separated values of none, se, sk, cbam, residual, stn"),
         (["--seeds", "a"], "expected comma-separated ints"),
         (["--steps", "0"], "--steps must be >= 1. Received: 0"),
         (["--size", "8"], "--size must be >= 16. Received: 8"),
-        (["--learning-rate", "0"], "--learning-rate must be > 0. Received: 0.0"),
+        (["--adam-learning-rate", "0"], "--adam-learning-rate must be > 0. Received: 0.0"),
         (["--block", "dense"], "argument --block: invalid choice: 'dense'"),
         (["--curve-every", "-1"], "--curve-every must be >= 0. Received: -1"),
     ):
@@ -47,7 +43,7 @@ def test_flags_are_checked_every_flag_has_help_and_the_models_rotate_from_seed_t
         "vision_attention_fine_plain",
         "vision_attention_curves",
     ]
-    assert vision_attention.run_orders(["a", "b", "c"], [0, 1]) == [
+    assert vision_training.run_orders(["a", "b", "c"], [0, 1]) == [
         (0, "a"), (0, "b"), (0, "c"), (1, "b"), (1, "c"), (1, "a"),
     ]  # fmt: skip
 
@@ -57,18 +53,18 @@ def test_smoke_run_trains_each_model_and_writes_ratios_pointing_scores_curves_th
     argv = ["--attentions", "none,se,stn", "--seeds", "0", "--steps", "2", "--batch-size", "8", "--train-size", "32"]
     argv += ["--test-size", "16", "--size", "24", "--glimpse", "12", "--filters", "4,8", "--clutter", "2"]
     argv += ["--curve-every", "1", "--validation-size", "8"]
-    argv += ["--out", str(tmp_path), "--figures", str(tmp_path / "figures")]
+    argv += ["--out", str(tmp_path)]
     status, printed = run_main(vision_attention.main, argv, capsys)
     assert status == 0, printed[-3000:]
     lines = printed.splitlines()
-    assert common.cpu_line(common.cpu_info()) in lines
+    assert machine.cpu_line(machine.cpu_info()) in lines
     baseline = next(line for line in lines if line.startswith("baseline CNN"))
     assert baseline.count("1.00x") + baseline.count("n/a") == 2  # accuracy and ms/step over the baseline's
     assert any(line.startswith("STN placement") for line in lines)
     assert any(line.startswith("+ SE channel weights of the last block (mean of seeds): from ") for line in lines)
     assert "Validation accuracy % (8 canvases; mean of seeds) after each number of steps:" in lines
     written = json.loads((tmp_path / "vision_attention_curves.json").read_text())
-    assert written["cpu"] == common.cpu_info() and written["cpu_count"] == os.cpu_count()
+    assert written["cpu"] == machine.cpu_info() and written["cpu_count"] == os.cpu_count()
     assert written["settings"]["steps"] == 2 and written["settings"]["filters"] == [4, 8]
     assert written["settings"]["block"] == "residual" and "residual blocks" in printed
     assert list(written["models"]) == ["none", "se", "stn"] and len(written["runs"]) == 3
@@ -96,4 +92,4 @@ def test_smoke_run_trains_each_model_and_writes_ratios_pointing_scores_curves_th
         "vision_attention_curves_maps.png",
         "vision_attention_curves_validation.png",
     ):
-        assert (tmp_path / "figures" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,4 +1,4 @@
-"""Dynamic Capacity Networks (keras_transformer.vision.dynamic_capacity) and benchmarks/vision_dcn.py.
+"""Dynamic Capacity Networks (keras_transformer.vision.dynamic_capacity) and `python -m benchmarks.vision.dcn`.
 
 The saliency against NumPy references of the paper's equation (the norm of the gradient of the
 coarse prediction's entropy in each position's features: by finite differences and by the chain
@@ -10,14 +10,14 @@ training loss's three terms, and the benchmark's flags, scores and a smoke run.
 import json
 import os
 
-import common  # benchmarks/ is on sys.path: conftest.py
 import keras
 import numpy as np
 import pytest
-import vision_dcn
-import vision_dcn_train
 from conftest import run_main
 
+from benchmarks.harness import machine
+from benchmarks.vision.dcn import __main__ as vision_dcn
+from benchmarks.vision.dcn import train as vision_dcn_train
 from keras_transformer.vision.dynamic_capacity import (
     DynamicCapacityNetwork,
     entropy_saliency,
@@ -241,7 +241,7 @@ def test_config_round_trip_and_keras_file(mode, tmp_path):
 
 
 def test_flop_counts_match_tensorflows_profiler_and_a_count_by_hand():
-    from vision_attention_train import forward_flops
+    from benchmarks.harness.vision_training import forward_flops
 
     counts = None
     for mode in ("coarse", "fine", "dcn"):
@@ -304,17 +304,19 @@ def test_benchmark_flags_are_checked_every_flag_has_help_and_the_size_sets_the_p
     papers = vision_dcn.parse_args(["--size", "60"])
     assert (papers.object_scale, papers.clutter, papers.patch_size) == ([0.25, 0.35], 10, 12)
     assert vision_dcn.result_stem(args) == "vision_dcn" and vision_dcn.result_stem(papers) == "vision_dcn_60"
+    assert vision_dcn.result_stem(vision_dcn.parse_args(["--size", "60", "--name", "dcn"])) == "dcn_60"
     for argv, message in (
-        (["--models", "coarse,medium"], "expected comma-separated names of dcn, coarse, fine"),
+        (["--models", "coarse,medium"], "expected comma-separated values of dcn, coarse, fine"),
         (["--seeds", "a"], "expected comma-separated ints"),
         (["--steps", "0"], "--steps must be >= 1. Received: 0"),
         (["--size", "8"], "--size must be >= 16. Received: 8"),
         (["--k", "26"], "--k and --k-choices must be in [1, 25], the 5 x 5 grid of 40-pixel canvases"),
         (["--k-choices", "2,0"], "--k and --k-choices must be in [1, 25]"),
         (["--patch-size", "6"], "--patch-size must be a multiple of --coarse-factor (4). Received: 6"),
-        (["--learning-rate", "0"], "--learning-rate must be > 0. Received: 0.0"),
+        (["--adam-learning-rate", "0"], "--adam-learning-rate must be > 0. Received: 0.0"),
         (["--hint-weight", "-1"], "--hint-weight must be >= 0. Received: -1.0"),
         (["--object-scale", "0.3"], "--object-scale must be 'low,high'"),
+        (["--name", "a/b"], "--name must be letters, digits, _ and -. Received: 'a/b'"),
     ):
         with pytest.raises(SystemExit):
             vision_dcn.parse_args(argv)
@@ -343,12 +345,12 @@ def test_benchmark_smoke_run_writes_the_table_json_and_figure(tmp_path, capsys):
     argv = ["--seeds", "0", "--steps", "2", "--batch-size", "8", "--train-size", "32", "--validation-size", "16"]
     argv += ["--test-size", "16", "--size", "24", "--coarse-filters", "4", "--fine-filters", "4,4", "--features", "4"]
     argv += ["--top-units", "4", "--k", "2", "--k-choices", "1,3", "--figure-canvases", "3"]
-    argv += ["--out", str(tmp_path), "--figures", str(tmp_path / "figures")]
+    argv += ["--out", str(tmp_path)]
     status, printed = run_main(vision_dcn.main, argv, capsys)
     assert status == 0, printed[-3000:]
-    assert common.cpu_line(common.cpu_info()) in printed.splitlines()
+    assert machine.cpu_line(machine.cpu_info()) in printed.splitlines()
     written = json.loads((tmp_path / "vision_dcn_24.json").read_text())
-    assert written["cpu"] == common.cpu_info() and written["cpu_count"] == os.cpu_count()
+    assert written["cpu"] == machine.cpu_info() and written["cpu_count"] == os.cpu_count()
     assert written["command"].endswith(" ".join(argv)) and written["versions"]["keras"] == keras.__version__
     assert [run["mode"] for run in written["runs"]] == ["coarse", "fine", "dcn"]
     flops = {run["mode"]: run["flops"] for run in written["runs"]}
@@ -358,4 +360,4 @@ def test_benchmark_smoke_run_writes_the_table_json_and_figure(tmp_path, capsys):
     dcn = written["runs"][2]
     assert dcn["k_chosen"] in (1, 3) and set(dcn["test_accuracy_by_k"]) == {"1", "3"}
     assert 0 <= dcn["on_glyph"]["share"] <= 1 and 0 < dcn["on_glyph"]["chance"] <= 1
-    assert (tmp_path / "figures" / "vision_dcn_24_patches.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "vision_dcn_24_patches.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

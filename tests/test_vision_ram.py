@@ -14,9 +14,9 @@ import math
 import keras
 import numpy as np
 import pytest
-import vision_ram  # benchmarks/ is on sys.path through conftest.py
 from conftest import run_main
 
+from benchmarks.vision.ram import __main__ as vision_ram
 from keras_transformer.layers.reinforce import Reinforce
 from keras_transformer.vision.recurrent import GlimpseSensor, RecurrentAttentionModel, gaussian_log_density
 
@@ -201,6 +201,7 @@ def test_benchmark_flags_are_checked_and_every_flag_has_help(capsys):
         (["--object-scale", "0.5,0.2"], "--object-scale must be low,high"),
         (["--fragment-size", "99"], "--fragment-size must be in [1, --size]. Received: 99"),
         (["--steps", "0"], "--steps must be >= 1. Received: 0"),
+        (["--name", "a/b"], "--name must be letters, digits, _ and -. Received: 'a/b'"),
     ):
         with pytest.raises(SystemExit):
             vision_ram.parse_args(argv)
@@ -214,7 +215,7 @@ def test_benchmark_smoke_run_writes_its_json_and_figure(tmp_path, capsys):
 
     argv = ["--glimpses", "1,2", "--seeds", "0", "--steps", "3", "--train-size", "64", "--test-size", "16",
             "--validation-size", "16", "--batch-size", "16", "--size", "24", "--curve-every", "3",
-            "--output", str(tmp_path / "ram.json"), "--figure", str(tmp_path / "ram.png")]  # fmt: skip
+            "--out", str(tmp_path), "--name", "ram"]  # fmt: skip
     status, printed = run_main(vision_ram.main, argv, capsys)
     assert status == 0 and "ram_2" in printed and "over the CNN" in printed
     results = json.loads((tmp_path / "ram.json").read_text())

@@ -1,23 +1,23 @@
-"""Salient-object detection: the encoder-decoder, the scores of the task, and benchmarks/vision_saliency.py.
+"""Salient-object detection: the encoder-decoder, the scores of the task, and `benchmarks.vision.saliency`.
 
 The model is checked against a NumPy forward pass of its diagram (float64 loops) on a size that
 8 does not divide, for any size and batch, through its config and a `.keras` file; the scores
 (MAE, max F with beta^2 = 0.3, the pointing game with its tolerance) against cases computed by
 hand; the gradient saliency against a linear classifier's known gradient; the benchmark at tiny
-settings and its flags. conftest.py puts `benchmarks/` on `sys.path`.
+settings and its flags.
 """
 
 import json
 import os
 
-import common  # benchmarks/, on sys.path through conftest.py
 import keras
 import numpy as np
 import pytest
-import vision_saliency
 from conftest import run_main
-from vision_saliency_train import centre_prior, gradient_saliency
 
+from benchmarks.harness import machine
+from benchmarks.vision.saliency import __main__ as vision_saliency
+from benchmarks.vision.saliency.train import centre_prior, gradient_saliency
 from keras_transformer.vision import CBAM, ResidualAttention
 from keras_transformer.vision.saliency import SALIENCY_ATTENTIONS, UpsampleToSkip, build_saliency_model
 from keras_transformer.vision.saliency_metrics import (
@@ -259,17 +259,18 @@ def test_flags_are_checked_every_flag_has_help_and_size_60_is_the_papers_setting
         "vision_saliency_60_filters_8_8_16",
     ]
     for argv, message in (
-        (["--models", "none,se"], "expected comma-separated names of none, cbam, residual"),
+        (["--models", "none,se"], "expected comma-separated values of none, cbam, residual"),
         (["--seeds", "a"], "expected comma-separated ints"),
         (["--steps", "0"], "--steps must be >= 1. Received: 0"),
         (["--size", "8"], "--size must be >= 16. Received: 8"),
-        (["--learning-rate", "0"], "--learning-rate must be > 0. Received: 0.0"),
+        (["--adam-learning-rate", "0"], "--adam-learning-rate must be > 0. Received: 0.0"),
         (["--eval-every", "50", "--steps", "10"], "--eval-every must be <= --steps (10). Received: 50"),
         (["--object-scale", "0.5,0.3"], "--object-scale must be 'low,high' with 0.1 <= low <= high <= 0.9"),
         (["--filters", "8,8"], "--filters must be three positive ints. Received: [8, 8]"),
         (["--clutter", "-1"], "--clutter must be >= 0. Received: -1"),
         (["--classifier-steps", "-1"], "--classifier-steps must be >= 0. Received: -1"),
         (["--block", "dense"], "argument --block: invalid choice: 'dense'"),
+        (["--name", "a/b"], "--name must be letters, digits, _ and -. Received: 'a/b'"),
     ):
         with pytest.raises(SystemExit):
             vision_saliency.parse_args(argv)
@@ -294,12 +295,12 @@ def test_smoke_run_trains_each_model_scores_the_references_and_writes_the_json_a
         "16",
     ]
     argv += ["--validation-size", "8", "--test-size", "8", "--size", "20", "--filters", "2,2,4"]
-    argv += ["--classifier-steps", "1", "--out", str(tmp_path), "--figures", str(tmp_path / "figures")]
+    argv += ["--classifier-steps", "1", "--out", str(tmp_path)]
     status, printed = run_main(vision_saliency.main, argv, capsys)
     assert status == 0, printed[-3000:]
-    assert common.cpu_line(common.cpu_info()) in printed.splitlines()
+    assert machine.cpu_line(machine.cpu_info()) in printed.splitlines()
     written = json.loads((tmp_path / "vision_saliency_20_filters_2_2_4.json").read_text())
-    assert written["cpu"] == common.cpu_info() and written["cpu_count"] == os.cpu_count()
+    assert written["cpu"] == machine.cpu_info() and written["cpu_count"] == os.cpu_count()
     assert written["command"].endswith(" ".join(argv)) and set(written["versions"]) >= {"python", "tensorflow"}
     summary = written["summary"]
     assert list(summary) == ["cbam", "none", "gradient", "uniform", "centre_prior"]
@@ -314,4 +315,4 @@ def test_smoke_run_trains_each_model_scores_the_references_and_writes_the_json_a
             assert run["validation_max_f_at_chosen_step"] == best
     assert written["pointing_tolerance_px"] == pytest.approx(15 * 20 / 224)
     for name in ("vision_saliency_20_filters_2_2_4.png", "vision_saliency_20_filters_2_2_4_maps.png"):
-        assert (tmp_path / "figures" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

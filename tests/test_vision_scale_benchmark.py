@@ -1,18 +1,20 @@
-"""benchmarks/vision_scale.py: its flags, its scale-weight summary, and a smoke run at tiny settings.
+"""`python -m benchmarks.vision.scale`: its flags, its scale-weight summary, and a smoke run at tiny settings.
 
-Not of accuracy: the benchmark measures that. conftest.py puts `benchmarks/` on `sys.path`.
+Not of accuracy: the study measures that.
 """
 
 import json
 import os
 from types import SimpleNamespace
 
-import common  # noqa: E402
 import keras
 import numpy as np
 import pytest
-import vision_scale  # noqa: E402
 from conftest import run_main
+
+from benchmarks.harness import machine
+from benchmarks.vision.scale import __main__ as vision_scale
+from benchmarks.vision.scale import train
 
 
 def test_flags_have_the_task_defaults_every_flag_has_help_and_bad_flags_exit_with_a_clear_message(capsys):
@@ -35,7 +37,7 @@ def test_flags_have_the_task_defaults_every_flag_has_help_and_bad_flags_exit_wit
     args = vision_scale.parse_args(["--models", "attention, one,attention", "--factors", "1,3", "--filters", "8,8"])
     assert args.models == ["attention", "one"] and args.factors == [1, 3] and args.filters == [8, 8]
     for argv, message in (
-        (["--models", "one,sum"], "expected comma-separated names of one, average, max, attention"),
+        (["--models", "one,sum"], "expected comma-separated values of one, average, max, attention"),
         (["--seeds", "a"], "expected comma-separated ints"),
         (["--factors", "2,4"], "--factors must be two or more positive ints, 1 first. Received: [2, 4]"),
         (["--factors", "1"], "--factors must be two or more positive ints, 1 first. Received: [1]"),
@@ -45,7 +47,7 @@ def test_flags_have_the_task_defaults_every_flag_has_help_and_bad_flags_exit_wit
         (["--steps", "0"], "--steps must be >= 1. Received: 0"),
         (["--size", "8"], "--size must be >= 16. Received: 8"),
         (["--clutter", "-1"], "--clutter must be >= 0. Received: -1"),
-        (["--learning-rate", "0"], "--learning-rate must be > 0. Received: 0.0"),
+        (["--adam-learning-rate", "0"], "--adam-learning-rate must be > 0. Received: 0.0"),
         (["--extra-supervision", "-1"], "--extra-supervision must be >= 0. Received: -1.0"),
         (["--curve-every", "-1"], "--curve-every must be >= 0. Received: -1"),
         (["--filters", "8,0"], "--filters must be positive. Received: [8, 0]"),
@@ -66,9 +68,9 @@ def test_scale_weights_inside_and_outside_the_box_by_tercile_match_a_pixel_by_pi
     heights = np.array([2.0, 5.0, 1.0, 6.0, 3.0, 2.5])
     test = SimpleNamespace(images=np.zeros((n, size, size, 1)), boxes=boxes, heights=heights)
     edges = np.quantile(heights, [1 / 3, 2 / 3])
-    groups = vision_scale.terciles(heights, edges)
+    groups = train.terciles(heights, edges)
     assert sorted(groups.tolist()) == [0, 0, 1, 1, 2, 2] and groups[2] == 0 and groups[3] == 2
-    summary = vision_scale.scale_weight_summary(weights, test, groups, factors)
+    summary = train.scale_weight_summary(weights, test, groups, factors)
     # The reference: each pixel takes the weights of the grid cell it lies in (cells of 2x2 pixels).
     inside, outside = np.zeros((n, 3)), np.zeros((n, 3))
     for i in range(n):
@@ -80,7 +82,7 @@ def test_scale_weights_inside_and_outside_the_box_by_tercile_match_a_pixel_by_pi
                 (ins if top <= row < bottom and left <= column < right else outs).append(w)
         inside[i], outside[i] = np.mean(ins, 0), np.mean(outs, 0)
     log2 = inside @ np.log2(factors)
-    for t, name in enumerate(vision_scale.TERCILES):
+    for t, name in enumerate(train.TERCILES):
         np.testing.assert_allclose(summary["inside"][name], inside[groups == t].mean(0), rtol=1e-12)
         np.testing.assert_allclose(summary["outside"][name], outside[groups == t].mean(0), rtol=1e-12)
         assert summary["log2_factor_inside"][name] == pytest.approx(log2[groups == t].mean())
@@ -88,14 +90,14 @@ def test_scale_weights_inside_and_outside_the_box_by_tercile_match_a_pixel_by_pi
     # Weights all on the coarsest scale: log2 of its factor everywhere, and no correlation to measure.
     flat = np.zeros_like(weights)
     flat[..., -1] = 1.0
-    coarse = vision_scale.scale_weight_summary(flat, test, groups, factors)
+    coarse = train.scale_weight_summary(flat, test, groups, factors)
     assert coarse["log2_factor_inside"] == {"small": 2.0, "medium": 2.0, "large": 2.0}
     assert coarse["height_correlation"] is None
 
 
 def test_weights_on_canvas_spread_a_grid_that_does_not_divide_the_canvas_as_the_layer_upsamples():
     weights = np.arange(3 * 3, dtype=float).reshape(1, 3, 3, 1)
-    canvas = vision_scale.weights_on_canvas(weights, 7)[0, ..., 0]
+    canvas = train.weights_on_canvas(weights, 7)[0, ..., 0]
     # Pixel p reads cell floor((p + 0.5) * 3 / 7): 0.21, 0.64 -> 0; 1.07, 1.5, 1.93 -> 1; 2.36, 2.79 -> 2.
     cells = [0, 0, 1, 1, 1, 2, 2]
     assert canvas.tolist() == [[3.0 * r + c for c in cells] for r in cells]
@@ -105,12 +107,12 @@ def test_weights_on_canvas_spread_a_grid_that_does_not_divide_the_canvas_as_the_
 def test_smoke_run_writes_the_accuracy_by_tercile_the_scale_weights_the_cpu_and_the_figure(tmp_path, capsys):
     argv = "--models one,attention --seeds 0 --steps 2 --batch-size 8 --train-size 32 --test-size 24".split()
     argv += ["--size", "24", "--factors", "1,2", "--filters", "4,8", "--clutter", "2", "--curve-every", "1"]
-    argv += ["--validation-size", "8", "--name", "scale_smoke", "--out", str(tmp_path), "--figures", str(tmp_path)]
+    argv += ["--validation-size", "8", "--name", "scale_smoke", "--out", str(tmp_path)]
     status, printed = run_main(vision_scale.main, argv, capsys)
     assert status == 0, printed[-3000:]
-    assert common.cpu_line(common.cpu_info()) in printed.splitlines()
+    assert machine.cpu_line(machine.cpu_info()) in printed.splitlines()
     written = json.loads((tmp_path / "scale_smoke.json").read_text())
-    assert written["cpu"] == common.cpu_info() and written["cpu_count"] == os.cpu_count()
+    assert written["cpu"] == machine.cpu_info() and written["cpu_count"] == os.cpu_count()
     assert written["command"].endswith(" ".join(argv)) and set(written["versions"]) >= {"python", "tensorflow"}
     assert written["settings"]["factors"] == [1, 2] and written["settings"]["object_scale"] == [0.15, 0.45]
     assert list(written["models"]) == ["one", "attention"] and len(written["runs"]) == 2
@@ -133,8 +135,8 @@ def test_smoke_run_writes_the_accuracy_by_tercile_the_scale_weights_the_cpu_and_
 
 def test_extra_supervision_adds_each_scales_own_cross_entropy_computed_by_hand_from_its_features():
     args = vision_scale.parse_args(["--factors", "1,2", "--filters", "3", "--extra-supervision", "0.5"])
-    classifier, trained = vision_scale.compiled_scale_classifier(args, "average", 0, 4)
-    assert isinstance(trained, vision_scale.ExtraSupervised) and trained.get_layer("logits") is not None
+    classifier, trained = train.compiled_scale_classifier(args, "average", 0, 4)
+    assert isinstance(trained, train.ExtraSupervised) and trained.get_layer("logits") is not None
     rng = np.random.default_rng(1)
     x, y = rng.uniform(size=(3, 8, 8, 1)).astype("float32"), np.array([0, 3, 1])
     features = keras.Model(classifier.model.inputs, classifier.model.get_layer("scale_attention").input)(x)
@@ -152,5 +154,5 @@ def test_extra_supervision_adds_each_scales_own_cross_entropy_computed_by_hand_f
     loss = trained.compute_loss(x, y, trained(x), training=False)
     assert float(loss) == pytest.approx(expected, rel=1e-5)
     # The one-scale control trains its plain model: its own prediction is the fused one.
-    _, plain = vision_scale.compiled_scale_classifier(args, "one", 0, 4)
-    assert not isinstance(plain, vision_scale.ExtraSupervised)
+    _, plain = train.compiled_scale_classifier(args, "one", 0, 4)
+    assert not isinstance(plain, train.ExtraSupervised)

@@ -1,4 +1,4 @@
-"""The paper's convolutional localisation net, the ST-CNN and its controls, and benchmarks/vision_stn.py.
+"""The paper's convolutional localisation net, the ST-CNN and its controls, and `benchmarks.vision.stn`.
 
 Not of accuracy or of where the glimpse ends up: the benchmark measures that. conftest.py puts
 `benchmarks/` on `sys.path`.
@@ -9,9 +9,10 @@ import json
 import keras
 import numpy as np
 import pytest
-import vision_stn  # noqa: E402
 from conftest import run_main
 
+from benchmarks.harness import cluttered
+from benchmarks.vision.stn import __main__ as vision_stn
 from keras_transformer.vision import SpatialTransformer
 from keras_transformer.vision.cluttered import generate
 from keras_transformer.vision.spatial import IDENTITY
@@ -159,7 +160,7 @@ def test_flags_have_the_papers_task_every_flag_has_help_and_bad_flags_exit_with_
     assert (args.steps, args.batch_size, args.learning_rate, args.glimpse) == (10000, 64, 1e-3, 12)
     assert (args.filters, args.units, args.localization_rate, args.curve_every) == ([32, 32], 256, 0.1, 1000)
     for argv, message in (
-        (["--models", "learned,stn"], "expected comma-separated names of learned, identity, none"),
+        (["--models", "learned,stn"], "expected comma-separated values of learned, identity, none"),
         (["--fragment-size", "0"], "--fragment-size must be in [1, --size]. Received: 0"),
         (["--fragment-size", "61"], "--fragment-size must be in [1, --size]. Received: 61"),
         (["--glimpse", "0"], "--glimpse must be >= 1. Received: 0"),
@@ -176,7 +177,7 @@ def test_flags_have_the_papers_task_every_flag_has_help_and_bad_flags_exit_with_
 
 def test_the_task_has_the_fragment_size_of_the_flag():
     args = vision_stn.parse_args(["--train-size", "4", "--validation-size", "4", "--test-size", "4"])
-    data = vision_stn.generate_task(args)
+    data = cluttered.generate_task(args)
     reference = generate(4, split="test", size=60, seed=0, object_scale=(0.25, 0.35), clutter=8, fragment_size=8)
     np.testing.assert_array_equal(data["test"].images, reference.images)
 
@@ -184,7 +185,7 @@ def test_the_task_has_the_fragment_size_of_the_flag():
 def test_smoke_run_writes_every_run_its_placement_the_curves_and_both_figures(tmp_path, capsys):
     argv = ["--steps", "4", "--curve-every", "2", "--train-size", "64", "--validation-size", "16"]
     argv += ["--test-size", "16", "--seeds", "0", "--size", "24", "--glimpse", "8", "--filters", "4", "--units", "8"]
-    argv += ["--out", str(tmp_path), "--figures", str(tmp_path)]
+    argv += ["--out", str(tmp_path)]
     status, printed = run_main(vision_stn.main, argv, capsys)
     assert status == 0, printed
     results = json.loads((tmp_path / "vision_stn.json").read_text())

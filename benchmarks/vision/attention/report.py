@@ -1,4 +1,4 @@
-"""The summary of vision_attention.py's runs, per model, and its tables on stdout.
+"""The summary of the attention study's runs, per model, and its tables on stdout.
 
 `summarise` gathers each model's runs (one per seed) into their figures and means and the ratios
 to the baseline CNN ("none") when it ran; `print_report` prints the table per model, the STN's
@@ -7,8 +7,9 @@ placement, the SE and SK channel weights and, with `--curve-every`, the learning
 
 import os
 
-import common
 import numpy as np
+
+from benchmarks.harness import machine, results
 
 
 def summarise(runs, attentions):
@@ -63,7 +64,7 @@ def summarise(runs, attentions):
 
 def show_ratio(value, width=7):
     """A ratio to the baseline as the table prints it, or "n/a" when there is none."""
-    return "n/a".rjust(width) if value is None else common.format_ratio(value, width)
+    return "n/a".rjust(width) if value is None else results.format_ratio(value, width)
 
 
 def print_report(args, models, cpu):
@@ -75,7 +76,7 @@ def print_report(args, models, cpu):
         f"{args.batch_size}, Adam {args.learning_rate}, float32; {args.test_size} test canvases; "
         f"seeds {','.join(map(str, args.seeds))}; {os.cpu_count()} CPUs"
     )
-    print(common.cpu_line(cpu))
+    print(machine.cpu_line(cpu))
     header = (
         f"{'model':<22}{'params':>8}{'MFLOPs':>8}{'acc % per seed':>18}{'mean':>7}{'/base':>7}"
         f"{'ms/step':>9}{'/base':>7}  {'map':<18}{'in box':>7}{'uniform':>8}{'lift':>7}{'hits':>6}"

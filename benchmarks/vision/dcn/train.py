@@ -1,7 +1,7 @@
-"""One run of vision_dcn.py: build one model (coarse-only, fine-everywhere or DCN), train it, measure it.
+"""One run of the DCN study: build one model (coarse-only, fine-everywhere or DCN), train it, measure it.
 
 The models are `keras_transformer.vision.dynamic_capacity.DynamicCapacityNetwork` of one size
-(vision_dcn.py's flags) in its three modes, with the same top network g:
+(the study's flags) in its three modes, with the same top network g:
 
     coarse   g(f_c(x)): the cheap network alone (the lower bound of cost)
     fine     g(f_f(every patch)): the expensive network everywhere (the upper bound)
@@ -9,8 +9,8 @@ The models are `keras_transformer.vision.dynamic_capacity.DynamicCapacityNetwork
              is largest, g on the mixed map; trained with the paper's three terms
 
 Each run: `model.fit` for `--steps` steps of `--batch-size` training canvases (shuffled with the
-seed, reshuffled every pass), Adam at `--learning-rate`, float32; the seed also sets the initial
-weights. The DCN trains with `--k` patches per canvas.
+seed, reshuffled every pass; `benchmarks.harness.vision_training.fit`), Adam at `--adam-learning-rate`,
+float32; the seed also sets the initial weights. The DCN trains with `--k` patches per canvas.
 
 Measured per run:
 - test accuracy (%); for the DCN, at the number of patches chosen on the validation split: the
@@ -19,7 +19,8 @@ Measured per run:
   coarse prediction and of the same model reading k random patches instead of the salient ones;
 - FLOPs of one forward pass of one canvas, counted from the layers' shapes
   (`dynamic_capacity_flops.flop_counts`: a multiply-add is 2 FLOPs, a bias addition 1, a pooling
-  window 1 per input) and by TensorFlow's profiler on the frozen graph (`forward_flops`);
+  window 1 per input) and by TensorFlow's profiler on the frozen graph
+  (`vision_training.forward_flops`);
 - for the DCN, whether the chosen patches fall on the glyph: the share of chosen patches whose
   block overlaps the glyph's box, against chance (the share of the grid's blocks that overlap
   it, what k patches drawn at random would give), and the share of canvases where at least one
@@ -28,12 +29,11 @@ Measured per run:
 """
 
 import functools
-import time
 
 import keras
 import numpy as np
-from vision_attention_train import StepTimer, forward_flops
 
+from benchmarks.harness import vision_training
 from keras_transformer.vision.dynamic_capacity import DynamicCapacityNetwork
 from keras_transformer.vision.dynamic_capacity_flops import flop_counts
 
@@ -59,30 +59,8 @@ def build_model(args, mode, seed, num_classes):
         name=f"dcn_{mode}",
     )
     model.build((None, args.size, args.size, 1))
-    model.compile(
-        keras.optimizers.Adam(args.learning_rate),
-        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=["accuracy"],
-    )
-    model.optimizer.build(model.trainable_variables)
+    vision_training.compile_adam(model, args.learning_rate)
     return model
-
-
-def fit(args, model, seed, data):
-    """Train for `--steps` steps; returns `(history, StepTimer, seconds)`."""
-    from keras_transformer.vision.datasets import image_dataset
-
-    timer = StepTimer()
-    started = time.perf_counter()
-    history = model.fit(
-        image_dataset(data["train"], args.batch_size, shuffle=True, seed=seed, repeat=True),
-        steps_per_epoch=args.steps,
-        epochs=1,
-        callbacks=[timer],
-        verbose=0,
-        shuffle=False,
-    )
-    return history, timer, time.perf_counter() - started
 
 
 def details(model, images, batch_size=EVAL_BATCH, positions=None, **call_args):
@@ -197,7 +175,7 @@ def train_one(args, mode, seed, data, num_classes):
     """Build, train and measure one model; returns its results and, for the DCN, test details for the figure."""
     model = build_model(args, mode, seed, num_classes)
     test = data["test"]
-    history, timer, train_seconds = fit(args, model, seed, data)
+    history, (timer,), train_seconds = vision_training.fit(args, model, seed, data)
     result = {
         "mode": mode,
         "seed": seed,
@@ -220,5 +198,7 @@ def train_one(args, mode, seed, data, num_classes):
     result["flops"] = counts[mode]
     result["multiply_adds"] = counts["multiply_adds"][mode]
     result["flop_parts"] = counts["parts"]
-    result["profiler_flops"] = forward_flops(functools.partial(model, k=k) if mode == "dcn" else model, args.size)
+    result["profiler_flops"] = vision_training.forward_flops(
+        functools.partial(model, k=k) if mode == "dcn" else model, args.size
+    )
     return result, shown

@@ -1,9 +1,9 @@
-"""The PNG figures of vision_saliency.py, in the `--figures` folder.
+"""The PNG figures of the saliency study, in the `--out` folder.
 
 `<stem>_maps.png`: six test canvases, their ground-truth masks, each saliency model's map (the
 first seed's run), the classifier's gradient saliency and the centre prior, each row with its
 colour bar; `<stem>.png`: each score (MAE, max F, pointing hits) per model and reference, each
-seed a dot. The stem is vision_saliency.py's `result_stem`.
+seed a dot. The stem is `__main__.result_stem`.
 """
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""The figure of vision_dcn.py: test canvases with the DCN's chosen patches, and its saliency maps."""
+"""The figure of the DCN study: test canvases with the DCN's chosen patches, and its saliency maps."""
 
 import matplotlib
 

@@ -1,4 +1,4 @@
-"""The runs of vision_saliency.py: train one saliency model, the classifier of the gradient map, and the references.
+"""The runs of the saliency study: train one saliency model, the classifier of the gradient map, and the references.
 
 - `train_saliency`: one encoder-decoder (`keras_transformer.vision.saliency.build_saliency_model`)
   trained with `model.fit` on the training canvases' masks (binary cross-entropy, Adam), scored
@@ -22,25 +22,12 @@ import time
 import keras
 import numpy as np
 
+from benchmarks.harness import vision_training
 from keras_transformer.vision.models import build_classifier
 from keras_transformer.vision.saliency import SALIENCY_LABELS, build_saliency_model
 from keras_transformer.vision.saliency_metrics import saliency_scores
 
 CENTRE_SIGMAS = (1 / 8, 1 / 6, 1 / 4, 1 / 3)  # the centre prior's widths tried, as fractions of the side
-
-
-class StepTimer(keras.callbacks.Callback):
-    """The milliseconds of every training step of a `model.fit` (batch begin to batch end)."""
-
-    def __init__(self):
-        super().__init__()
-        self.milliseconds, self._start = [], None
-
-    def on_train_batch_begin(self, batch, logs=None):
-        self._start = time.perf_counter()
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.milliseconds.append(1000 * (time.perf_counter() - self._start))
 
 
 class BestOnValidation(keras.callbacks.Callback):
@@ -89,7 +76,7 @@ def train_saliency(args, attention, seed, data):
     """Build, train and score one saliency model; returns its results and its test maps.
 
     Args:
-        args: the flags of vision_saliency.py.
+        args: the study's flags.
         attention: one of `SALIENCY_ATTENTIONS`.
         seed: int, the initial weights' and the batches' seed.
         data: `{"train", "validation", "test"}` of `ClutteredGlyphs`.
@@ -103,7 +90,7 @@ def train_saliency(args, attention, seed, data):
     model.compile(keras.optimizers.Adam(args.learning_rate), keras.losses.BinaryCrossentropy())
     model.optimizer.build(model.trainable_variables)  # eagerly: a lazy build slows the first step's trace
     train = data["train"]
-    timer, chooser = StepTimer(), BestOnValidation(args.eval_every, data["validation"])
+    timer, chooser = vision_training.StepTimer(), BestOnValidation(args.eval_every, data["validation"])
     started = time.perf_counter()
     model.fit(
         mask_dataset(train, args.batch_size, seed),
@@ -158,8 +145,8 @@ def gradient_saliency(model, images, labels, batch_size=250):
 def train_gradient_reference(args, seed, data):
     """Train the plain CNN classifier on the labels; its test accuracy and its gradient saliency's scores and maps.
 
-    The classifier: `build_classifier("none")` with vision_attention.py's widths (16, 32, 32),
-    `--classifier-steps` steps of 64 canvases, Adam 3e-3 (vision_attention.py's defaults).
+    The classifier: `build_classifier("none")` with the attention study's widths (16, 32, 32),
+    `--classifier-steps` steps of 64 canvases, Adam 3e-3 (the attention study's defaults).
     """
     from keras_transformer.vision.datasets import image_dataset
 
@@ -167,10 +154,7 @@ def train_gradient_reference(args, seed, data):
     keras.utils.set_random_seed(seed)
     train, test = data["train"], data["test"]
     classifier = build_classifier("none", num_classes=train.num_classes).model
-    classifier.compile(
-        keras.optimizers.Adam(3e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"]
-    )
-    classifier.optimizer.build(classifier.trainable_variables)
+    vision_training.compile_adam(classifier, 3e-3)
     started = time.perf_counter()
     classifier.fit(
         image_dataset(train, 64, shuffle=True, seed=seed, repeat=True),

@@ -1,10 +1,10 @@
-"""The PNG figures of vision_attention.py, in the `--figures` folder.
+"""The PNG figures of the attention study, in the `--out` folder.
 
 `<stem>.png`: test accuracy per model (each seed a dot) and each spatial map's mass inside the
 glyph's box against a uniform map's; `<stem>_maps.png`: six test canvases with the glyph's box,
 each model's map over them, and the STN's glimpses; with `--curve-every`,
 `<stem>_validation.png`: validation accuracy against the steps, per model. The stem is
-vision_attention.py's `result_stem`.
+`__main__.result_stem`.
 """
 
 import numpy as np

@@ -1,0 +1,114 @@
+"""The cluttered-glyph task of the vision studies: its flags, their checks, and its canvases.
+
+The task (`keras_transformer.vision.cluttered`): a glyph drawn at a random position, height and
+rotation on a `--size` canvas with `--clutter` fragments of other glyphs kept off its box. One
+task for every run of a study (`--task-seed`): the same training, validation and test canvases
+for every model and seed. `add_task_flags` offers the task's flags and the training budget
+(`--seeds`, `--steps`, `--batch-size`, `--adam-learning-rate`), `check_task_flags` checks them, and
+`generate_task` draws the canvases they describe.
+"""
+
+from benchmarks.harness import flags
+from keras_transformer.vision.cluttered import generate_splits
+
+
+def add_task_flags(parser, size=40, size_help="Canvas side in pixels.", clutter=6, clutter_help=None,
+                   object_scale=False, object_scale_help=None, fragment_size=False, train_size=6000, test_size=1000,
+                   validation_size=1000, validation_help="Validation canvases.", steps=800, batch_size=64,
+                   learning_rate=3e-3):  # fmt: skip
+    """Add the flags every vision study of the task shares: the seeds, the generated task and the training budget.
+
+    `--seeds`, `--task-seed`, `--size`, `--object-scale` (unless `object_scale` is False),
+    `--clutter`, `--fragment-size` (unless `fragment_size` is False), `--train-size`,
+    `--validation-size`, `--test-size`, `--steps`, `--batch-size`, `--adam-learning-rate` (read as
+    `args.learning_rate`, the key the results JSON has always recorded).
+
+    Args:
+        parser: the study's parser.
+        size: the canvas side's default.
+        size_help: the help of `--size`.
+        clutter: the default number of clutter fragments (None: the study fills it in after parsing).
+        clutter_help: the help of `--clutter`, or None for the usual one.
+        object_scale: False for no `--object-scale` flag; otherwise its default, a `"low,high"`
+            string or None (the study fills it in after parsing).
+        object_scale_help: the help of `--object-scale`, or None for the usual one.
+        fragment_size: False for no `--fragment-size` flag; otherwise its default, an int or None
+            (a quarter of `--size`).
+        train_size: the default number of training canvases.
+        test_size: the default number of test canvases.
+        validation_size: the default number of validation canvases.
+        validation_help: the help of `--validation-size`.
+        steps: the default number of training steps of every run.
+        batch_size: the default number of canvases per step.
+        learning_rate: Adam's default learning rate.
+    """
+    flags.add_seed_flags(parser, default=[0, 1], several=True, help="Each run's initial weights and batches.")
+    parser.add_argument("--task-seed", type=int, default=0, help="Seed of the generated task (the same for all runs).")
+    parser.add_argument("--size", type=int, default=size, help=size_help)
+    if object_scale is not False:
+        parser.add_argument(
+            "--object-scale",
+            type=flags.parse_list(float, unique=False),
+            default=object_scale,
+            help=object_scale_help or "Glyph height range as fractions of the canvas, 'low,high' (drawn uniformly).",
+        )
+    clutter_help = clutter_help or "Fragments of other glyphs per canvas."
+    parser.add_argument("--clutter", type=int, default=clutter, help=clutter_help)
+    if fragment_size is not False:
+        parser.add_argument(
+            "--fragment-size",
+            type=int,
+            default=fragment_size,
+            help="Side of a clutter fragment in pixels (None: a quarter of --size).",
+        )
+    parser.add_argument("--train-size", type=int, default=train_size, help="Training canvases.")
+    parser.add_argument("--validation-size", type=int, default=validation_size, help=validation_help)
+    parser.add_argument("--test-size", type=int, default=test_size, help="Test canvases.")
+    parser.add_argument("--steps", type=int, default=steps, help="Training steps of every run.")
+    parser.add_argument("--batch-size", type=int, default=batch_size, help="Canvases per step.")
+    parser.add_argument(
+        "--adam-learning-rate",
+        dest="learning_rate",
+        metavar="ADAM_LEARNING_RATE",
+        type=float,
+        default=learning_rate,
+        help="Adam's learning rate (constant: no Noam schedule).",
+    )
+
+
+def check_task_flags(parser, args):
+    """`parser.error` unless the flags of `add_task_flags` are in range (the defaults that depend on `--size` set).
+
+    Args:
+        parser: the parser of `args`.
+        args: the parsed flags, `--object-scale` and `--clutter` filled in where the study leaves them None.
+    """
+    flags.check_at_least(parser, args, ("steps", "batch_size", "train_size", "validation_size", "test_size"), 1)
+    flags.check_at_least(parser, args, ("size",), 16)
+    flags.check_at_least(parser, args, ("clutter",), 0)
+    if getattr(args, "fragment_size", None) is not None and not 1 <= args.fragment_size <= args.size:
+        parser.error(f"--fragment-size must be in [1, --size]. Received: {args.fragment_size}")
+    if not args.learning_rate > 0:
+        parser.error(f"--adam-learning-rate must be > 0. Received: {args.learning_rate}")
+    scale = getattr(args, "object_scale", None)
+    if scale is not None and (len(scale) != 2 or not 0.1 <= scale[0] <= scale[1] <= 0.9):
+        parser.error(f"--object-scale must be 'low,high' with 0.1 <= low <= high <= 0.9. Received: {scale}")
+
+
+def generate_task(args, sizes=None):
+    """The canvases of the flags of `add_task_flags`.
+
+    Args:
+        args: the parsed flags; `--glyphs` (a glyph set) where the study has it, `--object-scale`
+            otherwise.
+        sizes: `{split: canvases}`; by default the training, validation and test splits of the flags.
+
+    Returns:
+        `{split: ClutteredGlyphs}`; each split has its own random stream, so that adding a split
+        leaves the others the same.
+    """
+    sizes = sizes or {"train": args.train_size, "validation": args.validation_size, "test": args.test_size}
+    options = {"glyphs": args.glyphs} if hasattr(args, "glyphs") else {"object_scale": tuple(args.object_scale)}
+    if getattr(args, "fragment_size", None) is not None:
+        options["fragment_size"] = args.fragment_size
+    return generate_splits(sizes, seed=args.task_seed, size=args.size, clutter=args.clutter, **options)

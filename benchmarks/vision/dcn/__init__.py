@@ -1,0 +1,36 @@
+"""Dynamic Capacity Networks on cluttered glyphs: the DCN against coarse-only and fine-everywhere.
+
+    python -m benchmarks.vision.dcn                    # 3 models x 2 seeds, 40x40 canvases, 1500 steps each
+    python -m benchmarks.vision.dcn --size 60          # the papers' style: 60x60, smaller glyphs, more clutter
+    python -m benchmarks.vision.dcn --steps 5 --train-size 128 --validation-size 64 --test-size 64 --seeds 0
+                                                       # a quick check
+    python -m benchmarks.vision.dcn --help             # every flag
+
+Almahairi et al. 2016, "Dynamic Capacity Networks" (https://arxiv.org/abs/1511.07838): a cheap
+coarse network reads the whole canvas, an expensive fine network only the k patches where the
+gradient of the coarse prediction's entropy is largest, and the same top network classifies
+(`keras_transformer.vision.dynamic_capacity`). The question: does the DCN get the accuracy of
+the fine network run everywhere at a fraction of its FLOPs, and do its patches fall on the glyph?
+
+The task (`keras_transformer.vision.cluttered`): a digit at a random position, height and
+rotation (+-30 degrees) on a `--size` canvas with `--clutter` fragments of other glyphs off its
+box; 10 classes. At `--size 40` the glyphs are 30-45% of the canvas and 6 fragments; at 60 or
+more (the papers' cluttered MNIST style) 25-35% and 10 fragments, with 12-pixel patches instead
+of 8 (`--object-scale`, `--clutter` and `--patch-size` override these). One task for every run
+(`--task-seed`): the same training, validation and test canvases for every model and seed.
+
+The three models share the top network and the budget (`train` says what each run trains and
+measures). The runs go seed by seed in one process, models in `--models` order.
+
+Output: a line per run as it finishes, a table per seed and model (test accuracy, FLOPs per canvas
+and their ratio to each bound, the DCN's k and its patches on the glyph against chance); in the
+`--out` folder (the study's `results/` by default) the JSON (`vision_dcn.json`, `vision_dcn_60.json`
+for `--size 60`: settings, command, versions, CPU model and flags, every run) and a PNG
+(`vision_dcn_patches.png`, `vision_dcn_60_patches.png`): test canvases with the DCN's chosen
+patches and its saliency maps, first seed. The files are named `--name` (`vision_dcn`), followed
+by `_<size>` for a `--size` other than 40.
+
+Modules: `__main__` holds the command line and the run (`main`); `train` builds, trains and
+measures one model; `report` prints the lines and the table and summarises the runs per model;
+`figures` draws the PNG.
+"""

@@ -1,0 +1,35 @@
+"""The recurrent attention model against a CNN on cluttered glyphs: accuracy by number of glimpses, pixels read.
+
+Mnih et al. 2014 ("Recurrent Models of Visual Attention", https://arxiv.org/abs/1406.6247)
+classify 60x60 cluttered translated MNIST with a model that reads a few small glimpses and
+chooses where each goes, and report it ahead of a convolutional network that reads every pixel.
+This benchmark trains `keras_transformer.vision.recurrent.RecurrentAttentionModel` with T
+glimpses for each T of `--glimpses`, and the plain CNN of the `attention` study (3 residual blocks,
+`keras_transformer.vision.models.build_classifier("none")`), on the same canvases, for the same
+steps and batch, with each seed of `--seeds`.
+
+The task (`keras_transformer.vision.cluttered.generate`): a `--size` canvas (60, as the paper's),
+one glyph of height `--object-scale` x the side at a random place and rotation, and `--clutter`
+fragments of `--fragment-size` pixels cut from other glyphs (the paper: 8x8 pieces of other
+digits).
+
+Measured per model and seed:
+- test accuracy (%) on `--test-size` test canvases;
+- values read per canvas: the CNN reads all `size^2` pixels; RAM reads `T k g^2` (k patches of
+  g x g per glimpse, the coarse ones averaged from larger areas);
+- where RAM looks: for each glimpse, the mean distance (pixels) from its centre to the glyph's
+  centre, against the canvas centre's distance (where the first glimpse always is), and the share
+  of glimpses whose sharp patch (g x g pixels) holds the glyph's centre;
+- with `--curve-every N`, the accuracy on `--validation-size` validation canvases every N steps
+  (to choose the budget without the test split).
+
+Writes, in the `--out` folder (the study's `results/` by default), `--name`.json (`vision_ram.json`:
+flags, machine, results) and `--name`.png, a figure: accuracy against glimpses beside the CNN, and
+the glimpse paths of the model with the most glimpses over test canvases.
+
+    python -m benchmarks.vision.ram                          # T = 1, 2, 4, 8 and the CNN, seeds 0 and 1
+    python -m benchmarks.vision.ram --glimpses 4 --seeds 0 --steps 500 --curve-every 100
+
+The modules: `__main__` holds the command line and the run (`main`); `train` trains and measures
+RAM and the CNN; `report` summarises the runs and prints the table; `figures` draws the PNG.
+"""

@@ -1,0 +1,92 @@
+"""The runs of the recurrent attention study: one RAM of T glimpses, and the plain CNN, trained and measured."""
+
+import keras
+import numpy as np
+
+from benchmarks.harness import vision_training
+from keras_transformer.vision.recurrent import RecurrentAttentionModel
+
+
+def compiled_ram(args, glimpses, seed, num_classes):
+    """A new session seeded with `seed`, and a `RecurrentAttentionModel` of `glimpses` glimpses in it, compiled."""
+    keras.backend.clear_session()
+    keras.utils.set_random_seed(seed)
+    model = RecurrentAttentionModel(
+        num_classes=num_classes,
+        glimpses=glimpses,
+        patch_size=args.patch_size,
+        scales=args.scales,
+        core=args.core,
+        location_std=args.location_std,
+        reward=args.reward,
+        policy_trains_core=not args.policy_stop_gradient,
+        reinforce=args.reinforce,
+        seed=seed,
+    )
+    model.compile(keras.optimizers.Adam(args.learning_rate), metrics=["accuracy"])
+    return model
+
+
+def where_it_looks(locations, test, patch_size):
+    """Distances (pixels) of each glimpse's centre to the glyph's centre, and the share whose sharp patch holds it.
+
+    Args:
+        locations: `[N, T, 2]`, normalized `(row, column)` of each glimpse.
+        test: the test `ClutteredGlyphs`.
+        patch_size: int g, the side of the sharp patch in pixels.
+
+    Returns:
+        dict of per-glimpse lists and the canvas centre's distance (the first glimpse's).
+    """
+    half = (test.images.shape[1] - 1) / 2.0
+    pixels = (np.asarray(locations, np.float64) + 1.0) * half  # (N, T, 2)
+    offsets = pixels - test.centres[:, None, :]
+    inside = np.all(np.abs(offsets) <= patch_size / 2.0, axis=-1)  # the glyph centre in the sharp patch
+    return {
+        "distance_px": np.linalg.norm(offsets, axis=-1).mean(0).tolist(),
+        "sharp_patch_holds_centre": inside.mean(0).tolist(),
+        "canvas_centre_distance_px": float(np.linalg.norm(half - test.centres, axis=-1).mean()),
+    }
+
+
+def train_ram(args, glimpses, seed, data, num_classes):
+    """Train and measure one RAM; returns its results and the first test canvases' glimpse locations."""
+    model = compiled_ram(args, glimpses, seed, num_classes)
+    history, callbacks, seconds = vision_training.fit(args, model, seed, data)
+    outputs = model.predict(data["test"].images, batch_size=250, verbose=0)
+    result = {
+        "model": "ram",
+        "glimpses": glimpses,
+        "seed": seed,
+        "test_accuracy_percent": 100.0 * float(np.mean(outputs["logits"].argmax(-1) == data["test"].labels)),
+        "values_read": model.values_read,
+        "parameters": int(sum(np.prod(w.shape) for w in model.trainable_weights)),
+        "ms_per_step_median": float(np.median(callbacks[0].milliseconds[1:] or callbacks[0].milliseconds)),
+        "train_seconds": seconds,
+        "final_train_loss": float(history.history["loss"][-1]),
+        "where": where_it_looks(outputs["locations"], data["test"], args.patch_size),
+    }
+    if args.curve_every:
+        result["curve"] = callbacks[-1].points
+    return result, outputs["locations"][:8]
+
+
+def train_cnn(args, seed, data, num_classes):
+    """Train and measure the plain CNN of the attention study on the same canvases and budget."""
+    args.block, args.glimpse = "residual", 24  # what compiled_classifier reads (no STN here)
+    classifier = vision_training.compiled_classifier(args, "none", seed, num_classes)
+    history, callbacks, seconds = vision_training.fit(args, classifier.model, seed, data)
+    logits = classifier.model.predict(data["test"].images, batch_size=250, verbose=0)
+    result = {
+        "model": "cnn",
+        "seed": seed,
+        "test_accuracy_percent": 100.0 * float(np.mean(logits.argmax(-1) == data["test"].labels)),
+        "values_read": args.size**2,
+        "parameters": int(sum(np.prod(w.shape) for w in classifier.model.trainable_weights)),
+        "ms_per_step_median": float(np.median(callbacks[0].milliseconds[1:] or callbacks[0].milliseconds)),
+        "train_seconds": seconds,
+        "final_train_loss": float(history.history["loss"][-1]),
+    }
+    if args.curve_every:
+        result["curve"] = callbacks[-1].points
+    return result

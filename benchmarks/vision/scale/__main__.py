@@ -1,0 +1,157 @@
+"""Attention to scale on cluttered glyphs of threefold-varying size: one scale against three fusions of three.
+
+The entry point of `python -m benchmarks.vision.scale`: the command line and the run (`main`);
+the package's docstring says what it measures and how to read it.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import keras
+import numpy as np
+
+from benchmarks.harness import cluttered, flags, machine, results, vision_training
+from benchmarks.vision import scale as study
+from benchmarks.vision.scale import figures, report, train
+from benchmarks.vision.scale.train import MODELS, TERCILES
+
+# ---------------------------------------------------------------- flags
+
+
+def build_parser():
+    """The command line."""
+    parser = argparse.ArgumentParser(
+        prog=f"python -m {__package__}",
+        description=study.__doc__.split("\n\n")[0],
+        formatter_class=flags.DefaultsHelpFormatter,
+    )
+    parser.add_argument(
+        "--models",
+        type=flags.parse_list(str, MODELS),
+        default=",".join(MODELS),
+        help="Comma-separated models: one (the trunk at one scale, the control), average, max, attention "
+        "(fusions over --factors).",
+    )
+    parser.add_argument(
+        "--factors",
+        type=flags.parse_list(int),
+        default="1,2,4",
+        help="Comma-separated downsampling factors of the scales of the fusion models, 1 first, at least two.",
+    )
+    cluttered.add_task_flags(
+        parser,
+        object_scale="0.15,0.45",
+        validation_help="Validation canvases of the curves (--curve-every only).",
+    )
+    parser.add_argument(
+        "--filters",
+        type=flags.parse_list(int, unique=False),
+        default="16,32,32",
+        help="Comma-separated channels of the trunk's residual blocks (a 2x2 max pool after each but the last).",
+    )
+    parser.add_argument(
+        "--extra-supervision",
+        type=float,
+        default=0.0,
+        help="Weight of the paper's extra supervision for the fusion models: the cross-entropy of each scale's own "
+        "prediction (the shared pooling and dense layer on that scale's features), summed over the scales, added to "
+        "the fused prediction's; 0: the fused prediction's cross-entropy alone.",
+    )
+    parser.add_argument(
+        "--curve-every",
+        type=int,
+        default=0,
+        help="Every this many steps, each run's accuracy on the validation canvases and its mean training loss "
+        "since the last point (a learning curve); 0: no curves and no validation canvases.",
+    )
+    parser.add_argument(
+        "--head-warmup",
+        type=int,
+        default=0,
+        help="Steps at the start of the attention model's training with its fusion layer frozen at its initial, "
+        "near-uniform weights (then trained with the rest, for --steps in all); 0: trained from the start.",
+    )
+    flags.add_output_flags(parser, __package__, "vision_scale")
+    return parser
+
+
+def parse_args(argv=None):
+    """The flags, checked (`argv`: `sys.argv[1:]` when `None`)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    cluttered.check_task_flags(parser, args)
+    flags.check_at_least(parser, args, ("curve_every",), 0)
+    if not 0 <= args.head_warmup < args.steps:
+        parser.error(f"--head-warmup must be >= 0 and < --steps ({args.steps}). Received: {args.head_warmup}")
+    if not args.extra_supervision >= 0:
+        parser.error(f"--extra-supervision must be >= 0. Received: {args.extra_supervision}")
+    if len(args.factors) < 2 or args.factors[0] != 1 or min(args.factors) < 1:
+        parser.error(f"--factors must be two or more positive ints, 1 first. Received: {args.factors}")
+    if max(args.factors) > args.size // 4:
+        parser.error(f"--factors must be at most --size / 4 ({args.size // 4}). Received: {args.factors}")
+    if min(args.filters) < 1:
+        parser.error(f"--filters must be positive. Received: {args.filters}")
+    flags.check_name(parser, args)
+    if keras.backend.backend() != "tensorflow":
+        parser.error(f"needs Keras on TensorFlow (KERAS_BACKEND=tensorflow). Received: {keras.backend.backend()}")
+    return args
+
+
+# ---------------------------------------------------------------- the run
+
+
+def results_json(args, models, runs, edges, load_start, started):
+    """The results JSON (the load average at the end and the wall seconds since `started` are read now)."""
+    order = [list(o) for o in vision_training.run_orders(args.models, args.seeds)]
+    return {
+        **results.record_header(__package__, args, started, load_start, dtype="float32", order=order),
+        "tercile_edges_px": [float(e) for e in edges],
+        "terciles": list(TERCILES),
+        "models": models,
+        "runs": runs,
+    }
+
+
+def main(argv=None):
+    """Run the experiment; returns the exit status."""
+    args = parse_args(argv)
+    cpu = machine.cpu_info()
+    load_start = os.getloadavg()
+    started = time.perf_counter()
+    sizes = {"train": args.train_size, "test": args.test_size}
+    if args.curve_every:
+        sizes["validation"] = args.validation_size  # its own random stream: train and test stay the same
+    data = cluttered.generate_task(args, sizes)
+    num_classes = data["train"].num_classes
+    edges = np.quantile(data["test"].heights, [1 / 3, 2 / 3])
+    print(f"generated {sum(sizes.values())} canvases in {time.perf_counter() - started:.1f} s", flush=True)
+    runs, shown = [], None
+    for seed, name in vision_training.run_orders(args.models, args.seeds):
+        result, weights = train.train_one(args, name, seed, data, num_classes, edges)
+        runs.append(result)
+        if name == "attention" and seed == args.seeds[0]:
+            shown = (result, weights)
+        print(report.run_line(result), flush=True)
+    models = report.summarise(runs, args.models)
+    report.print_report(args, models, runs, edges, cpu)
+    path = results.write_json(flags.output_path(args), results_json(args, models, runs, edges, load_start, started))
+    print(f"wrote {path}")
+    if shown is not None:
+        figure = flags.output_path(args, ".png")
+        title = (
+            f"Attention to scale, seed {args.seeds[0]}: {args.size}x{args.size} canvases, factors "
+            f"{','.join(map(str, args.factors))}, {args.steps} steps; "
+            f"test accuracy {shown[0]['test_accuracy_percent']:.1f}%"
+        )
+        figures.plot_scales(figure, data["test"], shown[1], edges, shown[0], args.factors, title)
+        print(f"wrote {figure}")
+    else:
+        print("no figure: --models has no attention")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
