@@ -4,12 +4,12 @@ The properties a user relies on: argmax reads exactly one allowed position, the 
 one; sampling draws positions with the attention distribution's frequencies and never a masked
 one (the REINFORCE estimator itself is tested in test_reinforce.py); straight-through Gumbel-softmax
 reads one-hot but passes gradients to the score function; configs round-trip; errors name the
-argument. Then the lookup task and model, and the study's learning curves and gradient noise.
+argument. Then the lookup task and model, the studies' learning curves, gradient noise and maps
+(`keras_transformer.training.lookup`), and the two benchmarks that run them over seeds.
 
 Tiny sizes: B=2, T_q=3, T_k=5, D=4.
 """
 
-import importlib
 import json
 import re
 
@@ -17,12 +17,21 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from lookup_study import compare_variants, gradient_noise, score_gradient
 
+from benchmarks.attention_family.lookup import __main__ as hard_attention_study
+from benchmarks.attention_family.lookup import scores as scores_study
+from benchmarks.harness import machine
 from keras_transformer.data.lookup import lookup_examples
 from keras_transformer.layers import Attention
 from keras_transformer.layers.reinforce import Reinforce
 from keras_transformer.models.lookup import VARIANTS, KeyValueLookup, lookup_accuracy
+from keras_transformer.training.lookup import (
+    compare_scores,
+    compare_variants,
+    gradient_noise,
+    score_gradient,
+    what_the_read_does,
+)
 
 B, TQ, TK, D = 2, 3, 5, 4
 HARD = [("argmax", "reinforce"), ("sample", "reinforce"), ("sample", "gumbel")]
@@ -295,23 +304,46 @@ def test_lookup_accuracy_counts_right_answers():
     assert accuracy == pytest.approx(np.mean(predictions == answers))
 
 
-# ---------------------------------------------------------------------------
-# benchmarks/hard_attention.py
-# ---------------------------------------------------------------------------
-def load_benchmark():
-    return importlib.import_module("hard_attention"), importlib.import_module("common")
+def test_the_studies_reject_bad_arguments_before_training():
+    with pytest.raises(ValueError, match="Unknown variant 'hardest'"):
+        compare_variants(["soft", "hardest"])
+    with pytest.raises(ValueError, match="`gradient_batches` must be an int >= 2. Received: gradient_batches=1"):
+        compare_variants(["soft"], gradient_batches=1)
+    with pytest.raises(ValueError, match="`steps` must be an int >= 1. Received: steps=0"):
+        compare_scores(["dot"], steps=0)
+    with pytest.raises(ValueError, match=r"`scores` must be names of .*\['fancy'\]"):
+        compare_scores(["dot", "fancy"])
 
 
+def test_compare_scores_records_curves_maps_and_what_the_read_does():
+    study = compare_scores(["dot", "cosine"], steps=20, every=10, held_out=40, shown=4, seed=0)
+    _, _, positions = lookup_examples(40, pairs=16, num_keys=64, num_values=16, seed=1)  # the held-out examples
+    assert study["positions"] == positions[:4].tolist() and study["settings"]["shown"] == 4
+    for score in ("dot", "cosine"):
+        run = study["scores"][score]
+        assert run["steps"] == [0, 10, 20] and len(run["accuracy"]) == 3
+        assert np.array(run["maps_before"]).shape == np.array(run["maps_after"]).shape == (4, 16)
+        np.testing.assert_allclose(np.array(run["maps_after"]).sum(-1), 1.0, atol=1e-5)
+        assert set(run["before"]) == set(run["after"]) == {"weight_on_answer", "answer_is_argmax", "entropy"}
+        assert run["steps_to_90"] is None or run["steps_to_90"] in run["steps"]
+    # Every score starts from the same embeddings and read-out: untrained, dot's maps are its own, cosine's sharper.
+    assert study["scores"]["cosine"]["before"]["entropy"] < study["scores"]["dot"]["before"]["entropy"]
+
+
+# ---------------------------------------------------------------------------
+# python -m benchmarks.attention_family.lookup: soft against hard attention
+# ---------------------------------------------------------------------------
 def test_benchmark_writes_every_seeds_curves_the_summary_the_cpu_and_the_plot(tmp_path, capsys):
-    benchmark, common = load_benchmark()
     argv = ["--variants", "reinforce", "--seeds", "0,1", "--steps", "20", "--every", "10"]
     argv += ["--gradient-batches", "2", "--held-out", "50", "--out", str(tmp_path)]
-    assert benchmark.main(argv) == 0
+    assert hard_attention_study.main(argv) == 0
     out = capsys.readouterr().out
-    assert common.cpu_line(common.cpu_info()) in out.splitlines()
+    assert machine.cpu_line(machine.cpu_info()) in out.splitlines()
     assert any(line.startswith("reinforce ") for line in out.splitlines())
     written = json.loads((tmp_path / "hard_attention.json").read_text())
-    assert written["machine"]["cpu"] == common.cpu_info() and written["settings"]["precision"] == "float32"
+    assert written["command"] == "python -m benchmarks.attention_family.lookup " + " ".join(argv)
+    assert written["machine"]["cpu"] == machine.cpu_info() and written["settings"]["precision"] == "float32"
+    assert written["settings"]["attention_score"] == "dot" and written["settings"]["learning_rate"] == 3e-3
     assert set(written["runs"]) == {"0", "1"} and list(written["summary"]) == ["reinforce"]
     for variant, row in written["summary"].items():
         runs = [written["runs"][seed][variant] for seed in ("0", "1")]
@@ -324,26 +356,26 @@ def test_benchmark_writes_every_seeds_curves_the_summary_the_cpu_and_the_plot(tm
 @pytest.mark.parametrize(
     "argv, match",
     [
-        (["--variants", "soft,hardest"], "--variants must name some of .*hardest"),
-        (["--seeds", "0,a"], "--seeds must be comma-separated integers"),
+        (["--variants", "soft,hardest"], "expected comma-separated values of .*got 'soft,hardest'"),
+        (["--seeds", "0,a"], "expected comma-separated ints"),
         (["--steps", "0"], "--steps must be >= 1"),
         (["--pairs", "9", "--num-keys", "8"], "--pairs must be at most --num-keys"),
+        (["--gradient-batches", "1"], "--gradient-batches must be >= 2"),
+        (["--batch-size", "0"], "`batch_size` must be an int >= 1"),
+        (["--attention-score", "fancy"], "argument --attention-score/--attention_score: invalid choice: 'fancy'"),
     ],
 )
 def test_benchmark_rejects_bad_flags_naming_them(argv, match, capsys):
-    benchmark, _ = load_benchmark()
     with pytest.raises(SystemExit) as exit_info:
-        benchmark.parse_args(argv)
+        hard_attention_study.parse_args(argv)
     assert exit_info.value.code == 2
     assert re.search(match, capsys.readouterr().err)
 
 
 # ---------------------------------------------------------------------------
-# benchmarks/lookup_scores.py: every score trained on the lookup
+# python -m benchmarks.attention_family.lookup.scores: every score trained on the lookup
 # ---------------------------------------------------------------------------
 def test_what_the_read_does_measures_weight_argmax_and_entropy():
-    from lookup_study import what_the_read_does
-
     weights = np.array([[0.5, 0.25, 0.25], [0.0, 0.0, 1.0]], "float32")
     figures = what_the_read_does(weights, np.array([0, 1]))
     assert figures["weight_on_answer"] == pytest.approx(0.25)  # (0.5 + 0.0) / 2
@@ -352,13 +384,15 @@ def test_what_the_read_does_measures_weight_argmax_and_entropy():
 
 
 def test_scores_benchmark_writes_each_scores_curve_figures_maps_and_the_cpu(tmp_path, capsys):
-    benchmark, common = importlib.import_module("lookup_scores"), importlib.import_module("common")
     argv = ["--scores", "dot,additive", "--seeds", "0", "--steps", "20", "--every", "10", "--held-out", "50"]
-    assert benchmark.main([*argv, "--out", str(tmp_path)]) == 0
+    assert scores_study.main([*argv, "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert common.cpu_line(common.cpu_info()) in out.splitlines()
+    assert machine.cpu_line(machine.cpu_info()) in out.splitlines()
     written = json.loads((tmp_path / "lookup_scores.json").read_text())
-    assert list(written["summary"]) == ["dot", "additive"] and written["machine"]["cpu"] == common.cpu_info()
+    assert (
+        written["command"] == f"python -m benchmarks.attention_family.lookup.scores {' '.join(argv)} --out {tmp_path}"
+    )
+    assert list(written["summary"]) == ["dot", "additive"] and written["machine"]["cpu"] == machine.cpu_info()
     study = written["runs"]["0"]
     _, _, positions = lookup_examples(50, pairs=16, num_keys=64, num_values=16, seed=1)  # the held-out examples
     assert study["positions"] == positions[:8].tolist()
@@ -373,5 +407,8 @@ def test_scores_benchmark_writes_each_scores_curve_figures_maps_and_the_cpu(tmp_
         assert row["after_weight_on_answer"] == pytest.approx(run["after"]["weight_on_answer"])
     assert (tmp_path / "lookup_scores.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(SystemExit):
-        benchmark.parse_args(["--scores", "dot,fancy"])
-    assert "--scores must name some of" in capsys.readouterr().err
+        scores_study.parse_args(["--scores", "dot,fancy"])
+    assert "expected comma-separated values of scaled_dot" in capsys.readouterr().err
+    args = scores_study.parse_args([])
+    assert (args.name, args.steps, args.every, args.adam_learning_rate) == ("lookup_scores", 500, 25, 3e-3)
+    assert args.out.parts[-4:] == ("benchmarks", "attention_family", "lookup", "results")

@@ -1,79 +1,48 @@
-"""Soft against hard attention on the key-value lookup task: how fast each learns, how noisy its gradient.
-
-    python benchmarks/hard_attention.py                          # 12 variants, 1000 steps, seeds 0, 1, 2
-    python benchmarks/hard_attention.py --steps 100 --seeds 0    # a quick check
-    python benchmarks/hard_attention.py --help                   # every flag
-
-The task (`keras_transformer.data.lookup`): a dictionary of `--pairs` key-value pairs and a query
-key; the answer is the value stored under it, so exactly one position holds it. The model
-(`keras_transformer.models.lookup.KeyValueLookup`): key, query and value embeddings of width
-`--width`, one `Attention` read (key-value mode, `--score`), a dense classifier over the value
-symbols. The variants differ only in how the score function is trained:
-
-    soft       the weighted average, differentiated exactly
-    gumbel     hard: a sampled read, straight-through Gumbel-softmax gradient
-    argmax     hard: the argmax read in training too, so the score function gets no gradient
-               (a control)
-    reinforce_...  hard: sampled reads, the REINFORCE (score-function) gradient with one of the
-               variance reductions of `keras_transformer.layers.reinforce` (`--variants` takes
-               any of them; the defaults take them all):
-        reinforce_plain       no baseline: R itself
-        reinforce_learned     a learned scalar baseline, regressed on R
-        reinforce_value       an input-dependent baseline: a value head on the query, regressed on R
-        reinforce_entropy     the learned baseline and an entropy bonus of weight 0.01
-        reinforce_normalized  the learned baseline, advantages normalised over the batch
-        reinforce_batch_mean  the mean reward of the batch's other examples
-        reinforce_loo2/4/8    2, 4 or 8 reads per example, each one's baseline the mean reward
-                              of the example's other reads (leave-one-out)
-    reinforce  the model's default estimator (`KeyValueLookup`'s `DEFAULT_REINFORCE`)
-
-What runs (`lookup_study.compare_variants`, TensorFlow backend, float32): for
-each seed, every variant starts from the same initial weights and trains with Adam on the same
-stream of `--steps` x `--batch-size` new examples. Every `--every` steps (and before the first)
-it records the accuracy on `--held-out` unseen examples, read with `training=False` (hard
-variants: the argmax), and the noise of the gradient the optimizer gets for the score function's
-weights (key and query embeddings): over `--gradient-batches` fresh minibatches at the current
-weights, the total variance tr Cov[g] and the noise-to-signal ratio tr Cov[g] / |mean g|^2.
-
-Output: a table on stdout (per variant, the mean over seeds of the accuracy at four points of the
-run, the steps to reach 90% accuracy per seed and the reads that took (steps x batch x reads
-per example), the gradient variance at the shared initial weights and its median over the run,
-seconds per run), the JSON `hard_attention.json` (settings,
-versions, CPU model and flags, every seed's curves) and a two-panel PNG (`hard_attention.png`:
-accuracy and gradient variance against steps, the mean of the seeds) in the `--out` folder.
-The defaults take about 9 minutes on 2 CPU cores.
-"""
+"""Soft against hard attention: `python -m benchmarks.attention_family.lookup` (see `__init__`)."""
 
 import argparse
 import sys
-from pathlib import Path
 
-import common
 import numpy as np
-from lookup_study import (
-    REINFORCE_ESTIMATORS,
-    STUDY_VARIANTS,
-    add_task_flags,
-    check_task_flags,
-    compare_variants,
-    task_settings,
-    write_results,
-)
+
+from benchmarks.attention_family.lookup.study import add_task_flags, check_task_flags, task_settings, write_results
+from benchmarks.harness import flags, machine
+from keras_transformer.config import ModelConfig
+from keras_transformer.training.lookup import REINFORCE_ESTIMATORS, STUDY_VARIANTS, compare_variants
+
+DESCRIPTION = "Soft against hard attention on the key-value lookup task: how fast each learns, how noisy its gradient."
 
 DEFAULT_VARIANTS = ("soft", "gumbel", "argmax", *REINFORCE_ESTIMATORS)
 
 TARGET_ACCURACY = 0.9
 
 
-def parse_args(argv=None):
-    """The command line's flags, checked."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=common.DefaultsHelpFormatter)
-    add_task_flags(parser, "--variants", DEFAULT_VARIANTS, STUDY_VARIANTS, steps=1000, every=50)
-    parser.add_argument("--score", default="dot", help="The attention's score function.")
+def build_parser():
+    """The study's flags: the variants, the task's and the configs' (by their fields' names), the noise's."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.attention_family.lookup",
+        description=DESCRIPTION,
+        formatter_class=flags.DefaultsHelpFormatter,
+    )
+    add_task_flags(parser, "--variants", DEFAULT_VARIANTS, STUDY_VARIANTS, steps=1000, every=50, name="hard_attention")
+    flags.add_config_flags(
+        parser,
+        ModelConfig,
+        "the read (ModelConfig fields)",
+        fields=("attention_score",),
+        defaults={"attention_score": "dot"},
+    )
     parser.add_argument("--gradient-batches", type=int, default=20, help="Minibatches per gradient-noise measurement.")
+    return parser
+
+
+def parse_args(argv=None):
+    """The command line's flags, checked (`argv`: `sys.argv[1:]` when `None`)."""
+    parser = build_parser()
     args = parser.parse_args(argv)
-    check_task_flags(parser, args, "--variants", STUDY_VARIANTS, held_out_minimum=2)
-    common.check_at_least(parser, args, ["gradient_batches"], 2)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    check_task_flags(parser, args, held_out_minimum=2)
+    flags.check_at_least(parser, args, ["gradient_batches"], 2)
     return args
 
 
@@ -107,10 +76,10 @@ def print_report(args, marks, summary, cpu):
     print()
     print(
         f"key-value lookup: {args.pairs} pairs, {args.num_keys} keys, {args.num_values} values, width {args.width}, "
-        f"{args.score} score, {args.steps} Adam steps of {args.batch_size} (lr {args.learning_rate}), "
+        f"{args.attention_score} score, {args.steps} Adam steps of {args.batch_size} (lr {args.adam_learning_rate}), "
         f"seeds {','.join(map(str, args.seeds))}, float32"
     )
-    print(common.cpu_line(cpu))
+    print(machine.cpu_line(cpu))
     header = (
         f"{'variant':<21}"
         + "".join(f"{'acc@' + str(mark):>10}" for mark in marks)
@@ -167,17 +136,21 @@ def plot(path, args, studies):
 def main(argv=None):
     """Run the study for every seed, print the table, write the JSON and the plot."""
     args = parse_args(argv)
-    cpu = common.cpu_info()
-    settings = task_settings(args, "score", "gradient_batches")
+    cpu = machine.cpu_info()
+    settings = {
+        **task_settings(args),
+        "attention_score": args.attention_score,
+        "gradient_batches": args.gradient_batches,
+    }
     studies = [compare_variants(args.variants, seed=seed, **settings) for seed in args.seeds]
     marks, summary = summarise(args, studies)
     print_report(args, marks, summary, cpu)
     runs = [study["variants"] for study in studies]
-    names = {"variants": args.variants}
-    written = write_results(args, argv, settings, names, summary, runs, "hard_attention.json", cpu)
+    written = write_results(args, __package__, settings, {"variants": args.variants}, summary, runs, cpu)
     print(f"results: {written}")
-    plot(Path(args.out) / "hard_attention.png", args, studies)
-    print(f"plot: {Path(args.out) / 'hard_attention.png'}")
+    figure = flags.output_path(args, ".png")
+    plot(figure, args, studies)
+    print(f"plot: {figure}")
     return 0
 
 

@@ -1,23 +1,28 @@
-"""Soft against hard attention on the key-value lookup task: learning curves and gradient noise.
+"""Training the key-value lookup models: soft against hard attention, and every score function.
 
-Trains `keras_transformer.models.lookup.KeyValueLookup` in each variant (soft, REINFORCE,
-straight-through Gumbel-softmax, and the untrainable argmax as a control) from the same initial
-weights on the same stream of examples, and records every `every` steps:
+The studies of docs/benchmarks/hard-attention.md and docs/benchmarks/scoring.md, and of notebook
+04, as functions that return their curves (drawing them is the caller's):
 
-- the held-out accuracy (`training=False`: hard variants read the argmax), and
-- the noise of the gradient the optimizer gets for the score function's weights (the key and
-  query embeddings, and the score's own weights if any): over `gradient_batches` fresh
-  minibatches (new examples and new sampling noise) at the current weights, the total variance
-  `tr Cov[g] = mean_m |g_m - mean g|^2` and the noise-to-signal ratio `tr Cov[g] / |mean g|^2`.
+- `compare_variants` trains `keras_transformer.models.lookup.KeyValueLookup` in each variant
+  (soft, REINFORCE with any of the estimators of `REINFORCE_ESTIMATORS`, straight-through
+  Gumbel-softmax, and the untrainable argmax as a control) from the same initial weights on the
+  same stream of examples, and records every `every` steps the held-out accuracy
+  (`training=False`: hard variants read the argmax) and the noise of the gradient the optimizer
+  gets for the score function's weights (the key and query embeddings, and the score's own
+  weights if any): over `gradient_batches` fresh minibatches (new examples and new sampling
+  noise) at the current weights, the total variance `tr Cov[g] = mean_m |g_m - mean g|^2` and the
+  noise-to-signal ratio `tr Cov[g] / |mean g|^2` (`gradient_noise`).
+- `compare_scores` trains soft attention with each score function of
+  `keras_transformer.config.ATTENTION_SCORES` from the same embeddings and read-out, and records
+  its accuracy curve and what its read does before and after training (`what_the_read_does`:
+  the weight on the answer's pair, how often that pair is the argmax, the entropy), with the
+  attention maps of a few held-out examples.
 
 Gradients are taken with `tf.GradientTape`, so this module needs the TensorFlow backend; the
-model and the task are backend-neutral.
+model and the task are backend-neutral. `benchmarks.attention_family.lookup` runs both over
+seeds and writes their tables, JSON and figures.
 """
 
-import sys
-from pathlib import Path
-
-import common
 import keras
 import numpy as np
 import tensorflow as tf
@@ -26,9 +31,15 @@ from keras_transformer.config import ATTENTION_SCORES
 from keras_transformer.data.lookup import lookup_examples
 from keras_transformer.layers.reinforce import Reinforce
 from keras_transformer.models.lookup import VARIANTS, KeyValueLookup, lookup_accuracy
-from keras_transformer.training import AccuracyCurve
+from keras_transformer.training.callbacks import AccuracyCurve
 
-# REINFORCE estimators the study can compare, by name: `variant="reinforce"` with these settings
+__all__ = [
+    "REINFORCE_ESTIMATORS", "STUDY_VARIANTS", "LookupAccuracyCurve", "LookupStudyCurve", "compare_scores",
+    "compare_variants", "gradient_noise", "model_arguments", "read_weights", "score_gradient", "score_weights",
+    "what_the_read_does",
+]  # fmt: skip
+
+# REINFORCE estimators `compare_variants` can compare, by name: `variant="reinforce"` with these settings
 # (`keras_transformer.layers.reinforce`). "reads" of a step: examples x samples.
 REINFORCE_ESTIMATORS = {
     "reinforce_plain": Reinforce("none"),
@@ -45,100 +56,12 @@ REINFORCE_ESTIMATORS = {
 STUDY_VARIANTS = VARIANTS + tuple(REINFORCE_ESTIMATORS)
 
 
-def add_task_flags(parser, names_flag, names_default, allowed, steps, every):
-    """Add the flags the lookup benchmarks share: what to compare, the seeds, the task and its training.
-
-    Args:
-        parser: an `argparse.ArgumentParser`.
-        names_flag: the flag naming what is compared, e.g. `"--variants"`.
-        names_default: its default, a sequence of names.
-        allowed: every name it may take.
-        steps: int, the default `--steps`.
-        every: int, the default `--every`.
-    """
-    parser.add_argument(names_flag, default=",".join(names_default), help=f"Comma-separated, of {', '.join(allowed)}.")
-    parser.add_argument("--seeds", default="0,1,2", help="Comma-separated seeds: initial weights, examples, noise.")
-    parser.add_argument("--steps", type=int, default=steps, help="Adam steps of each training.")
-    parser.add_argument("--every", type=int, default=every, help="Steps between two measurements.")
-    parser.add_argument("--batch-size", type=int, default=64, help="Examples per step.")
-    parser.add_argument("--pairs", type=int, default=16, help="Key-value pairs per example.")
-    parser.add_argument("--num-keys", type=int, default=64, help="Size of the key alphabet.")
-    parser.add_argument("--num-values", type=int, default=16, help="Size of the value alphabet (the classes).")
-    parser.add_argument("--width", type=int, default=32, help="Width of the embeddings.")
-    parser.add_argument("--learning-rate", type=float, default=3e-3, help="Adam's learning rate.")
-    parser.add_argument("--held-out", type=int, default=1000, help="Unseen examples of each accuracy measurement.")
-    parser.add_argument("--out", default="benchmarks/results", help="Folder of the JSON results and the PNG.")
-
-
-def check_task_flags(parser, args, names_flag, allowed, held_out_minimum):
-    """Check the flags of `add_task_flags`; the names and seeds become lists. Exits with a message naming the flag.
-
-    Args:
-        parser: the `argparse.ArgumentParser`.
-        args: its parsed namespace.
-        names_flag: the flag naming what is compared, e.g. `"--variants"`.
-        allowed: every name it may take.
-        held_out_minimum: int, the smallest `--held-out`.
-    """
-    attribute = names_flag.lstrip("-").replace("-", "_")
-    names = [name.strip() for name in getattr(args, attribute).split(",") if name.strip()]
-    unknown = [name for name in names if name not in allowed]
-    if unknown or not names:
-        parser.error(f"{names_flag} must name some of {', '.join(allowed)}. Received: {unknown or 'none'}")
-    setattr(args, attribute, names)
-    try:
-        args.seeds = [int(seed) for seed in args.seeds.split(",")]
-    except ValueError:
-        parser.error(f"--seeds must be comma-separated integers. Received: {args.seeds!r}")
-    common.check_at_least(parser, args, ["steps", "every", "batch_size", "pairs", "num_keys", "num_values", "width"], 1)
-    common.check_at_least(parser, args, ["held_out"], held_out_minimum)
-    if args.pairs > args.num_keys:
-        parser.error(f"--pairs must be at most --num-keys. Received: {args.pairs} > {args.num_keys}")
-
-
-TASK_SETTINGS = (
-    "steps",
-    "every",
-    "batch_size",
-    "pairs",
-    "num_keys",
-    "num_values",
-    "width",
-    "learning_rate",
-    "held_out",
-)
-
-
-def task_settings(args, *extra):
-    """The study's keyword arguments from the flags of `add_task_flags`, and the `extra` flags named."""
-    return {name: getattr(args, name) for name in (*TASK_SETTINGS, *extra)}
-
-
-def write_results(args, argv, settings, names, summary, runs, name, cpu):
-    """Write a lookup benchmark's JSON: command, settings, machine, versions, summary and every seed's runs.
-
-    Args:
-        args: the parsed flags (`seeds`).
-        argv: the command line's arguments, or None for `sys.argv[1:]`.
-        settings: the study's settings.
-        names: `{"variants": [...]}` or `{"scores": [...]}`, what was compared.
-        summary: the benchmark's summary.
-        runs: list, each seed's results, in the order of `args.seeds`.
-        name: the file's name in the `--out` folder.
-        cpu: `common.cpu_info()`.
-
-    Returns:
-        the path written.
-    """
-    data = {
-        "command": common.command_line(sys.argv[1:] if argv is None else argv),
-        "settings": {**settings, **names, "seeds": args.seeds, "precision": "float32"},
-        "machine": common.machine(cpu),
-        "versions": common.package_versions({"tensorflow": "tensorflow", "keras": "keras", "numpy": "numpy"}),
-        "summary": summary,
-        "runs": {str(seed): run for seed, run in zip(args.seeds, runs)},
-    }
-    return common.write_json(Path(args.out) / name, data)
+def _check_counts(minimums, **counts):
+    """Raise `ValueError` naming the first of `counts` that is not an int >= its minimum (1 unless given)."""
+    for name, value in counts.items():
+        minimum = minimums.get(name, 1)
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+            raise ValueError(f"`{name}` must be an int >= {minimum}. Received: {name}={value!r}")
 
 
 def model_arguments(name):
@@ -258,7 +181,7 @@ def compare_variants(
     num_keys=64,
     num_values=16,
     width=32,
-    score="dot",
+    attention_score="dot",
     learning_rate=3e-3,
     gradient_batches=20,
     held_out=1000,
@@ -276,7 +199,7 @@ def compare_variants(
         num_keys: int, key alphabet size.
         num_values: int, value alphabet size.
         width: int D, the embeddings' width.
-        score: the attention's score function.
+        attention_score: the attention's score function, one of `ATTENTION_SCORES`.
         learning_rate: Adam's learning rate.
         gradient_batches: int M >= 2, minibatches per gradient-noise measurement.
         held_out: int, examples of the accuracy measurement.
@@ -286,10 +209,20 @@ def compare_variants(
         dict: `"settings"` (the arguments), and per variant under `"variants"` a dict of
         `"steps"`, `"accuracy"` and `"noise"` (lists, one entry per measurement), `"seconds"` and
         `"samples"` (reads per example in training).
+
+    Raises:
+        ValueError: an unknown variant (before anything trains), or a count below its minimum
+            (`gradient_batches` >= 2, the others >= 1).
     """
+    _check_counts(
+        {"gradient_batches": 2}, steps=steps, every=every, batch_size=batch_size, pairs=pairs, num_keys=num_keys,
+        num_values=num_values, width=width, gradient_batches=gradient_batches, held_out=held_out,
+    )  # fmt: skip
+    for variant in variants:
+        model_arguments(variant)
     settings = dict(
         steps=steps, every=every, batch_size=batch_size, pairs=pairs, num_keys=num_keys, num_values=num_values,
-        width=width, score=score, learning_rate=learning_rate, gradient_batches=gradient_batches,
+        width=width, attention_score=attention_score, learning_rate=learning_rate, gradient_batches=gradient_batches,
         held_out=held_out, seed=seed,
     )  # fmt: skip
     sizes = dict(pairs=pairs, num_keys=num_keys, num_values=num_values)
@@ -300,7 +233,7 @@ def compare_variants(
     for variant in variants:
         arguments = model_arguments(variant)
         keras.utils.set_random_seed(seed)  # the same initial weights for every variant
-        model = KeyValueLookup(num_keys, num_values, width, score=score, seed=seed, **arguments)
+        model = KeyValueLookup(num_keys, num_values, width, attention_score=attention_score, seed=seed, **arguments)
         model.compile(optimizer=keras.optimizers.Adam(learning_rate))
         model({name: ids[:1] for name, ids in test_inputs.items()})  # built, so that its optimizer can be too
         model.optimizer.build(model.trainable_variables)
@@ -379,7 +312,17 @@ def compare_scores(
         `"after"` (`what_the_read_does`), `"maps_before"` and `"maps_after"` (`[shown, P]`
         lists), `"steps_to_90"` (the first measured step at 90% accuracy, or None) and
         `"seconds"`.
+
+    Raises:
+        ValueError: an unknown score (before anything trains), or a count below 1.
     """
+    _check_counts(
+        {}, steps=steps, every=every, batch_size=batch_size, pairs=pairs, num_keys=num_keys, num_values=num_values,
+        width=width, held_out=held_out, shown=shown,
+    )  # fmt: skip
+    unknown = [score for score in scores if score not in ATTENTION_SCORES]
+    if unknown:
+        raise ValueError(f"`scores` must be names of {ATTENTION_SCORES}. Received: {unknown}")
     settings = dict(
         steps=steps, every=every, batch_size=batch_size, pairs=pairs, num_keys=num_keys, num_values=num_values,
         width=width, learning_rate=learning_rate, held_out=held_out, shown=shown, seed=seed,
@@ -390,7 +333,7 @@ def compare_scores(
     results = {}
     for score in scores:
         keras.utils.set_random_seed(seed)  # the same embeddings and read-out for every score
-        model = KeyValueLookup(num_keys, num_values, width, variant="soft", score=score, seed=seed)
+        model = KeyValueLookup(num_keys, num_values, width, variant="soft", attention_score=score, seed=seed)
         model.compile(optimizer=keras.optimizers.Adam(learning_rate))
         before = read_weights(model, test_inputs)  # (N, P)
         curve = LookupAccuracyCurve(test_inputs, test_answers, every)

@@ -1,30 +1,12 @@
-"""The `scaling` experiment's output, and its run from the layers to the files.
-
-Output: a table (ms per step per layer and length, the ratios self-attention / GRU and
-self-attention / conv, GFLOP per training step of each layer), the slopes and Table 1 on stdout;
-the JSON (`attention_scores_scaling.json`: settings, versions, CPU model and flags, and per layer
-its Table 1 row, FLOP formula, FLOPs, times of every repeat, medians, GFLOP/s, first-call seconds
-and slopes; the ratios) and a log-log PNG of ms per step against n, with guides of slope 1 and 2
-(`attention_scores_scaling.png`), in the `--out` folder.
-"""
+"""What the study reports: the table and Table 1 on stdout, the results JSON and the log-log PNG."""
 
 import os
-from pathlib import Path
 
-import common
 import keras
-import numpy as np
-from attention_scores_scaling import (
-    CONV_PATH_NOTE,
-    FLOP_FORMULAS,
-    MODELS,
-    TABLE_1,
-    build_layers,
-    label,
-    measure,
-    summarise,
-    train_step,
-)
+
+from benchmarks.attention_family.length_scaling.measure import CONV_PATH_NOTE, FLOP_FORMULAS, MODELS, TABLE_1, label
+from benchmarks.harness import machine
+from benchmarks.harness.results import command_line, format_ratio
 
 
 def print_report(args, results, cpu):
@@ -32,11 +14,11 @@ def print_report(args, results, cpu):
     models, ratios = results["models"], results["ratios"]
     print()
     print(
-        f"one layer, d {args.width}, H {args.heads}, batch {args.batch}, float32, forward + backward "
+        f"one layer, d {args.d_model}, H {args.num_heads}, batch {args.batch_size}, float32, forward + backward "
         f"(gradients w.r.t. inputs and weights), median of {args.repeats} repeats of {args.steps} steps, "
-        f"jit {'on' if args.jit else 'off'}, {os.cpu_count()} CPUs"
+        f"jit {'on' if args.jit_compile else 'off'}, {os.cpu_count()} CPUs"
     )
-    print(common.cpu_line(cpu))
+    print(machine.cpu_line(cpu))
     conv = label("conv", args)
     header = (
         f"{'n':>6}{'attn ms':>11}{'GRU ms':>11}{conv + ' ms':>16}{'attn/GRU':>10}{'attn/conv':>11}"
@@ -49,8 +31,8 @@ def print_report(args, results, cpu):
         gflop = [models[name]["train_step_flops"][i] / 1e9 for name in MODELS]
         print(
             f"{n:>6}{ms[0]:>11.2f}{ms[1]:>11.2f}{ms[2]:>16.2f}"
-            f"{common.format_ratio(ratios['self_attention_over_gru'][i], 10)}"
-            f"{common.format_ratio(ratios['self_attention_over_conv'][i], 11)}"
+            f"{format_ratio(ratios['self_attention_over_gru'][i], 10)}"
+            f"{format_ratio(ratios['self_attention_over_conv'][i], 11)}"
             f"{gflop[0]:>12.3g}{gflop[1]:>12.3g}{gflop[2]:>12.3g}"
         )
     fitted = models["self_attention"]["slope"]["lengths"]
@@ -120,7 +102,7 @@ def plot_scaling(path, args, results, cpu):
     axes.set_xlabel("sequence length n")
     axes.set_ylabel("ms per training step (forward + backward)")
     axes.set_title(
-        f"One layer, d = {args.width}, H = {args.heads}, batch {args.batch}, float32\n"
+        f"One layer, d = {args.d_model}, H = {args.num_heads}, batch {args.batch_size}, float32\n"
         f"{cpu['model'] or 'unknown CPU'}, {os.cpu_count()} CPUs",
         fontsize=10,
     )
@@ -132,48 +114,30 @@ def plot_scaling(path, args, results, cpu):
     plt.close(figure)
 
 
-def run_scaling(args):
-    """The `scaling` experiment: build, trace, time, report, write the JSON and the PNG."""
-    import tensorflow as tf
-
-    cpu = common.cpu_info()
-    layers = build_layers(args)
-    parameters = {name: int(layer.count_params()) for name, (layer, _) in layers.items()}
-    steps = {name: train_step(layer, forward, args.jit) for name, (layer, forward) in layers.items()}
-    rng = np.random.default_rng(args.seed)
-    inputs = {n: tf.constant(rng.standard_normal((args.batch, n, args.width), dtype="float32")) for n in args.lengths}
-    first_call, times = measure(args, steps, inputs)
-    results = summarise(args, parameters, first_call, times)
-    print_report(args, results, cpu)
-
-    out = Path(args.out)
+def results_json(args, results, cpu):
+    """The results JSON: the settings (under the names of the first runs' JSON), the machine and every figure."""
     settings = {
         "experiment": "scaling",
-        "width": args.width,
-        "heads": args.heads,
+        "width": args.d_model,
+        "heads": args.num_heads,
         "kernel_size": args.kernel_size,
-        "batch": args.batch,
+        "batch": args.batch_size,
         "dtype": "float32",
         "repeats": args.repeats,
-        "warmup": args.warmup,
+        "warmup": args.warmup_repeats,
         "steps": args.steps,
         "fit_from": args.fit_from,
-        "jit": args.jit,
+        "jit": args.jit_compile,
         "seed": args.seed,
         "backend": keras.backend.backend(),
         "loss": "mean(outputs^2); gradients w.r.t. the inputs and every trainable weight",
         "flops": "matmuls only, 2 per multiply-add; a training step is 3x the forward pass, times the batch",
     }
-    data = {
+    return {
         "settings": settings,
-        "command": common.command_line(args.argv),
-        "versions": common.package_versions({"tensorflow": "tensorflow", "keras": "keras", "numpy": "numpy"}),
-        **common.machine(cpu),
-        "peak_rss_mib": common.peak_rss_mib(),
+        "command": command_line(__package__, args.argv),
+        "versions": machine.package_versions({"tensorflow": "tensorflow", "keras": "keras", "numpy": "numpy"}),
+        **machine.machine(cpu),
+        "peak_rss_mib": machine.peak_rss_mib(),
         **results,
     }
-    print(f"wrote {common.write_json(out / 'attention_scores_scaling.json', data)}")
-    plot = out / "attention_scores_scaling.png"
-    plot_scaling(plot, args, results, cpu)
-    print(f"wrote {plot}")
-    return 0

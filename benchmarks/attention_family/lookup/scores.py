@@ -1,8 +1,8 @@
 """Every attention score trained on the key-value lookup task: how fast each learns and what its maps become.
 
-    python benchmarks/lookup_scores.py                          # 5 scores, 500 steps, seeds 0, 1, 2
-    python benchmarks/lookup_scores.py --steps 100 --seeds 0    # a quick check
-    python benchmarks/lookup_scores.py --help                   # every flag
+    python -m benchmarks.attention_family.lookup.scores                          # 5 scores, 500 steps, seeds 0, 1, 2
+    python -m benchmarks.attention_family.lookup.scores --steps 100 --seeds 0    # a quick check
+    python -m benchmarks.attention_family.lookup.scores --help                   # every flag
 
 The task (`keras_transformer.data.lookup`): a dictionary of `--pairs` key-value pairs and a query
 key; the answer is the value under it, so one pair holds it. The model
@@ -10,40 +10,63 @@ key; the answer is the value under it, so one pair holds it. The model
 embeddings of width `--width`, one `Attention` read in key-value mode with the score function
 under test (`--scores`: scaled_dot, dot, additive, bilinear, cosine), a dense classifier.
 
-What runs (`lookup_study.compare_scores`, TensorFlow backend, float32): for each seed, every score
-starts from the same embeddings and read-out (the score's own weights are its own) and trains with
-Adam on the same stream of `--steps` x `--batch-size` new examples. Held-out accuracy every
-`--every` steps; before and after training, on `--held-out` unseen examples, what the read does:
-the mean attention weight on the pair that holds the answer, how often that pair has the highest
-weight, and the mean entropy of the weights (log P nats: uniform; 0: all on one pair).
+What runs (`keras_transformer.training.lookup.compare_scores`, TensorFlow backend, float32): for
+each seed, every score starts from the same embeddings and read-out (the score's own weights are
+its own) and trains with Adam on the same stream of `--steps` x `--batch-size` new examples.
+Held-out accuracy every `--every` steps; before and after training, on `--held-out` unseen
+examples, what the read does: the mean attention weight on the pair that holds the answer, how
+often that pair has the highest weight, and the mean entropy of the weights (log P nats: uniform;
+0: all on one pair).
 
 Output: a table on stdout (per score, the steps to 90% per seed, the final accuracy, and the three
-figures before and after training, means over seeds), the JSON `lookup_scores.json` (settings,
-versions, CPU model and flags, every seed's curves, figures and the first maps) and a PNG
-(`lookup_scores.png`: for the first seed, each score's maps over 8 held-out examples before and
-after training, the answer's pair marked) in the `--out` folder. The defaults take about a
-minute on 2 CPU cores.
+figures before and after training, means over seeds), the JSON (`--name`.json, `lookup_scores.json`
+by default: settings, versions, CPU model and flags, every seed's curves, figures and the first
+maps) and a PNG (`lookup_scores.png`: for the first seed, each score's maps over 8 held-out
+examples before and after training, the answer's pair marked) in the `--out` folder (the lookup
+studies' `results/`, which holds the figure docs/benchmarks/scoring.md shows). The defaults take
+about a minute on 2 CPU cores.
 """
 
 import argparse
 import sys
-from pathlib import Path
 
-import common
 import numpy as np
-from lookup_study import add_task_flags, check_task_flags, compare_scores, task_settings, write_results
 
+from benchmarks.attention_family.lookup.study import (
+    PACKAGE,
+    add_task_flags,
+    check_task_flags,
+    task_settings,
+    write_results,
+)
+from benchmarks.harness import flags, machine
 from keras_transformer.config import ATTENTION_SCORES
+from keras_transformer.training.lookup import compare_scores
+
+DESCRIPTION = (
+    "Every attention score trained on the key-value lookup task: how fast each learns and what its maps become."
+)
+# The module the command runs (`__name__` is "__main__" when it runs).
+MODULE = f"{PACKAGE}.scores"
 
 FIGURES = ("weight_on_answer", "answer_is_argmax", "entropy")
 
 
+def build_parser():
+    """The study's flags: the scores, and the task's and its training's."""
+    parser = argparse.ArgumentParser(
+        prog=f"python -m {MODULE}", description=DESCRIPTION, formatter_class=flags.DefaultsHelpFormatter
+    )
+    add_task_flags(parser, "--scores", ATTENTION_SCORES, ATTENTION_SCORES, steps=500, every=25, name="lookup_scores")
+    return parser
+
+
 def parse_args(argv=None):
-    """The command line's flags, checked."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=common.DefaultsHelpFormatter)
-    add_task_flags(parser, "--scores", ATTENTION_SCORES, ATTENTION_SCORES, steps=500, every=25)
+    """The command line's flags, checked (`argv`: `sys.argv[1:]` when `None`)."""
+    parser = build_parser()
     args = parser.parse_args(argv)
-    check_task_flags(parser, args, "--scores", ATTENTION_SCORES, held_out_minimum=8)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    check_task_flags(parser, args, held_out_minimum=8)
     return args
 
 
@@ -70,10 +93,10 @@ def print_report(args, summary, cpu):
     print()
     print(
         f"key-value lookup, soft attention: {args.pairs} pairs, {args.num_keys} keys, {args.num_values} values, "
-        f"width {args.width}, {args.steps} Adam steps of {args.batch_size} (lr {args.learning_rate}), "
+        f"width {args.width}, {args.steps} Adam steps of {args.batch_size} (lr {args.adam_learning_rate}), "
         f"seeds {','.join(map(str, args.seeds))}, float32"
     )
-    print(common.cpu_line(cpu))
+    print(machine.cpu_line(cpu))
     header = (
         f"{'score':<11}{'steps to 90%':>16}{'accuracy':>10}{'weight on answer':>20}"
         f"{'answer is argmax':>20}{'entropy (nats)':>18}{'s/run':>7}"
@@ -136,15 +159,16 @@ def plot(path, args, studies):
 def main(argv=None):
     """Run the study for every seed, print the table, write the JSON and the maps."""
     args = parse_args(argv)
-    cpu = common.cpu_info()
+    cpu = machine.cpu_info()
     settings = task_settings(args)
     studies = [compare_scores(args.scores, seed=seed, **settings) for seed in args.seeds]
     summary = summarise(args, studies)
     print_report(args, summary, cpu)
-    written = write_results(args, argv, settings, {"scores": args.scores}, summary, studies, "lookup_scores.json", cpu)
+    written = write_results(args, MODULE, settings, {"scores": args.scores}, summary, studies, cpu)
     print(f"results: {written}")
-    plot(Path(args.out) / "lookup_scores.png", args, studies)
-    print(f"maps: {Path(args.out) / 'lookup_scores.png'}")
+    figure = flags.output_path(args, ".png")
+    plot(figure, args, studies)
+    print(f"maps: {figure}")
     return 0
 
 

@@ -1,50 +1,4 @@
-"""The `scaling` experiment of attention_scores.py: one layer's training step against the sequence length n.
-
-The measured side of the paper's section 4 ("Why Self-Attention") and its Table 1. Three layers of
-the same width d (`--width`), each mapping `[B, n, d]` to `[B, n, d]` in float32:
-
-    self-attention   `keras_transformer.layers.MultiheadAttention(num_heads=--heads)` as the
-                     encoder uses it: Q, K, V and output projections, residual connection and
-                     LayerNorm, a padding mask with no padding, no dropout
-    GRU              `keras.layers.GRU(d, return_sequences=True)` (Keras's default reset_after);
-                     on a CPU a `tf.while_loop` of n steps (cuDNN's kernel would serve a GPU)
-    conv             `keras.layers.Conv1D(d, kernel_size=--kernel-size, padding="same")`, k = 3 by
-                     default: contiguous, undilated
-
-What runs, in one process (TensorFlow backend):
-
-- Each layer is built once (seeded) and its training step is one `tf.function` (XLA with
-  `--jit`): the forward pass on a seeded random normal batch `[--batch, n, d]`, the scalar loss
-  mean(outputs^2), and its gradients with respect to the inputs and every trainable weight. One
-  concrete function per layer and length.
-- Each (layer, length) is first called once untimed (tracing), then every repeat times `--steps`
-  consecutive steps of each layer at each length, the three layers interleaved at each length and
-  their order rotated from repeat to repeat, so that drift of the machine falls on all alike. The
-  first `--warmup` repeats are not counted; the report gives the median over `--repeats`
-  repeats of the milliseconds per step.
-- FLOPs are counted from formulas: the matmuls of the forward pass of one sequence (2 FLOPs per
-  multiply-add; biases, softmax, LayerNorm, gates' nonlinearities and the loss not counted),
-  times 3 for a training step (the backward pass is twice the forward), times the batch:
-      self-attention   8 n d^2 + 4 n^2 d   (Q, K, V, output projections; scores and weighted sum)
-      GRU              12 n d^2            (input and recurrent kernels, 3 gates each)
-      conv             2 k n d^2
-- The log-log slope of the measured time against n (least squares of log t on log n) over the
-  upper lengths: those above d (`--fit-from` sets the smallest), where the n^2 d of attention
-  overtakes its n d^2, or the two largest when fewer than two are. The same slope of the FLOP
-  formula is printed next to it: attention's tends to 2 as n >> d (about 1.7 over n = 256 .. 1024
-  at d = 128), the GRU's and the convolution's are 1.
-- Next to the measurements, the paper's Table 1 (n length, d width, k kernel size):
-      layer type       complexity per layer   sequential operations   maximum path length
-      self-attention   O(n^2 d)               O(1)                    O(1)
-      recurrent        O(n d^2)               O(n)                    O(n)
-      convolutional    O(k n d^2)             O(1)                    O(log_k n)
-  The paper's O(log_k n) path length is for dilated convolutions; a stack of contiguous ones like
-  this layer needs O(n/k) layers to connect every pair of positions.
-
-This module holds the layers' FLOP formulas and the slope fit (plain arithmetic, no TensorFlow),
-the layers and their timing, and the summary of the timings; attention_scores_scaling_report.py
-prints, plots and writes the results and runs the experiment end to end.
-"""
+"""The layers, their FLOP formulas and slopes, their timed training steps, and the summary of the timings."""
 
 import time
 
@@ -157,9 +111,9 @@ def build_layers(args):
         `[B, n, d]` to `[B, n, d]`.
     """
     keras.utils.set_random_seed(args.seed)
-    attention = MultiheadAttention(num_heads=args.heads, dtype="float32", name="self_attention")
-    gru = keras.layers.GRU(args.width, return_sequences=True, dtype="float32", name="gru")
-    conv = keras.layers.Conv1D(args.width, kernel_size=args.kernel_size, padding="same", dtype="float32", name="conv")
+    attention = MultiheadAttention(num_heads=args.num_heads, dtype="float32", name="self_attention")
+    gru = keras.layers.GRU(args.d_model, return_sequences=True, dtype="float32", name="gru")
+    conv = keras.layers.Conv1D(args.d_model, kernel_size=args.kernel_size, padding="same", dtype="float32", name="conv")
 
     def attend(x):
         mask = ops.ones(ops.shape(x)[:2], dtype="bool")  # (B, n): no padding, as the encoder's mask says
@@ -170,7 +124,7 @@ def build_layers(args):
         "gru": (gru, lambda x: gru(x, training=True)),
         "conv": (conv, lambda x: conv(x, training=True)),
     }
-    build_input = np.zeros((1, 2, args.width), "float32")
+    build_input = np.zeros((1, 2, args.d_model), "float32")
     for _, forward in layers.values():
         forward(build_input)  # builds the weights, eagerly
     return layers
@@ -223,8 +177,8 @@ def measure(args, steps, inputs):
             float(concrete[name][n](inputs[n])[0])
             first_call[name][n] = time.perf_counter() - start
     print(f"traced {len(names)} layers x {len(args.lengths)} lengths", flush=True)
-    for repeat in range(args.warmup + args.repeats):
-        warmup = repeat < args.warmup
+    for repeat in range(args.warmup_repeats + args.repeats):
+        warmup = repeat < args.warmup_repeats
         order = names[repeat % len(names) :] + names[: repeat % len(names)]
         started = time.perf_counter()
         for n in args.lengths:
@@ -235,7 +189,7 @@ def measure(args, steps, inputs):
                 float(loss)  # the step's outputs are ready
                 if not warmup:
                     times[name][n].append(1000 * (time.perf_counter() - start) / args.steps)
-        which = "warm-up" if warmup else f"repeat {repeat - args.warmup + 1}/{args.repeats}"
+        which = "warm-up" if warmup else f"repeat {repeat - args.warmup_repeats + 1}/{args.repeats}"
         print(f"{which}: {time.perf_counter() - started:.1f} s", flush=True)
     return first_call, times
 
@@ -243,11 +197,11 @@ def measure(args, steps, inputs):
 def summarise(args, parameters, first_call, times):
     """The results of each layer (medians, FLOPs, GFLOP/s, slopes, Table 1 row) and the ratios."""
     lengths = args.lengths
-    fitted = fit_lengths(lengths, args.width, args.fit_from)
+    fitted = fit_lengths(lengths, args.d_model, args.fit_from)
     models = {}
     for name in MODELS:
         medians = [float(np.median(times[name][n])) for n in lengths]
-        flops = [train_step_flops(name, n, args.width, args.batch, args.kernel_size) for n in lengths]
+        flops = [train_step_flops(name, n, args.d_model, args.batch_size, args.kernel_size) for n in lengths]
         at_fit = [lengths.index(n) for n in fitted]
         models[name] = {
             "label": label(name, args),
