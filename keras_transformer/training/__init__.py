@@ -11,6 +11,10 @@ Every public name is importable from here.
 `compile_transformer` attaches it to the model it compiles (`packed.attach`), and importing a
 module changes no model's step. Its CPU threads, one training tower per core, are `threads`
 (`configure_cpu_threads`, which `train.py` calls first).
+
+`lookup` trains `keras_transformer.models.lookup.KeyValueLookup` for the studies of soft against
+hard attention and of every score function on the key-value lookup task (`compare_variants`,
+`compare_scores`; TensorFlow, imported only from there).
 """
 
 from keras_transformer.training.averaging import (
