@@ -15,6 +15,7 @@ from benchmarks.harness import cluttered
 from benchmarks.vision.stn import __main__ as vision_stn
 from keras_transformer.vision import SpatialTransformer
 from keras_transformer.vision.cluttered import generate
+from keras_transformer.vision.models import build_classifier, build_stn_classifier
 from keras_transformer.vision.spatial import IDENTITY
 from keras_transformer.vision.st_cnn import build_st_cnn
 
@@ -138,16 +139,69 @@ def test_st_cnn_saves_and_loads_with_its_transform(tmp_path):
         ({"transform": "stn"}, r"one of \('learned', 'identity', 'none'\). Received: transform='stn'"),
         (
             {"image_size": (60,)},
-            r"`image_size` must be \(height, width\), two positive ints. Received: image_size=\(60,\)",
+            r"`image_size` must be a tuple of 2 ints >= 1. Received: image_size=\(60,\)",
         ),
-        ({"glimpse_size": (0, 4)}, r"`glimpse_size` must be a tuple of positive ints. Received: glimpse_size=\(0, 4\)"),
-        ({"filters": ()}, r"`filters` must be a tuple of positive ints. Received: filters=\(\)"),
+        ({"glimpse_size": (0, 4)}, r"`glimpse_size` must be a tuple of 2 ints >= 1. Received: glimpse_size=\(0, 4\)"),
+        ({"filters": ()}, r"`filters` must be a non-empty tuple of ints >= 1. Received: filters=\(\)"),
         ({"units": 2.5}, r"`units` must be an int >= 1. Received: units=2.5"),
     ],
 )
 def test_st_cnn_rejects_bad_arguments_naming_them(kwargs, message):
     with pytest.raises(ValueError, match=message):
         build_st_cnn(**kwargs)
+
+
+# ---------------------------------------------------------------- the one builder of both heads
+
+
+def _built_alike(first, second):
+    """Two classifiers of the same layers, weights and outputs (on 3 random canvases)."""
+    assert [(layer.name, type(layer)) for layer in first.model.layers] == [
+        (layer.name, type(layer)) for layer in second.model.layers
+    ]
+    assert first.model.name == second.model.name and first.attention_model.name == second.attention_model.name
+    for got, want in zip(first.model.weights, second.model.weights, strict=True):
+        assert got.path == want.path
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(got), keras.ops.convert_to_numpy(want))
+    x = _images(size=first.model.input_shape[1] or 20)
+    for key, value in first.attention_model(x).items():
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(value), second.attention_model(x)[key])
+
+
+@pytest.mark.parametrize("block", ["residual", "plain"])
+def test_build_classifier_stn_is_the_one_builders_pooled_head(block):
+    sizes = dict(num_classes=4, filters=(8, 16), glimpse_size=(12, 12))
+    keras.utils.set_random_seed(0)
+    classifier = build_classifier("stn", block=block, **sizes)
+    keras.utils.set_random_seed(0)
+    name = "classifier_stn" if block == "residual" else "classifier_stn_plain"
+    _built_alike(classifier, build_stn_classifier("pooled", block=block, name=name, **sizes))
+    assert classifier.model.count_params() == {"residual": 3731, "plain": 3595}[block]  # as before the one builder
+
+
+@pytest.mark.parametrize("transform, params", [("learned", 47546), ("identity", 47546), ("none", 4746)])
+def test_build_st_cnn_is_the_one_builders_dense_head(transform, params):
+    sizes = dict(image_size=(24, 24), glimpse_size=(8, 8), filters=(4,), units=8)
+    keras.utils.set_random_seed(0)
+    classifier = build_st_cnn(transform, **sizes)
+    keras.utils.set_random_seed(0)
+    name = {"learned": "st_cnn", "identity": "st_cnn_identity", "none": "cnn"}[transform]
+    direct = build_stn_classifier("dense", transform, block="plain", localization="convolutional", name=name, **sizes)
+    _built_alike(classifier, direct)
+    # 24x24 canvas: the localisation net (pool, conv 5x5 x20, pool, conv 5x5 x20, dense 50 over 6x6,
+    # dense 6) 46,896; the CNN on the 8x8 glimpse (or the 24x24 canvas): conv 3x3 x4, pool, dense 8, dense 10.
+    assert classifier.model.count_params() == params  # as before the one builder
+
+
+def test_the_pooled_head_takes_any_size_and_the_dense_head_needs_one():
+    classifier = build_stn_classifier("pooled", transform="none", filters=(4,), num_classes=3)
+    outputs = classifier.attention_model(np.zeros((2, 13, 11, 1), "float32"))
+    assert tuple(outputs["logits"].shape) == (2, 3)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(outputs["attention_map"]), 1.0)  # every pixel read
+    with pytest.raises(ValueError, match=r'`image_size` must be \(height, width\) for head="dense"'):
+        build_stn_classifier("dense")
+    with pytest.raises(ValueError, match=r"`head` must be one of \('pooled', 'dense'\). Received: head='flat'"):
+        build_stn_classifier("flat")
 
 
 # ---------------------------------------------------------------- the benchmark

@@ -5,7 +5,7 @@
 Its blocks are residual blocks (`block="residual"`, the default) or plain ones (`block="plain"`):
 
     images [B, H, W, C]                                   any size
-      stn only: SpatialTransformer -> glimpse [B, g, g, C]
+      stn only: SpatialTransformer -> glimpse [B, g, g, C]   (`build_stn_classifier`, head "pooled")
       per block i (filters f_i), input x [B, h, w, c]:
         residual block:
           branch = conv_3x3(x)                            [B, h, w, f_i], no activation
@@ -18,6 +18,10 @@ Its blocks are residual blocks (`block="residual"`, the default) or plain ones (
         plain block: the same branch with a relu after conv_3x3, and x = branch
         x = max_pool_2x2(x)                               [B, ceil(h/2), ceil(w/2), f_i]
       global average pooling -> Dense(classes)            logits [B, classes]
+
+`build_stn_classifier` is the one builder of a spatial transformer in front of these blocks:
+`build_classifier("stn")` is its pooled head, the Spatial Transformer paper's ST-CNN
+(`keras_transformer.vision.st_cnn`) its dense head on plain blocks.
 
 The residual block puts the attention where the SE and CBAM papers put it: on the residual
 branch, before the addition, so a gate near 0 damps only the branch and the block still passes
@@ -45,6 +49,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_transformer.checks import check_choice, check_int, check_ints
 from keras_transformer.vision.channel import SelectiveKernel, SqueezeExcitation
 from keras_transformer.vision.mixed import CBAM, ResidualAttention
 from keras_transformer.vision.scale import ScaleAttention, upsample_to_grid
@@ -52,6 +57,9 @@ from keras_transformer.vision.spatial import SpatialTransformer, normalized_coor
 
 ATTENTIONS = ("none", "se", "sk", "cbam", "residual", "stn")
 BLOCKS = ("residual", "plain")
+# `build_stn_classifier`'s heads and front ends.
+HEADS = ("pooled", "dense")
+TRANSFORMS = ("learned", "identity", "none")
 LABELS = {
     "none": "baseline CNN",
     "se": "+ SE",
@@ -117,13 +125,6 @@ class GlimpseFootprint(keras.layers.Layer):
         return ops.cast((ops.abs(u) <= 1.0) & (ops.abs(v) <= 1.0), "float32")  # (B, H, W)
 
 
-def _check_choice(name, value, choices):
-    """`value` if it is one of `choices`; a `ValueError` naming the argument and the value otherwise."""
-    if value not in choices:
-        raise ValueError(f"`{name}` must be one of {choices}. Received: {name}={value!r}")
-    return value
-
-
 def build_classifier(
     attention="none",
     block="residual",
@@ -156,24 +157,139 @@ def build_classifier(
     Raises:
         ValueError: an unknown `attention` or `block`, or empty `filters`.
     """
-    _check_choice("attention", attention, ATTENTIONS)
-    _check_choice("block", block, BLOCKS)
-    if not filters:
-        raise ValueError(f"`filters` must name at least one block. Received: filters={filters!r}")
-    images = keras.Input((None, None, channels), name="images")
-    x, theta = images, None
+    check_choice("attention", attention, ATTENTIONS)
+    check_choice("block", block, BLOCKS)
+    filters = check_ints("filters", filters, 1)  # one block each
+    name = f"classifier_{attention}" if block == "residual" else f"classifier_{attention}_plain"
     if attention == "stn":
-        x, theta = SpatialTransformer(output_size=tuple(glimpse_size), name="spatial_transformer")(
-            x, return_attention_scores=True
+        return build_stn_classifier(
+            "pooled",
+            block=block,
+            glimpse_size=glimpse_size,
+            num_classes=num_classes,
+            channels=channels,
+            filters=filters,
+            name=name,
         )
+    images = keras.Input((None, None, channels), name="images")
+    x, scores, last_features = _blocks(images, filters, attention, block, reduction, spatial_kernel_size)
+    logits = _head(x, "pooled", num_classes)
+    return _classifier(images, logits, _attention_map(attention, images, scores, last_features), name)
+
+
+def build_stn_classifier(
+    head="pooled",
+    transform="learned",
+    block="residual",
+    image_size=None,
+    glimpse_size=(24, 24),
+    localization="pooled",
+    localization_rate=0.1,
+    num_classes=10,
+    channels=1,
+    filters=(16, 32, 32),
+    units=256,
+    name="stn_classifier",
+):
+    """A spatial transformer in front of the small CNN, with a pooled or a dense head: the one builder of both.
+
+    `build_classifier("stn")` is its pooled head (any image size); the Spatial Transformer
+    paper's ST-CNN (`keras_transformer.vision.st_cnn.build_st_cnn`) is its dense head, plain
+    blocks and the paper's convolutional localisation net:
+
+        images [B, H, W, C]
+          "learned":  SpatialTransformer(localization) -> glimpse [B, g, g, C]
+          "identity": the same, its transform frozen at the identity (the whole image, resampled)
+          "none":     no transformer: the image as it is
+          per block i: `build_classifier`'s block (no attention), max_pool_2x2
+          head "pooled": global average pooling -> Dense(classes)                   any image size
+          head "dense":  flatten -> Dense(units), relu -> Dense(classes)            a fixed size
+
+    A dense head cares where in its input the object lies, so the glimpse's position matters to
+    it; a pooled head reads the object anywhere. The spatial map (`attention_map`) is the
+    glimpse's footprint on the image (`GlimpseFootprint`), all ones without a transformer.
+
+    Args:
+        head: one of `HEADS`: `"pooled"` or `"dense"`.
+        transform: one of `TRANSFORMS`: `"learned"`, `"identity"` (the transformer, frozen) or
+            `"none"` (no transformer).
+        block: one of `BLOCKS`: `"residual"` or `"plain"` (`build_classifier`'s blocks).
+        image_size: `(height, width)` the model takes, or None for any size; the dense head and
+            the `"convolutional"` localisation net need one.
+        glimpse_size: `(height, width)` of the transformer's output (not `"none"`).
+        localization: `SpatialTransformer`'s localisation net: `"pooled"` or `"convolutional"`
+            (the paper's).
+        localization_rate: float in (0, 1], `SpatialTransformer`'s rate.
+        num_classes: int, the classes of the logits.
+        channels: int, the images' channels C.
+        filters: tuple of ints, the convolution channels of each block (one block each).
+        units: int, the width of the dense head's hidden layer (`"dense"` only).
+        name: str, the model's name; the attention model's is `f"{name}_with_map"`.
+
+    Returns:
+        A `Classifier(model, attention_model)`: images `[B, H, W, C]` -> logits `[B, classes]`,
+        and `{"logits", "attention_map" [B, H, W]}`. With a transformer, its layer is named
+        `"spatial_transformer"`.
+
+    Raises:
+        ValueError: an unknown `head`, `transform` or `block`; a dense head without
+            `image_size`; sizes, filters or units that are not positive ints.
+    """
+    check_choice("head", head, HEADS)
+    check_choice("transform", transform, TRANSFORMS)
+    check_choice("block", block, BLOCKS)
+    if image_size is None and head == "dense":
+        raise ValueError('`image_size` must be (height, width) for head="dense". Received: image_size=None')
+    image_size = (None, None) if image_size is None else check_ints("image_size", image_size, 1, length=2)
+    glimpse_size = check_ints("glimpse_size", glimpse_size, 1, length=2)
+    filters = check_ints("filters", filters, 1)  # one block each
+    units = check_int("units", units, 1)
+    images = keras.Input(image_size + (channels,), name="images")
+    x, theta = images, None
+    if transform != "none":
+        transformer = SpatialTransformer(
+            output_size=glimpse_size,
+            localization=localization,
+            localization_rate=localization_rate,
+            name="spatial_transformer",
+        )
+        x, theta = transformer(x, return_attention_scores=True)
+        transformer.trainable = transform == "learned"  # after the call: its sublayers exist once built
+    x, _, _ = _blocks(x, filters, "none", block)
+    logits = _head(x, head, num_classes, units)
+    if theta is None:  # the CNN reads every pixel
+        attention_map = ops.ones_like(images[..., 0])
+    else:
+        attention_map = GlimpseFootprint(name="attention_map")(theta, images)
+    return _classifier(images, logits, attention_map, name)
+
+
+def _blocks(x, filters, attention, block, reduction=16, spatial_kernel_size=7):
+    """The classifier's blocks (`_block`), each followed by its 2x2 max pooling.
+
+    Returns:
+        `(x, scores, last_features)`: the last pooling's output, the last block's attention
+        scores (see `_block`), and its output before the pooling.
+    """
     for i, width in enumerate(filters, start=1):
         x, scores = _block(x, i, width, attention, block, reduction, spatial_kernel_size)
         last_features = x
         x = keras.layers.MaxPooling2D(2, padding="same", name=f"block_{i}_pool")(x)
-    x = keras.layers.GlobalAveragePooling2D(name="pool")(x)
-    logits = keras.layers.Dense(num_classes, name="logits")(x)
-    attention_map = _attention_map(attention, images, theta, scores, last_features)
-    name = f"classifier_{attention}" if block == "residual" else f"classifier_{attention}_plain"
+    return x, scores, last_features
+
+
+def _head(x, head, num_classes, units=None):
+    """The logits `[B, classes]` of the blocks' output `x`: through a pooled or a dense head (`HEADS`)."""
+    if head == "pooled":
+        x = keras.layers.GlobalAveragePooling2D(name="pool")(x)
+    else:
+        x = keras.layers.Flatten(name="flatten")(x)
+        x = keras.layers.Dense(units, activation="relu", name="hidden")(x)
+    return keras.layers.Dense(num_classes, name="logits")(x)
+
+
+def _classifier(images, logits, attention_map, name):
+    """The `Classifier` of symbolic images, logits and spatial map: the model, and the same with its map."""
     model = keras.Model(images, logits, name=name)
     attention_model = keras.Model(images, {"logits": logits, "attention_map": attention_map}, name=f"{name}_with_map")
     return Classifier(model, attention_model)
@@ -216,21 +332,18 @@ def _block(x, index, width, attention, block, reduction, spatial_kernel_size):
     return x, scores
 
 
-def _attention_map(attention, images, theta, scores, last_features):
+def _attention_map(attention, images, scores, last_features):
     """The classifier's spatial map over the input image (the module docstring says which, per attention).
 
     Args:
-        attention: one of `ATTENTIONS`.
+        attention: one of `ATTENTIONS` but `"stn"` (whose map `build_stn_classifier` makes).
         images: symbolic `[B, H, W, C]`, the classifier's input.
-        theta: symbolic `[B, 2, 3]`, the spatial transformer's transforms (`"stn"`), or None.
         scores: the last block's attention scores (see `_block`), or None.
         last_features: symbolic `[B, h, w, f]`, the last block's output before its pooling.
 
     Returns:
         Symbolic `[B, H, W]`.
     """
-    if attention == "stn":
-        return GlimpseFootprint(name="attention_map")(theta, images)
     if attention == "cbam":
         grid_map = scores["spatial"][..., 0]
     elif attention == "residual":
@@ -266,11 +379,10 @@ def build_scale_classifier(fusion="attention", factors=(1, 2, 4), num_classes=10
     Raises:
         ValueError: `factors` not positive ints starting with 1, or empty `filters`.
     """
-    factors = tuple(factors)
-    if not factors or factors[0] != 1 or any(not isinstance(f, int) or f < 1 for f in factors):
-        raise ValueError(f"`factors` must be positive ints, 1 first. Received: factors={factors!r}")
-    if not filters:
-        raise ValueError(f"`filters` must name at least one block. Received: filters={filters!r}")
+    factors = check_ints("factors", factors, 1)
+    if factors[0] != 1:
+        raise ValueError(f"`factors` must be a tuple of ints >= 1, 1 first. Received: factors={factors!r}")
+    filters = check_ints("filters", filters, 1)  # one block each
     trunk_input = keras.Input((None, None, channels), name="trunk_images")
     x = trunk_input
     for i, width in enumerate(filters, start=1):

@@ -4,14 +4,15 @@ Jaderberg, Simonyan, Zisserman and Kavukcuoglu 2015, "Spatial Transformer Networ
 (https://arxiv.org/abs/1506.02025), section 4.1: a spatial transformer in front of a plain CNN
 whose glimpse is smaller than the canvas, so that it must zoom in on the digit to read it at full
 resolution, and move to where the digit is to keep it in view. `build_st_cnn(transform=...)`
-builds the same CNN behind three front ends:
+builds the same CNN behind three front ends, through the one spatial-transformer classifier
+builder (`keras_transformer.vision.models.build_stn_classifier`, its dense head on plain blocks):
 
     images [B, H, W, C]                                 a fixed size, `image_size`
       "learned":  SpatialTransformer(localization="convolutional") -> glimpse [B, g, g, C]
       "identity": the same, its transform frozen at the identity: the whole canvas, resampled to
                   g x g (what the STN starts from)
       "none":     no transformer: the whole canvas at full resolution [B, H, W, C]
-      per filter count f_i: conv_3x3(f_i), relu, max_pool_2x2
+      per filter count f_i: conv_3x3(f_i), relu, max_pool_2x2   (block_i_conv, block_i_pool)
       flatten -> Dense(units), relu -> Dense(classes)   logits [B, classes]
 
 The head is dense, as the paper's, not a global pooling: the classifier cares where in its input
@@ -21,22 +22,8 @@ footprint on the canvas (`keras_transformer.vision.models.GlimpseFootprint`): th
 "identity" and "none".
 """
 
-import keras
-from keras import ops
-
-from keras_transformer.vision.dynamic_capacity import _check_int, _check_widths
-from keras_transformer.vision.models import Classifier, GlimpseFootprint
-from keras_transformer.vision.spatial import SpatialTransformer
-
-TRANSFORMS = ("learned", "identity", "none")
-
-
-def _check_size(name, value):
-    """`value` as `(height, width)`, two positive ints; a `ValueError` naming the argument and the value otherwise."""
-    size = _check_widths(name, value)
-    if len(size) != 2:
-        raise ValueError(f"`{name}` must be (height, width), two positive ints. Received: {name}={value!r}")
-    return size
+from keras_transformer.checks import check_choice
+from keras_transformer.vision.models import TRANSFORMS, build_stn_classifier  # TRANSFORMS: the front ends
 
 
 def build_st_cnn(
@@ -73,34 +60,18 @@ def build_st_cnn(
     Raises:
         ValueError: an unknown `transform`, or sizes, filters or units that are not positive ints.
     """
-    if transform not in TRANSFORMS:
-        raise ValueError(f"`transform` must be one of {TRANSFORMS}. Received: transform={transform!r}")
-    height, width = _check_size("image_size", image_size)
-    glimpse_size = _check_size("glimpse_size", glimpse_size)
-    filters = _check_widths("filters", filters)
-    units = _check_int("units", units)
-    images = keras.Input((height, width, channels), name="images")
-    x, theta = images, None
-    if transform != "none":
-        transformer = SpatialTransformer(
-            output_size=glimpse_size,
-            localization="convolutional",
-            localization_rate=localization_rate,
-            name="spatial_transformer",
-        )
-        x, theta = transformer(x, return_attention_scores=True)
-        transformer.trainable = transform == "learned"  # after the call: its sublayers exist once built
-    for i, width_i in enumerate(filters, start=1):
-        x = keras.layers.Conv2D(width_i, 3, padding="same", activation="relu", name=f"conv_{i}")(x)
-        x = keras.layers.MaxPooling2D(2, padding="same", name=f"pool_{i}")(x)
-    x = keras.layers.Flatten(name="flatten")(x)
-    x = keras.layers.Dense(units, activation="relu", name="hidden")(x)
-    logits = keras.layers.Dense(num_classes, name="logits")(x)
-    if theta is None:  # the CNN reads every pixel
-        attention_map = ops.ones_like(images[..., 0])
-    else:
-        attention_map = GlimpseFootprint(name="attention_map")(theta, images)
-    name = {"learned": "st_cnn", "identity": "st_cnn_identity", "none": "cnn"}[transform]
-    model = keras.Model(images, logits, name=name)
-    attention_model = keras.Model(images, {"logits": logits, "attention_map": attention_map}, name=f"{name}_with_map")
-    return Classifier(model, attention_model)
+    check_choice("transform", transform, TRANSFORMS)
+    return build_stn_classifier(
+        "dense",
+        transform,
+        block="plain",
+        image_size=image_size,
+        glimpse_size=glimpse_size,
+        localization="convolutional",
+        localization_rate=localization_rate,
+        num_classes=num_classes,
+        channels=channels,
+        filters=filters,
+        units=units,
+        name={"learned": "st_cnn", "identity": "st_cnn_identity", "none": "cnn"}[transform],
+    )
