@@ -6,6 +6,7 @@ import types
 import keras
 import numpy as np
 import pytest
+
 from benchmarks.language_models.pretraining.__main__ import main, parse_args
 from benchmarks.language_models.pretraining.study import ARMS, MaskedLMCurve, compare_pretraining, finetune_steps
 from keras_transformer.config import language_model_preset
