@@ -21,7 +21,8 @@ from keras_transformer.config import (
     ModelConfig,
     TrainConfig,
 )
-from keras_transformer.export import saved_model_op_types
+from keras_transformer.config.train import task_default
+from keras_transformer.export import saved_model_op_types, write_models_config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -77,6 +78,8 @@ def test_train_help_documents_every_config_field_with_its_help_and_default(capsy
                 assert "(default: the --variant's)" in entry, entry
             elif field.name == "run_dir":  # None: the task's own folder
                 assert "(default: runs/builtin for --task translate, runs/builtin-lm for --task lm, " in entry, entry
+            elif field.name == "model_name":  # None: the task's own name
+                assert "(default: transformer for --task translate, transformer-lm for --task lm, " in entry, entry
             elif not isinstance(field.default, tuple):
                 assert f"(default: {field.default!r})" in entry, entry
     assert set(entries) == expected_flags
@@ -259,6 +262,78 @@ def test_each_task_trains_in_its_own_default_folder(fake_train, tmp_path, monkey
         assert (tmp_path / "runs" / name / "train_config.json").is_file()
     assert TrainConfig().run_dir == "runs/builtin" and TrainConfig(task="lm").run_dir == "runs/builtin-lm"
     assert TrainConfig(task="lm", run_dir="elsewhere").run_dir == "elsewhere"
+
+
+def test_each_task_exports_under_its_own_default_name(fake_train, tmp_path, monkeypatch):
+    """`python train.py` then `python train.py --task lm`: the language model is no version of the translator."""
+    monkeypatch.chdir(tmp_path)
+    for task in ("translate", "lm", "mlm"):
+        assert main(["train", "--task", task, "--preset", "tiny", "--epochs", "1"]) == 0
+    assert [train_config.model_name for train_config, _ in fake_train] == [
+        "transformer",
+        "transformer-lm",
+        "transformer-mlm",
+    ]
+    # The same rule as the run directory's, for any task.
+    assert [task_default(name, "other") for name in ("run_dir", "model_name")] == [
+        "runs/builtin-other",
+        "transformer-other",
+    ]
+    assert TrainConfig().model_name == "transformer" and TrainConfig(task="mlm").model_name == "transformer-mlm"
+    # models.config lists each task's model.
+    for train_config, _ in fake_train[:2]:
+        (tmp_path / train_config.export_dir / train_config.model_name / "1").mkdir(parents=True)
+    listed = write_models_config(tmp_path / "saved_models").read_text()
+    assert '"transformer"' in listed and '"transformer-lm"' in listed
+
+
+def test_an_explicit_model_name_wins_and_a_resumed_run_keeps_its_own(fake_train, tmp_path):
+    run_dir = str(tmp_path / "run")
+    assert main(["train", "--task", "lm", "--preset", "tiny", "--run-dir", run_dir, "--model-name", "mine"]) == 0
+    assert TrainConfig(task="lm", model_name="mine").model_name == "mine"
+    # A run saved with another name (such as the one all tasks shared before) is resumed under it.
+    saved = TrainConfig.load(Path(run_dir) / "train_config.json")
+    saved.model_name = "transformer"
+    saved.save(Path(run_dir) / "train_config.json")
+    assert main(["train", "--task", "lm", "--preset", "tiny", "--run-dir", run_dir, "--resume"]) == 0
+    assert (
+        main(["train", "--task", "lm", "--preset", "tiny", "--run-dir", run_dir, "--resume", "--model-name", "x"]) == 0
+    )
+    assert [train_config.model_name for train_config, _ in fake_train] == ["mine", "transformer", "x"]
+
+
+def _fake_export(model_dir, model_config):
+    """`model_dir/1`, an export as far as the task check reads it: saved_model.pb (empty) and the model's config."""
+    version_dir = Path(model_dir) / "1"
+    (version_dir / "assets").mkdir(parents=True)
+    (version_dir / "saved_model.pb").write_bytes(b"")
+    model_config.save(version_dir / "assets" / "model_config.json")
+    return version_dir
+
+
+@pytest.mark.parametrize(
+    "command, kind, message",
+    [
+        ("translate", "decoder", "holds a language model (task lm{}); translate needs a translation export"),
+        ("translate", "encoder", "holds a masked language model (task mlm{}); translate needs a translation export"),
+        (
+            "generate",
+            None,
+            "holds a translation model (task translate{}); generate needs the text export of a --task lm run",
+        ),
+        (
+            "generate",
+            "encoder",
+            "holds a masked language model (task mlm{}); generate needs the text export of a --task lm run",
+        ),
+    ],
+)
+def test_an_export_of_another_task_is_refused_with_its_task(command, kind, message, tmp_path, capsys):
+    model_config = ModelConfig() if kind is None else LanguageModelConfig(kind=kind)
+    version_dir = _fake_export(tmp_path / "saved_models" / "transformer", model_config)
+    for model, version in ((version_dir.parent, ", version 1"), (version_dir, "")):
+        assert main([command, "--model", str(model), "hello"]) == 2  # refused before the export is loaded
+        assert capsys.readouterr().err == f"error: {model} {message.format(version)}\n"
 
 
 def test_a_run_in_the_way_names_resume_run_dir_and_overwrite(fake_train, tmp_path, monkeypatch, capsys):

@@ -20,7 +20,7 @@ from keras_transformer.config import (
     ModelConfig,
     TrainConfig,
 )
-from keras_transformer.config.train import TASKS, default_run_dir
+from keras_transformer.config.train import TASK_DEFAULTS, TASKS, task_default
 
 _BOOLEAN_CHOICES = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
 
@@ -53,8 +53,8 @@ def _default_text(config_class, field, only):
         return "(default: the run's)"
     if field.name in VARIANT_SWITCHES:
         return "(default: the --variant's)"
-    if config_class is TrainConfig and field.name == "run_dir":
-        return f"(default: {', '.join(f'{default_run_dir(task)} for --task {task}' for task in TASKS)})"
+    if config_class is TrainConfig and field.name in TASK_DEFAULTS:
+        return f"(default: {', '.join(f'{task_default(field.name, task)} for --task {task}' for task in TASKS)})"
     by_preset = [f"{name} {values[field.name]!r}" for name, values in PRESETS.items() if field.name in values]
     if config_class in (ModelConfig, LanguageModelConfig) and by_preset:
         return f"(default: set by --preset: {', '.join(by_preset)})"

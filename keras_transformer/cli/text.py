@@ -2,12 +2,14 @@
 
 Texts come from the arguments, a file or stdin (a typed line is answered at once); a text the
 model fails on costs only itself, and bad bytes, over-long texts and failures are reported on
-stderr, line by line.
+stderr, line by line. An export of another task (a language model given to `translate`) is
+refused with one line that says which task it is of, as its `model_config.json` records it.
 """
 
 import contextlib
 import dataclasses
 import itertools
+import json
 import os
 import sys
 from pathlib import Path
@@ -43,31 +45,83 @@ def _read_lines(stream, max_bytes):
 class _TextCommand:
     """What differs between `translate` and `generate`: the signature's names and the words of the messages."""
 
+    task: str  # the task (`TrainConfig.task`) of the exports it reads
     input_name: str  # the text signature's input
     output_name: str  # its text output
     arguments: str  # the positional arguments' name in messages
     done: str  # what happens to a text, in messages
     limit: str  # how much of a text the model reads
-    needs: str  # the error when the export has no such signature
+    needs: str  # what it needs, in the errors about an export that does not suit it
+    missing: str  # the error when the export has no such signature
 
 
 _TRANSLATE = _TextCommand(
+    "translate",
     "text",
     "translation",
     "sentences",
     "translated",
     "max_source_len tokens",
+    "translate needs a translation export",
     "takes no text (an ids-only export?); translate needs the text export",
 )
 _GENERATE = _TextCommand(
+    "lm",
     "prompt",
     "continuation",
     "prompts",
     "continued",
     "max_length - 2 pieces",
+    "generate needs the text export of a --task lm run",
     "takes no prompt (an ids-only export, or not of a --task lm run?); generate needs the text export of a "
     "--task lm run",
 )
+# What an export of each task holds, in the error about an export of another task.
+_TASK_MODELS = {"translate": "a translation model", "lm": "a language model", "mlm": "a masked language model"}
+
+
+def _export_task(version_dir):
+    """The task of the run that wrote an export, as the `model_config.json` among its assets records it.
+
+    A language model's config names its kind, a decoder for `lm` or an encoder for `mlm`
+    (`runs.language.KINDS`); a translation model's config has source and target vocabularies.
+
+    Args:
+        version_dir: an export's version folder (holding `saved_model.pb`).
+
+    Returns:
+        "translate", "lm" or "mlm"; None where the export records no task (no readable
+        `assets/model_config.json`: not an export of this project).
+    """
+    from keras_transformer.runs import MODEL_CONFIG_FILE
+    from keras_transformer.runs.language import KINDS
+
+    try:
+        config = json.loads((Path(version_dir) / "assets" / MODEL_CONFIG_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    if "kind" in config:
+        return {kind: task for task, kind in KINDS.items()}.get(config["kind"])
+    return "translate" if "source_vocab_size" in config else None
+
+
+def _check_task(model, version_dir, command):
+    """Raise `RunError` where the export at `--model` is of another task than `command`'s.
+
+    Args:
+        model: the `--model` path given.
+        version_dir: the export's version folder that is read (`model` itself, or its newest version).
+        command: `_TRANSLATE` or `_GENERATE`.
+    """
+    from keras_transformer.runs import RunError
+
+    task = _export_task(version_dir)
+    if task is None or task == command.task:
+        return
+    version = "" if Path(version_dir) == Path(model) else f", version {Path(version_dir).name}"  # the newest
+    raise RunError(f"{model} holds {_TASK_MODELS.get(task, 'a model')} (task {task}{version}); {command.needs}")
 
 
 def _call_text_signature(signature, texts, command=_TRANSLATE):
@@ -121,10 +175,11 @@ def _run_text_command(args, arguments, command):
     if args.input not in (None, "-") and not Path(args.input).is_file():
         raise FileNotFoundError(f"--input: no such file: {args.input}")
     export_dir = latest_version_dir(args.model)
+    _check_task(args.model, export_dir, command)  # before loading it: a wrong model is refused at once
     loaded = tf.saved_model.load(str(export_dir))
     signature = loaded.signatures.get(SIGNATURE_KEY)
     if signature is None or command.input_name not in signature.structured_input_signature[1]:
-        raise RunError(f"{export_dir} {command.needs}")
+        raise RunError(f"{export_dir} {command.missing}")
 
     with contextlib.ExitStack() as stack:
         if arguments:

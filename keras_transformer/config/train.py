@@ -1,9 +1,11 @@
 """The training config: `TrainConfig` says how to train (task, data, schedule, budget, outputs, decoding).
 
 Besides the dataclass, the choices of its fields (`TASKS`, `LM_SAMPLERS`, `PRECISIONS`,
-`STRATEGIES`, `NORMALIZATION_CHOICES`), the decoding fields that a finished or resumed run may
-change (`DECODING_FIELDS`), and which settings belong to which task (`_TASK_SETTINGS`), so that
-a setting given to a task that does not read it is an error rather than silently unused.
+`STRATEGIES`, `NORMALIZATION_CHOICES`), the defaults that are each task's own (`TASK_DEFAULTS`,
+`task_default`: the run directory and the exported model's name), the decoding fields that a
+finished or resumed run may change (`DECODING_FIELDS`), and which settings belong to which task
+(`_TASK_SETTINGS`), so that a setting given to a task that does not read it is an error rather
+than silently unused.
 """
 
 import dataclasses
@@ -34,16 +36,35 @@ PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 
 
-def default_run_dir(task=None):
-    """The run directory of a run of `task` that names none (`TrainConfig.run_dir` unset).
+# The `TrainConfig` fields whose default is the task's own (unset -> `task_default(name, task)`): the
+# value below for translate, "-TASK" appended for any other task, so that two tasks trained with
+# their defaults share neither a run directory nor an exported model's name.
+TASK_DEFAULTS = {"run_dir": "runs/builtin", "model_name": "transformer"}
+
+
+def task_default(name, task=None):
+    """The value of the `TrainConfig` field `name` (one of `TASK_DEFAULTS`) for a run of `task` that sets none.
 
     Args:
+        name: "run_dir" or "model_name".
         task: a task name (`TrainConfig.task`); None for the default task, translate.
 
     Returns:
-        "runs/builtin" for translate, "runs/builtin-TASK" for any other task (runs/builtin-lm, runs/builtin-mlm).
+        `TASK_DEFAULTS[name]` for translate, with "-TASK" appended for any other task: runs/builtin,
+        runs/builtin-lm, runs/builtin-mlm; transformer, transformer-lm, transformer-mlm.
     """
-    return "runs/builtin" if task in (None, "translate") else f"runs/builtin-{task}"
+    value = TASK_DEFAULTS[name]
+    return value if task in (None, "translate") else f"{value}-{task}"
+
+
+def default_run_dir(task=None):
+    """The run directory of a run of `task` that names none: `task_default("run_dir", task)`."""
+    return task_default("run_dir", task)
+
+
+def default_model_name(task=None):
+    """The exported model's name of a run of `task` that names none: `task_default("model_name", task)`."""
+    return task_default("model_name", task)
 
 
 @dataclasses.dataclass
@@ -174,7 +195,11 @@ class TrainConfig(_JsonConfig):
         "0 = not by time. Every epoch's end is checkpointed too.",
     )
     export_dir: str = _field("saved_models", "Export root: the model goes to EXPORT_DIR/MODEL_NAME/VERSION.")
-    model_name: str = _field("transformer", "Model name in the export path and in TF Serving.")
+    model_name: str = _field(
+        None,
+        "Model name in the export path and in TF Serving; a resumed run keeps its own. Each task has its own by "
+        "default, so that one task's export never becomes the newest version of another's.",
+    )
     validation_bleu_sentences: int = _field(
         0, "After every epoch, translate this many validation sentences (greedy) and log their BLEU; 0 = off."
     )
@@ -300,8 +325,9 @@ class TrainConfig(_JsonConfig):
         # JSON gives lists; the run's saved config must compare equal to the flags' tuples.
         for name in _FILE_PAIRS:
             setattr(self, name, tuple(getattr(self, name)))
-        if self.run_dir is None:  # the task's own folder: two tasks trained with defaults do not collide
-            self.run_dir = default_run_dir(self.task)
+        for name in TASK_DEFAULTS:  # the task's own: two tasks trained with defaults do not collide
+            if getattr(self, name) is None:
+                setattr(self, name, task_default(name, self.task))
 
     def _validate_corpus(self):
         given_files = [name for name in _FILE_PAIRS if getattr(self, name)]
