@@ -2,5 +2,8 @@
 
 `flags` (settings whose fields are the configs' own), `machine` (what a result records of the
 machine), `results` (the results JSON and its ratios), `workers` (a model in a subprocess),
-`peers` (the same Transformer built from keras-hub's layers).
+`peers` (the same Transformer built from keras-hub's layers); for the vision studies
+`cluttered` (the cluttered-glyph task: its flags and canvases) and `vision_training` (how a vision
+model is trained and measured: `fit`, its step timer and learning curve, FLOPs, a spatial
+transformer's placement).
 """
