@@ -2,20 +2,22 @@
 # The benchmarks on one GPU with the JAX backend of Keras, XLA-compiled, ours against keras-hub's:
 #
 #     bash benchmarks/gpu.sh                  # every job below, one after the other
-#     bash benchmarks/gpu.sh train [FLAGS]    # one job; its script's flags override the defaults below
+#     bash benchmarks/gpu.sh train [FLAGS]    # one job; its study's flags override the defaults below
 #
-# The jobs, each writing $OUT/gpu_JOB.json and $OUT/gpu_JOB.log:
-#   train   benchmarks/train_throughput.py, the encoder-decoder Transformers, base preset, V 8000, lengths
-#           64, 256 and 1,024 at 16,384 tokens per step (batches 256, 64 and 16), mixed_bfloat16 and
-#           float32: tokens/s, MFU against the measured matmul peaks, peak device memory
+# The jobs, each writing $OUT/gpu_JOB.json (the study's --out $OUT --name gpu_JOB) and $OUT/gpu_JOB.log:
+#   train   python -m benchmarks.speed.train_throughput, the encoder-decoder Transformers, base
+#           preset, V 8000, lengths 64, 256 and 1,024 at 16,384 tokens per step (batches 256, 64
+#           and 16), mixed_bfloat16 and float32: tokens/s, MFU against the measured matmul peaks,
+#           peak device memory
 #   lm      the same sweep with --task lm: our decoder-only LM against keras-hub's GPT2Backbone
-#   decode  benchmarks/decode.py: cached greedy and beam-4 decoding of 64 sentences, the greedy
-#           ones against keras-hub's GreedySampler, and single-sentence latency, greedy and beam 4,
-#           against keras-hub's GreedySampler and BeamSampler
-#   profile benchmarks/step_breakdown.py: where a training step's time goes at lengths 64, 256 and
-#           1,024 (the step against its parts, each timed alone), and a JAX profiler trace of it
+#   decode  python -m benchmarks.speed.decode: cached greedy and beam-4 decoding of 64 sentences,
+#           the greedy ones against keras-hub's GreedySampler, and single-sentence latency, greedy
+#           and beam 4, against keras-hub's GreedySampler and BeamSampler
+#   profile python -m benchmarks.speed.step_breakdown: where a training step's time goes at
+#           lengths 64, 256 and 1,024 (the step against its parts, each timed alone), and a JAX
+#           profiler trace of it
 #           (the default variant drops out attention weights, so its training never fuses attention;
-#           `profile --attention-dropout-rate 0 --out $OUT/gpu_profile_fused.json` shows the fused
+#           `profile --attention-dropout-rate 0 --name gpu_profile_fused` shows the fused
 #           kernels, and counts them: none where "auto" chose them would be a silent fallback)
 # Each train or lm length starts 2 workers per precision (4 XLA compiles per length), so one job
 # takes several minutes; give a short run e.g. --rounds 2 --steps 10.
@@ -23,13 +25,14 @@
 # The layers are backend-neutral (keras.ops only), so the same model trains under JAX; only the
 # benchmark's data feed differs (a Python generator instead of tf.data) and the BLEU part, which
 # needs TensorFlow, is off (--bleu-epochs 0). Under JAX, compile(jit_compile=False) runs the train
-# step eagerly, op by op; --jit makes Keras wrap it in jax.jit (one XLA compile per worker, in the
-# uncounted warm-up round). JAX's default matmul precision lets float32 matmuls use TF32 on the
-# GPU's tensor cores, in the model and in the "float32" matmul peak alike.
+# step eagerly, op by op; --jit-compile true makes Keras wrap it in jax.jit (one XLA compile per
+# worker, in the uncounted warm-up round). JAX's default matmul precision lets float32 matmuls use
+# TF32 on the GPU's tensor cores, in the model and in the "float32" matmul peak alike.
 #
 # What it needs: a Python with JAX for CUDA (e.g. pip install "jax[cuda12]") and numpy, and in
 # it, or beside it, keras and keras-hub. TensorFlow is not needed, and this package is not
-# installed: the script puts the repository root on PYTHONPATH. Either
+# installed: the script runs the studies as `python -m benchmarks.speed.<study>` from the
+# repository root, which it puts on PYTHONPATH. Either
 #   - install them in that Python: pip install keras keras-hub; or
 #   - on a machine without a network, put their wheels in .whl/ at the repository root: the
 #     script installs .whl/*.whl into $SITE and puts $SITE on PYTHONPATH. keras and keras-hub
@@ -50,8 +53,8 @@
 #   SITE    where the .whl/ wheels are installed (default /tmp/site)
 #   OUT     where the results go (default benchmarks/results)
 #
-# The flags after a job's name are its script's: they are passed on after the defaults below, so
-# any of them overrides a default (see each script's --help).
+# The flags after a job's name are its study's: they are passed on after the defaults below, so
+# any of them overrides a default (see each study's --help, e.g. python -m benchmarks.speed.decode --help).
 #
 # It prints the GPU (nvidia-smi -L), the Python, JAX, its devices and the Keras and keras-hub
 # versions, and stops if nvidia-smi sees a GPU but JAX's default backend is not the GPU. Each
@@ -97,20 +100,21 @@ if [ $# -gt 0 ]; then
         *) echo "gpu.sh: the first argument must be a job, one of: ${JOBS[*]} (received: $1)" >&2; exit 2 ;;
     esac
 fi
-SWEEP=(--jit --precision mixed_bfloat16 float32 --bleu-epochs 0 --preset base --vocab 8000 --length 64 256 1024
-       --tokens-per-step 16384 --steps 30 --rounds 5 --warmup-rounds 1 --peak-size 8192)
+SWEEP=(--jit-compile true --precision mixed_bfloat16 float32 --bleu-epochs 0 --preset base --vocab-size 8000
+       --length 64 256 1024 --tokens-per-step 16384 --steps 30 --rounds 5 --warmup-rounds 1 --peak-size 8192)
 
 run_job() {
     local job=$1
     shift
     case "$job" in
-        train) "$PYTHON" benchmarks/train_throughput.py "${SWEEP[@]}" --out "$OUT/gpu_train.json" "$@" ;;
-        lm) "$PYTHON" benchmarks/train_throughput.py --task lm "${SWEEP[@]}" --out "$OUT/gpu_lm.json" "$@" ;;
-        decode) "$PYTHON" benchmarks/decode.py --jit --preset base --vocab 8000 --batch 64 --source-len 32 \
-            --output-tokens 64 --repeats 5 --latency-requests 50 --out "$OUT/gpu_decode.json" "$@" ;;
-        profile) "$PYTHON" benchmarks/step_breakdown.py --preset base --vocab 8000 --length 64 256 1024 \
-            --tokens-per-step 16384 --precision mixed_bfloat16 --trace "$OUT/gpu_profile_trace" \
-            --out "$OUT/gpu_profile.json" "$@" ;;
+        train) "$PYTHON" -m benchmarks.speed.train_throughput "${SWEEP[@]}" --out "$OUT" --name gpu_train "$@" ;;
+        lm) "$PYTHON" -m benchmarks.speed.train_throughput --task lm "${SWEEP[@]}" --out "$OUT" --name gpu_lm "$@" ;;
+        decode) "$PYTHON" -m benchmarks.speed.decode --jit-compile true --preset base --vocab-size 8000 \
+            --batch-size 64 --source-len 32 --output-tokens 64 --repeats 5 --latency-requests 50 \
+            --out "$OUT" --name gpu_decode "$@" ;;
+        profile) "$PYTHON" -m benchmarks.speed.step_breakdown --preset base --vocab-size 8000 \
+            --length 64 256 1024 --tokens-per-step 16384 --precision mixed_bfloat16 --trace "$OUT/gpu_profile_trace" \
+            --out "$OUT" --name gpu_profile "$@" ;;
     esac
 }
 

@@ -115,8 +115,9 @@ def test_a_training_step_is_the_same_through_either_path():
 def test_the_benchmark_times_both_paths_from_the_same_weights_and_writes_its_json(tmp_path, capsys):
     import json
 
-    import fused_attention_speed as benchmark  # conftest.py puts benchmarks/ on the path
     from conftest import run_main
+
+    from benchmarks.speed.fused_attention import __main__ as benchmark
 
     argv = ["--lengths", "8,16", "--tokens", "32", "--width", "8", "--heads", "2", "--steps", "1", "--rounds", "2"]
     status, printed = run_main(benchmark.main, argv + ["--out", str(tmp_path)], capsys)
@@ -131,7 +132,8 @@ def test_the_benchmark_times_both_paths_from_the_same_weights_and_writes_its_jso
     assert all(len(r["step_ms"]["fused"]) == 2 and r["fused_over_explicit_speed"] > 0 for r in results["runs"])
     assert results["cpu"] and "fused / explicit speed" in printed
     for argv, message in ((["--width", "10", "--heads", "4"], "--width must be divisible by --heads"),
-                          (["--lengths", "0"], "expected comma-separated positive ints")):  # fmt: skip
+                          (["--lengths", "0"], "--lengths must be positive ints"),
+                          (["--lengths", "8,x"], "expected comma-separated ints")):  # fmt: skip
         with pytest.raises(SystemExit):
             benchmark.parse_args(argv)
         assert message in capsys.readouterr().err

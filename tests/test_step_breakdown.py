@@ -1,4 +1,4 @@
-"""benchmarks/step_breakdown.py: reading XLA's optimized HLO and the profiler's op times into a breakdown.
+"""benchmarks.speed.step_breakdown: reading XLA's optimized HLO and the profiler's op times into a breakdown.
 
 The run under JAX (a trace, the dump) is tested end to end through `benchmarks/gpu.sh profile` in
 test_benchmarks.py; here, its parts on known inputs, and runs under TensorFlow (with its default
@@ -9,10 +9,16 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-import step_breakdown  # noqa: E402
-from conftest import BENCHMARKS
+
+from benchmarks.speed.step_breakdown import __main__ as step_breakdown
+from benchmarks.speed.step_breakdown.breakdown import breakdown
+from benchmarks.speed.step_breakdown.hlo import parse_hlo
+from benchmarks.speed.step_breakdown.parts import part_of, phase_of
+
+ROOT = Path(__file__).resolve().parents[1]
 
 HLO = """HloModule jit_train_step, is_scheduled=true
 
@@ -52,7 +58,7 @@ for placeholder, path in {
 
 
 def test_ops_are_typed_by_what_they_run_through_nested_fusions_and_library_calls():
-    instructions = step_breakdown.parse_hlo(HLO)
+    instructions = parse_hlo(HLO)
     assert instructions["matmul_fusion"] == {
         "opcode": "fusion",
         "op_name": "jit(train_step)/jvp(encoder_block_0)/feed_forward/dot_general",
@@ -104,11 +110,11 @@ def test_an_ops_path_names_its_phase_and_its_part_of_the_model():
         "": ("other", "other"),
     }
     for op_name, expected in cases.items():
-        assert (step_breakdown.phase_of(op_name), step_breakdown.part_of(op_name)) == expected, op_name
+        assert (phase_of(op_name), part_of(op_name)) == expected, op_name
 
 
 def test_the_breakdown_divides_by_the_steps_and_splits_the_busy_time_three_ways():
-    modules = {7: step_breakdown.parse_hlo(HLO), 3: {}}
+    modules = {7: parse_hlo(HLO), 3: {}}
     op_times = {  # nanoseconds over 2 traced steps
         (7, "matmul_fusion"): 6e6,
         (7, "softmax_fusion"): 2e6,
@@ -116,7 +122,7 @@ def test_the_breakdown_divides_by_the_steps_and_splits_the_busy_time_three_ways(
         (None, "fmha"): 1e6,  # no program id: looked up in the newest module
         (7, "unknown.1"): 2e6,  # not in the dump: other
     }
-    result = step_breakdown.breakdown(op_times, modules, steps=2, top=2)
+    result = breakdown(op_times, modules, steps=2, top=2)
     assert result["busy_ms_per_step"] == 6.0
     assert result["fused_attention_ops"] == 1  # the cuDNN call: the fused path really ran
     assert result["ms_by_kind"] == {"matmul": 3.0, "other": 2.5, "attention kernel": 0.5}
@@ -131,11 +137,11 @@ def test_the_breakdown_divides_by_the_steps_and_splits_the_busy_time_three_ways(
 def test_tensorflows_step_is_broken_down_by_its_ops_names_and_types(tmp_path, capsys):
     """Under TensorFlow (this suite's backend): the executor's ops, by the scopes of their layers."""
     out = tmp_path / "breakdown.json"
-    argv = ["--preset", "tiny", "--vocab", "60", "--length", "8", "--tokens-per-step", "64", "--steps", "2"]
+    argv = ["--preset", "tiny", "--vocab-size", "60", "--length", "8", "--tokens-per-step", "64", "--steps", "2"]
     argv += ["--rounds", "1", "--trace-steps", "2", "--peak-size", "64", "--trace", str(tmp_path / "trace")]
     argv += ["--threads", "default"]  # towers would set this test process's threads (see the test below)
     flags = os.environ.get("XLA_FLAGS")
-    assert step_breakdown.main([*argv, "--out", str(out)]) == 0
+    assert step_breakdown.main([*argv, "--out", str(tmp_path), "--name", "breakdown"]) == 0
     assert os.environ.get("XLA_FLAGS") == flags  # the dump it set is not left to the rest of the process
     [point] = json.loads(out.read_text())["lengths"]
     assert point["device"] == "cpu" and point["busy_ms_per_step"] > 0
@@ -153,11 +159,12 @@ def test_tensorflows_step_is_broken_down_in_towers_as_train_py_runs_it(tmp_path)
     from keras_transformer.training import threads
 
     out = tmp_path / "breakdown.json"
-    argv = ["--preset", "tiny", "--vocab", "60", "--length", "8", "--tokens-per-step", "64", "--steps", "2"]
-    argv += ["--rounds", "1", "--trace-steps", "2", "--peak-size", "64", "--out", str(out)]
+    argv = ["--preset", "tiny", "--vocab-size", "60", "--length", "8", "--tokens-per-step", "64", "--steps", "2"]
+    argv += ["--rounds", "1", "--trace-steps", "2", "--peak-size", "64", "--out", str(tmp_path), "--name", "breakdown"]
     env = {k: v for k, v in os.environ.items() if k not in threads.THREAD_VARIABLES}
     process = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "step_breakdown.py"), *argv],
+        [sys.executable, "-m", "benchmarks.speed.step_breakdown", *argv],
+        cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,

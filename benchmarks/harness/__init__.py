@@ -2,7 +2,10 @@
 
 `flags` (settings whose fields are the configs' own), `machine` (what a result records of the
 machine), `results` (the results JSON and its ratios), `workers` (a model in a subprocess),
-`peers` (the same Transformer built from keras-hub's layers); for the vision studies
+`peers` (the same Transformer built from keras-hub's layers); for the speed studies
+`training_workload` (the configs, synthetic batches, models and model FLOPs that train_throughput
+and step_breakdown train), `fit_timing` (rounds of `model.fit`: their data and clock) and
+`matmul_peak` (the machine's matmul peak, MFU's denominator); for the vision studies
 `cluttered` (the cluttered-glyph task: its flags and canvases) and `vision_training` (how a vision
 model is trained and measured: `fit`, its step timer and learning curve, FLOPs, a spatial
 transformer's placement).

@@ -1,10 +1,10 @@
 """Peer models for the benchmarks: the same Transformer built from another library's layers.
 
 `KerasHubTransformer` is an encoder-decoder Transformer of keras-hub layers at the size of one of
-our `ModelConfig`s. `benchmarks/decode.py` races its cached greedy generation against our
-decoders; `benchmarks/multi30k.py` trains it beside our model on the same data, batches, loss,
-optimizer and schedule. Import it with `from peers import KerasHubTransformer` (the benchmarks
-run as scripts, so their folder is on `sys.path`).
+our `ModelConfig`s. `benchmarks.speed.decode` races its cached greedy and beam-4 generation
+against our decoders, `benchmarks.speed.train_throughput` its training against ours;
+`benchmarks/multi30k.py` trains it beside our model on the same data, batches, loss, optimizer and
+schedule. Import it with `from benchmarks.harness.peers import KerasHubTransformer`.
 """
 
 import warnings

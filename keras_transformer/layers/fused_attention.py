@@ -16,7 +16,7 @@ flash attention on a GPU), keeping the weights out of memory. `attention_impleme
 The thresholds are the crossovers measured on one H200 (JAX, bfloat16, H 8, K 64, forward and
 backward): the fused call was 0.47x the explicit path's speed at 64 keys, 1.03-1.09x at 256 and
 1.45-1.55x at 1,024 without causality; 0.95-0.99x at 256 and 2.03-2.08x at 1,024 with it. On a
-2-core Zen 5 CPU (`benchmarks/fused_attention_speed.py`, a training step, 64 to 1,024 keys) it
+2-core Zen 5 CPU (`python -m benchmarks.speed.fused_attention`, a training step, 64 to 1,024 keys) it
 was slower at every length on TensorFlow (0.86-0.92x) and on JAX (0.55-0.98x), where neither is
 a fused kernel, and faster at every length on PyTorch (1.04x at 64 keys, 1.38-1.46x at 256,
 1.93-1.96x at 1,024), whose CPU kernel is fused. So on a CPU "auto" fuses on PyTorch only.

@@ -12,8 +12,8 @@ chains of ops that do not depend on each other until the gradients are summed, w
 threads run side by side. The step's loss, gradients and metrics are those of the whole batch
 (to float rounding); dropout draws its masks tower by tower.
 
-In four runs of `python benchmarks/train_throughput.py` (small preset, batch 64 x 24, float32) on
-2 cores of a Zen 5 EPYC, our step took 66.0 to 70.1 ms this way, where it had taken 73 to 85 ms
+In four runs of `python -m benchmarks.speed.train_throughput` (small preset, batch 64 x 24, float32)
+on 2 cores of a Zen 5 EPYC, our step took 66.0 to 70.1 ms this way, where it had taken 73 to 85 ms
 with TensorFlow's default threads (docs/benchmarks/throughput.md). More cores than 2 are not
 measured; `configure_cpu_threads` leaves machines of more than `MAX_TOWERS` cores to
 TensorFlow's defaults.

@@ -1,7 +1,8 @@
-"""A worker process of train_throughput.py: one model, trained one round per order.
+"""A worker process of the study: one model, trained one round per order.
 
-The script runs itself with `--worker NAME --worker-precision POLICY --worker-length L`, one process
-per model of `--models`, per precision and per length. The worker builds and compiles its model under that dtype policy
+The parent runs the study again with `--worker NAME --worker-precision POLICY --worker-length L`
+(`python -m benchmarks.speed.train_throughput ...`), one process per model of `--models`, per
+precision and per length. The worker builds and compiles its model under that dtype policy
 (`compile_transformer`: the same loss, metrics, Adam and Noam schedule for every model), makes the
 batches, answers one ready line with its parameter count and the towers of its step (ours trains as
 `train.py` sets TensorFlow's threads: `threads_as_run`), then trains one round, `model.fit` for
@@ -10,50 +11,25 @@ wall-clock seconds, target tokens, loss and peak memory (resident set, and on a 
 Any other line, or the end of stdin, ends it.
 
 Under TensorFlow the batches go through `tf.data` (cached, prefetched); under other backends
-through a Python generator (`training_data`).
+through a Python generator (`benchmarks.harness.fit_timing.training_data`).
 """
 
-import itertools
 import json
 import sys
-import time
 
-import common
 import keras
-import numpy as np
-from train_throughput_models import at_length, build_model, model_config, round_target_tokens, synthetic_batches
 
+from benchmarks.harness import machine
+from benchmarks.harness.fit_timing import RoundClock, training_data
+from benchmarks.harness.training_workload import (
+    at_length,
+    build_model,
+    model_config,
+    round_target_tokens,
+    synthetic_batches,
+)
 from keras_transformer.config import TrainConfig
 from keras_transformer.training import compile_transformer, dtype_policy
-
-
-def training_data(batches):
-    """A function giving each round's data: an endless stream of `batches`, from the first, in order.
-
-    Under TensorFlow it gives one cached, prefetching `tf.data` pipeline (each `fit` starts a
-    new iterator over it); under other backends a new generator.
-    """
-    if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        stacked = keras.tree.map_structure(lambda *arrays: np.stack(arrays), *batches)
-        dataset = tf.data.Dataset.from_tensor_slices(stacked).cache().repeat().prefetch(tf.data.AUTOTUNE)
-        return lambda: dataset
-    return lambda: (batch for batch in itertools.cycle(batches))  # Keras takes generators, not iterators
-
-
-class RoundClock(keras.callbacks.Callback):
-    """Wall-clock seconds of the training steps of one `fit` call.
-
-    The clock runs from its first batch's start to its last batch's end.
-    """
-
-    def on_train_batch_begin(self, batch, logs=None):
-        if batch == 0:
-            self.started = time.perf_counter()
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.ended = time.perf_counter()
 
 
 def threads_as_run(name):
@@ -77,7 +53,7 @@ def run_worker(args):
     args = at_length(args, args.worker_length)
     keras.utils.set_random_seed(args.seed)
     config = model_config(args)
-    train_config = TrainConfig(warmup_steps=400, jit_compile=args.jit)
+    train_config = TrainConfig(warmup_steps=400, jit_compile=args.jit_compile)
     with dtype_policy(precision):
         model = compile_transformer(build_model(name, config), config, train_config)
     batches = synthetic_batches(args)
@@ -96,8 +72,8 @@ def run_worker(args):
             "seconds": clock.ended - clock.started,
             "target_tokens": tokens,
             "loss": float(history.history["loss"][-1]),
-            "peak_rss_mib": common.peak_rss_mib(),
-            "peak_device_mib": common.peak_device_mib(),
+            "peak_rss_mib": machine.peak_rss_mib(),
+            "peak_device_mib": machine.peak_device_mib(),
         }
         print(json.dumps(report), flush=True)
     return 0

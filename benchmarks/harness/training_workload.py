@@ -1,10 +1,12 @@
-"""What every worker of train_throughput.py builds alike: the model config, batches, models, model FLOPs.
+"""The training workload of the speed studies: model configs, synthetic batches, models, model FLOPs.
 
-Two tasks (`--task`):
+`benchmarks.speed.train_throughput` races our model against keras-hub's on it, and
+`benchmarks.speed.step_breakdown` breaks our model's step down on the same configs, batches and
+FLOPs. Two tasks (`--task`):
     translation  our encoder-decoder Transformer against keras-hub's `TransformerEncoder` and
-                 `TransformerDecoder` (peers.py), on padded sentence pairs
+                 `TransformerDecoder` (`peers.KerasHubTransformer`), on padded sentence pairs
     lm           our decoder-only language model against keras-hub's `GPT2Backbone` with the tied
-                 head of `GPT2CausalLM` (language_models_build.py), on packed causal-LM windows
+                 head of `GPT2CausalLM` (`language_peers`), on packed causal-LM windows
 
 `model_config` is the config of both models of a task; `synthetic_batches` the seeded batches every
 worker makes for itself; `build_model` the model of a worker: ours, keras-hub's or, for the
@@ -13,10 +15,11 @@ besides its blocks). `at_length` gives the flags of one length of a sweep (`--le
 with `--tokens-per-step`: the batch size at each length).
 
 Model-FLOPs utilisation (MFU) = model FLOPs per second / the machine's measured matmul peak (the
-median rate of `--peak-size`^3 matmuls, measured first, by the parent, alone): against the float32
-peak, and against the peak of the precision's compute dtype (bfloat16 for mixed_bfloat16). Model
-FLOPs per training step of the translation task, on the padded batch [B, S] -> [B, T] with R real
-target tokens, are 3x the forward FLOPs (the backward pass is twice the forward):
+median rate of `--peak-size`^3 matmuls, measured first, by the parent, alone: `matmul_peak`):
+against the float32 peak, and against the peak of the precision's compute dtype (bfloat16 for
+mixed_bfloat16). Model FLOPs per training step of the translation task, on the padded batch
+[B, S] -> [B, T] with R real target tokens, are 3x the forward FLOPs (the backward pass is twice
+the forward):
     forward = B * ( N * [ S * (8 D^2 + 4 D F) + 4 S^2 D ]                          encoder
                   + N * [ T * (12 D^2 + 4 D F) + 4 S D^2 + 4 T^2 D + 4 T S D ]     decoder
                   ) + R * 2 D V                                                      logits
@@ -26,20 +29,21 @@ counted. The blocks are counted over the padded batch (attention mixes the posit
 row, so a batched model computes them all), the logits only at the real target positions
 (each position's are its own; those at padding are thrown away by the loss, and our model
 does not compute them). R is the mean over a round's batches. Those of the lm task are
-language_models_workload.py's (every position of a packed window is a target). Both models of a
+`language_workload`'s (every position of a packed window is a target). Both models of a
 task are given the same model FLOPs, so their MFU ratio equals their speed ratio.
+
+The flags read here (`args`): `--task`, `--preset`, `--vocab-size`, `--length` (one length),
+`--batch-size`, `--tokens-per-step`, `--batches`, `--steps`, `--seed`, and
+`--attention-dropout-rate` where a study has it.
 """
 
 import argparse
-import sys
-from pathlib import Path
 
 import keras
-import language_models_build
-import language_models_workload
 import numpy as np
 from keras import ops
 
+from benchmarks.harness import language_peers, language_workload
 from keras_transformer.config import language_model_preset, preset
 from keras_transformer.data.special_tokens import END_ID, START_ID
 
@@ -60,12 +64,12 @@ def at_length(args, length):
 
 
 def model_config(args):
-    """The config of both models, `--preset` at vocabulary `--vocab` and length `--length` (one length).
+    """The config of both models, `--preset` at vocabulary `--vocab-size` and length `--length` (one length).
 
     A `ModelConfig` for the translation task; for the lm task, the decoder-only
     `LanguageModelConfig` with learned positions and tied embeddings, as GPT-2's.
     """
-    # step_breakdown.py may set the dropout on the attention weights (train_throughput.py keeps the
+    # step_breakdown may set the dropout on the attention weights (train_throughput keeps the
     # default, which keras-hub's layers match).
     extra = {}
     if getattr(args, "attention_dropout_rate", None) is not None:
@@ -74,7 +78,7 @@ def model_config(args):
         return language_model_preset(
             args.preset,
             "decoder",
-            vocab_size=args.vocab,
+            vocab_size=args.vocab_size,
             max_length=args.length,
             learned_positions=True,
             tie_embeddings=True,
@@ -82,8 +86,8 @@ def model_config(args):
         )
     return preset(
         args.preset,
-        source_vocab_size=args.vocab,
-        target_vocab_size=args.vocab,
+        source_vocab_size=args.vocab_size,
+        target_vocab_size=args.vocab_size,
         max_source_len=args.length,
         max_target_len=args.length,
         **extra,
@@ -94,11 +98,11 @@ def step_flops(args, config, target_tokens=None, blocks=True):
     """Model FLOPs of one training step of the task on a `[--batch-size, --length]` batch.
 
     The translation task: `train_step_flops` with `target_tokens` real target positions (default:
-    all); the lm task: language_models_workload.py's count (`target_tokens` and `blocks` do not
-    apply: every position is a target, and it has no shared part).
+    all); the lm task: `language_workload`'s count (`target_tokens` and `blocks` do not apply:
+    every position is a target, and it has no shared part).
     """
     if args.task == "lm":
-        return language_models_workload.train_step_flops(config, args.batch_size, args.length)
+        return language_workload.train_step_flops(config, args.batch_size, args.length)
     return train_step_flops(config, args.batch_size, args.length, args.length, target_tokens, blocks)
 
 
@@ -132,8 +136,8 @@ def target_tokens_per_step(args):
 def synthetic_batches(args):
     """The synthetic training batches, the same for every worker (seeded).
 
-    The lm task's are language_models_workload.py's packed causal-LM windows, `(inputs, labels)`
-    int32 `[B, L]` each, every label a target. The translation task's are below.
+    The lm task's are `language_workload`'s packed causal-LM windows, `(inputs, labels)` int32
+    `[B, L]` each, every label a target. The translation task's are below.
 
     Each sentence has `L // 2 .. L` real tokens; the target input starts with `<s>` and the
     output ends with `</s>`, as the pipeline makes them.
@@ -142,15 +146,15 @@ def synthetic_batches(args):
         `--batches` batches `((source_ids, target_in_ids), target_out_ids)`, int32 `[B, L]` each.
     """
     if args.task == "lm":
-        return language_models_workload.decoder_batches(args)
+        return language_workload.decoder_batches(args)
     rng = np.random.default_rng(args.seed)
     batch, length = args.batch_size, args.length
     positions = np.arange(length)[None, :]
     batches = []
     for _ in range(args.batches):
-        source = rng.integers(FIRST_REGULAR_ID, args.vocab, size=(batch, length), dtype="int32")
+        source = rng.integers(FIRST_REGULAR_ID, args.vocab_size, size=(batch, length), dtype="int32")
         source *= positions < rng.integers(length // 2, length + 1, size=(batch, 1))
-        words = rng.integers(FIRST_REGULAR_ID, args.vocab, size=(batch, length), dtype="int32")
+        words = rng.integers(FIRST_REGULAR_ID, args.vocab_size, size=(batch, length), dtype="int32")
         target_length = rng.integers(length // 2, length + 1, size=(batch, 1))  # </s> included
         target_out = np.where(positions < target_length - 1, words, 0)
         target_out = np.where(positions == target_length - 1, END_ID, target_out).astype("int32")
@@ -187,17 +191,16 @@ def build_shared_part(config):
 def build_model(name, config):
     """The uncompiled model of worker `name`: ours, keras-hub's or the shared part.
 
-    A `LanguageModelConfig` (the lm task) gives the decoder-only models of language_models_build.py.
+    A `LanguageModelConfig` (the lm task) gives the decoder-only models of `language_peers`.
     """
     if getattr(config, "kind", None) == "decoder":
-        return language_models_build.build_model(name, config)[0]
+        return language_peers.build_model(name, config)[0]
     if name == SHARED:
         return build_shared_part(config)
     if name == "ours":
         from keras_transformer.models import build_transformer
 
         return build_transformer(config)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from peers import KerasHubTransformer
+    from benchmarks.harness.peers import KerasHubTransformer
 
     return KerasHubTransformer(config).model
