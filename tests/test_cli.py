@@ -159,8 +159,8 @@ def test_bad_flags_exit_2_with_usage_and_an_error_line(argv, message, capsys):
             ["--d-model", "30", "--num-heads", "4"],
             "`d_model` must be divisible by `num_heads`. Received: d_model=30, num_heads=4",
         ),
-        (["--epochs", "0"], "`epochs` must be a positive int. Received: epochs=0"),
-        (["--dropout-rate", "1.5"], "`dropout_rate` must be in [0, 1)"),
+        (["--epochs", "0"], "`epochs` must be an int >= 1. Received: epochs=0"),
+        (["--dropout-rate", "1.5"], "`dropout_rate` must be a number in [0, 1). Received: dropout_rate=1.5"),
         (["--config", "missing.json"], "--config: no such file: missing.json"),
     ],
 )

@@ -194,7 +194,7 @@ def test_builders_and_presets_reject_the_wrong_kind_or_name():
         build_decoder_only(lm_config("encoder"))
     with pytest.raises(ValueError, match="`build_encoder_only` builds kind='encoder' models. Received: kind='decoder'"):
         build_encoder_only(lm_config("decoder"))
-    with pytest.raises(ValueError, match="Unknown preset 'huge'"):
+    with pytest.raises(ValueError, match="`preset` must be one of .*Received: preset='huge'"):
         language_model_preset("huge", "decoder")
     with pytest.raises(ValueError, match="Unknown LanguageModelConfig keys: \\['source_vocab_size'\\]"):
         LanguageModelConfig.from_dict({"source_vocab_size": 5})

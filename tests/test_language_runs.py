@@ -360,7 +360,7 @@ def test_both_tasks_read_both_corpora(task, corpus, tmp_path):
         (["--task", "lm", "--max-source-len", "30"], "--max-source-len is a translation-model setting"),
         (["--max-length", "30"], "--max-length is a language-model setting (--task lm/mlm)"),
         (["--task", "lm", "--max-length", "1"], "--task lm needs --max-length >= 2. Received: 1"),
-        (["--task", "lm", "--top-p", "1.5"], "`top_p` must be in (0, 1]"),
+        (["--task", "lm", "--top-p", "1.5"], "`top_p` must be a number in (0, 1]. Received: top_p=1.5"),
     ],
 )
 def test_settings_of_another_task_are_one_error_line_before_anything_is_written(argv, message, tmp_path, capsys):

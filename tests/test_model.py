@@ -326,7 +326,7 @@ def test_d_model_not_divisible_by_num_heads_raises_naming_both_values():
 
 
 def test_unknown_preset_raises_value_error():
-    with pytest.raises(ValueError, match=r"Unknown preset 'huge'.*tiny"):
+    with pytest.raises(ValueError, match=r"`preset` must be one of \('tiny', .*Received: preset='huge'"):
         preset("huge")
 
 
@@ -342,10 +342,13 @@ def test_unknown_json_key_raises_value_error(tmp_path):
 @pytest.mark.parametrize(
     "overrides, match",
     [
-        ({"d_model": 0}, r"`d_model` must be a positive int"),
-        ({"num_blocks": 2.0}, r"`num_blocks` must be a positive int"),
-        ({"dropout_rate": 1.0}, r"`dropout_rate` must be in \[0, 1\)"),
-        ({"projection_activation": "gelu"}, r"`projection_activation` must be 'linear' or 'relu'"),
+        ({"d_model": 0}, r"`d_model` must be an int >= 1. Received: d_model=0"),
+        ({"num_blocks": 2.0}, r"`num_blocks` must be an int >= 1. Received: num_blocks=2.0"),
+        ({"dropout_rate": 1.0}, r"`dropout_rate` must be a number in \[0, 1\)"),
+        (
+            {"projection_activation": "gelu"},
+            r"`projection_activation` must be one of \(None, 'linear', 'relu'\). Received: .*='gelu'",
+        ),
         ({"embedding_sharing": "encoder"}, r"`embedding_sharing` must be one of \('none', 'decoder', 'all'\)"),
         (
             {"embedding_sharing": "all", "source_vocab_size": 12, "target_vocab_size": 10},

@@ -141,7 +141,7 @@ def test_the_precision_module_imports_no_backend():
 
 def test_auto_is_the_default_precision_of_the_config_and_of_train_help(capsys):
     assert PRECISIONS[0] == "auto" and TrainConfig().precision == "auto"
-    with pytest.raises(ValueError, match="`precision` must be one of .*Received: 'bfloat16'"):
+    with pytest.raises(ValueError, match="`precision` must be one of .*Received: precision='bfloat16'"):
         TrainConfig(precision="bfloat16").validate()
     with pytest.raises(SystemExit):
         main(["train", "--help"])

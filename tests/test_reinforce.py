@@ -173,8 +173,8 @@ def test_every_baseline_leaves_the_estimate_unbiased(estimator, fixed_baseline):
     "kwargs, match",
     [
         ({"baseline": "median"}, "`baseline` must be one of .*'median'"),
-        ({"samples": 0}, "`samples` must be a positive int. Received: samples=0"),
-        ({"samples": 2.0}, "`samples` must be a positive int"),
+        ({"samples": 0}, "`samples` must be an int >= 1. Received: samples=0"),
+        ({"samples": 2.0}, "`samples` must be an int >= 1. Received: samples=2.0"),
         ({"baseline": "leave_one_out", "samples": 1}, "needs `samples` of at least 2. Received: samples=1"),
         ({"entropy_weight": -0.1}, "`entropy_weight` must be a number >= 0. Received: entropy_weight=-0.1"),
     ],

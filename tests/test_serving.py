@@ -194,7 +194,7 @@ def test_rest_request_body_formats():
 @pytest.mark.parametrize(
     "inputs, format, message",
     [
-        ({"text": ["a"]}, "rows", "format must be one of .* Received: format='rows'"),
+        ({"text": ["a"]}, "rows", "`format` must be one of .* Received: format='rows'"),
         ({}, "row", "inputs is empty"),
         ({"x": 3}, "row", "input 'x' is a scalar"),
         ({"a": [1, 2], "b": [1]}, "row", r"same batch size. Received sizes: \{'a': 2, 'b': 1\}"),

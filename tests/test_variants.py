@@ -171,8 +171,8 @@ def test_a_config_saved_before_variants_loads_and_builds_the_same_switches(tmp_p
         ({"variant": "tutorial"}, r"`variant` must be one of .*Received: variant='tutorial'"),
         ({"normalize": "yes"}, r"`normalize` must be a bool. Received: normalize='yes'"),
         ({"use_output_projection": 1}, r"`use_output_projection` must be a bool"),
-        ({"attention_residual_dropout_rate": 1.0}, r"`attention_residual_dropout_rate` must be in \[0, 1\)"),
-        ({"inner_dropout_rate": -0.1}, r"`inner_dropout_rate` must be in \[0, 1\)"),
+        ({"attention_residual_dropout_rate": 1.0}, r"`attention_residual_dropout_rate` must be a number in \[0, 1\)"),
+        ({"inner_dropout_rate": -0.1}, r"`inner_dropout_rate` must be a number in \[0, 1\)"),
     ],
 )
 def test_bad_variant_settings_are_errors_naming_the_value(overrides, match):

@@ -7,14 +7,13 @@ Every hyperparameter has one name everywhere: the dataclass field, the CLI flag 
 also accepted as `--d_model`), the JSON key saved beside checkpoints and exports, and the layer
 argument. Help texts live in the field metadata and become the CLI's `--help`.
 
-The modules: `base` (the field declaration, the JSON round trip and the validation helpers every
-config shares, `check_choice` among them), `model` (the model configs, their attention options,
-the variants and their switches, and presets), `train` (`TrainConfig` and the choices of its
-fields). Every public name is
-importable from here.
+The modules: `base` (the field declaration and the JSON round trip every config shares; the
+checks their `validate` methods are made of are `keras_transformer.checks`), `model` (the model
+configs, their attention options and `check_attention_implementation`, the rule of the fused
+implementation, the variants and their switches, and presets), `train` (`TrainConfig` and the
+choices of its fields). Every public name is importable from here.
 """
 
-from keras_transformer.config.base import check_choice
 from keras_transformer.config.model import (
     ATTENTION_IMPLEMENTATIONS,
     ATTENTION_INITIALIZATIONS,
@@ -31,6 +30,7 @@ from keras_transformer.config.model import (
     VARIANTS,
     LanguageModelConfig,
     ModelConfig,
+    check_attention_implementation,
     language_model_preset,
     preset,
     variant_switches,
@@ -68,7 +68,7 @@ __all__ = [
     "LanguageModelConfig",
     "ModelConfig",
     "TrainConfig",
-    "check_choice",
+    "check_attention_implementation",
     "language_model_preset",
     "preset",
     "variant_switches",

@@ -2,9 +2,8 @@
 
 `_field` declares a dataclass field with the help text and choices that `keras_transformer.cli`
 turns into a flag; `_JsonConfig` gives a config `validate`, `to_dict` / `from_dict` and
-`save` / `load` (JSON, written atomically). `_check_positive`, `_check_rate` and `check_choice`
-are the checks the configs' `validate` methods are made of; `check_choice` is also the one
-check of the attention score in the layers that take it.
+`save` / `load` (JSON, written atomically). The configs' `validate` methods are made of the
+package's argument checks, `keras_transformer.checks`.
 """
 
 import dataclasses
@@ -104,36 +103,3 @@ class _JsonConfig:
         if not isinstance(values, dict):
             raise ValueError(f"{path} must hold a JSON object, not {type(values).__name__}")
         return cls.from_dict(values)
-
-
-def _check_positive(config, *names):
-    for name in names:
-        value = getattr(config, name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
-
-
-def _check_rate(config, *names):
-    for name in names:
-        value = getattr(config, name)
-        if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-            raise ValueError(f"`{name}` must be in [0, 1). Received: {name}={value!r}")
-
-
-def check_choice(name, value, choices):
-    """Check that an argument is one of its choices: the one check of a choice (the attention score, the variant...).
-
-    Args:
-        name: str, the argument's name (`attention_score` in a config or block, `score` in a layer).
-        value: the value given.
-        choices: tuple of the allowed values.
-
-    Returns:
-        `value`.
-
-    Raises:
-        ValueError: `value` is not one of `choices`; the message names the argument and the value.
-    """
-    if value not in choices:
-        raise ValueError(f"`{name}` must be one of {choices}. Received: {name}={value!r}")
-    return value

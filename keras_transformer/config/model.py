@@ -12,7 +12,8 @@ of a named size with overrides.
 
 import dataclasses
 
-from keras_transformer.config.base import _check_positive, _check_rate, _field, _JsonConfig, check_choice
+from keras_transformer.checks import check_bool, check_choice, check_int, check_rate
+from keras_transformer.config.base import _field, _JsonConfig
 
 ATTENTION_INITIALIZATIONS = ("glorot", "per_head")  # MultiheadAttention's `initialization`
 # The score functions s(x, q) of `keras_transformer.layers.AttentionScore`, the paper's first.
@@ -204,42 +205,67 @@ def _check_model_sizes(config):
     Raises:
         ValueError: a value is out of range or not one of its choices (the message names it).
     """
-    _check_positive(config, "d_model", "num_heads", "num_blocks", "d_ff")
-    _check_rate(config, "dropout_rate")
+    for name in ("d_model", "num_heads", "num_blocks", "d_ff"):
+        check_int(name, getattr(config, name), 1)
+    check_rate("dropout_rate", config.dropout_rate)
     if config.d_model % config.num_heads:
         raise ValueError(
             f"`d_model` must be divisible by `num_heads`. Received: d_model={config.d_model}, "
             f"num_heads={config.num_heads}"
         )
-    if config.attention_initialization not in ATTENTION_INITIALIZATIONS:
-        raise ValueError(
-            f"`attention_initialization` must be one of {ATTENTION_INITIALIZATIONS}. "
-            f"Received: {config.attention_initialization!r}"
-        )
+    check_choice("attention_initialization", config.attention_initialization, ATTENTION_INITIALIZATIONS)
     check_choice("attention_score", config.attention_score, ATTENTION_SCORES)
-    check_choice("attention_implementation", config.attention_implementation, ATTENTION_IMPLEMENTATIONS)
     check_choice("variant", config.variant, VARIANTS)
-    if config.projection_activation not in (None, *PROJECTION_ACTIVATIONS):
-        raise ValueError(
-            f"`projection_activation` must be 'linear' or 'relu'. Received: {config.projection_activation!r}"
-        )
+    check_choice("projection_activation", config.projection_activation, (None, *PROJECTION_ACTIVATIONS))
     for name in ("use_output_projection", "normalize", "learned_positions"):
-        if getattr(config, name) is not None and not isinstance(getattr(config, name), bool):
-            raise ValueError(f"`{name}` must be a bool. Received: {name}={getattr(config, name)!r}")
+        if getattr(config, name) is not None:
+            check_bool(name, getattr(config, name))
     if config.padding_masks is not None:
         check_choice("padding_masks", config.padding_masks, PADDING_MASKS)
-    _check_rate(
-        config, *[name for name in VARIANT_SWITCHES if name.endswith("_rate") and getattr(config, name) is not None]
+    for name in VARIANT_SWITCHES:
+        if name.endswith("_rate") and getattr(config, name) is not None:
+            check_rate(name, getattr(config, name))
+    attention_dropout = variant_switches(config).get("attention_dropout_rate")
+    check_attention_implementation(
+        config.attention_implementation,
+        config.attention_score,
+        config.dropout_rate if attention_dropout is None else attention_dropout,
     )
-    if config.attention_implementation == "fused":
-        attention_dropout = variant_switches(config).get("attention_dropout_rate")
-        attention_dropout = config.dropout_rate if attention_dropout is None else attention_dropout
-        if config.attention_score != "scaled_dot" or attention_dropout:
-            raise ValueError(
-                '`attention_implementation="fused"` computes the scaled dot-product score without dropout on the '
-                f"attention weights. Received: attention_score={config.attention_score!r}, attention dropout "
-                f'{attention_dropout} (set attention_dropout_rate=0, or use "auto" or "explicit")'
-            )
+
+
+def check_attention_implementation(
+    implementation, score, dropout_rate, score_name="attention_score", dropout_name="attention_dropout_rate"
+):
+    """Check an attention implementation against the score and the dropout it must compute.
+
+    The one check of the rule of `"fused"` (the scaled dot-product score, no dropout on the
+    attention weights), for the configs and for `MultiheadAttention`, which name the score and the
+    dropout differently.
+
+    Args:
+        implementation: the `attention_implementation` given: one of `ATTENTION_IMPLEMENTATIONS`.
+        score: the score function the attention computes.
+        dropout_rate: the rate of dropout on the attention weights.
+        score_name: str, the caller's name of the score (`attention_score` in a config, `score`
+            in the layer).
+        dropout_name: str, the caller's name of that rate (`attention_dropout_rate` in a config,
+            `dropout_rate` in the layer).
+
+    Returns:
+        `implementation`.
+
+    Raises:
+        ValueError: an unknown implementation, or `"fused"` with another score than `"scaled_dot"`
+            or with attention dropout; the message names the arguments and their values.
+    """
+    check_choice("attention_implementation", implementation, ATTENTION_IMPLEMENTATIONS)
+    if implementation == "fused" and (score != "scaled_dot" or dropout_rate):
+        raise ValueError(
+            f"`attention_implementation='fused'` needs {score_name}='scaled_dot' and {dropout_name}=0 (it computes "
+            "the scaled dot-product score without dropout on the attention weights; use 'auto' or 'explicit' "
+            f"otherwise). Received: {score_name}={score!r}, {dropout_name}={dropout_rate!r}"
+        )
+    return implementation
 
 
 @dataclasses.dataclass
@@ -264,7 +290,8 @@ class ModelConfig(_JsonConfig):
     max_target_len: int = _field(64, "Longest target in tokens, end token included; also the decoding limit.")
 
     def validate(self):
-        _check_positive(self, "source_vocab_size", "target_vocab_size", "max_source_len", "max_target_len")
+        for name in ("source_vocab_size", "target_vocab_size", "max_source_len", "max_target_len"):
+            check_int(name, getattr(self, name), 1)
         _check_model_sizes(self)
         if self.embedding_sharing is not None:
             check_choice("embedding_sharing", self.embedding_sharing, EMBEDDING_SHARING)
@@ -301,8 +328,7 @@ def preset(name, **overrides):
         ValueError: an unknown preset, or an invalid combination (e.g. `d_model` not divisible
             by the preset's `num_heads`).
     """
-    if name not in PRESETS:
-        raise ValueError(f"Unknown preset {name!r}; expected one of {sorted(PRESETS)}")
+    check_choice("preset", name, PRESETS)
     return ModelConfig(**{**PRESETS[name], **overrides}).validate()
 
 
@@ -345,14 +371,12 @@ class LanguageModelConfig(_JsonConfig):
     )
 
     def validate(self):
-        if self.kind not in LANGUAGE_MODEL_KINDS:
-            raise ValueError(f"`kind` must be one of {LANGUAGE_MODEL_KINDS}. Received: kind={self.kind!r}")
-        _check_positive(self, "vocab_size", "max_length")
+        check_choice("kind", self.kind, LANGUAGE_MODEL_KINDS)
+        check_int("vocab_size", self.vocab_size, 1)
+        check_int("max_length", self.max_length, 1)
         _check_model_sizes(self)
-        if not isinstance(self.tie_embeddings, bool):
-            raise ValueError(f"`tie_embeddings` must be a bool. Received: tie_embeddings={self.tie_embeddings!r}")
-        if not isinstance(self.num_classes, int) or isinstance(self.num_classes, bool) or self.num_classes < 0:
-            raise ValueError(f"`num_classes` must be an int >= 0. Received: num_classes={self.num_classes!r}")
+        check_bool("tie_embeddings", self.tie_embeddings)
+        check_int("num_classes", self.num_classes, 0)
         if self.num_classes and self.kind != "encoder":
             raise ValueError(
                 f"Only an encoder has a classification head. Received: kind={self.kind!r}, "
@@ -375,6 +399,5 @@ def language_model_preset(name, kind, **overrides):
     Raises:
         ValueError: an unknown preset or kind, or an invalid combination.
     """
-    if name not in PRESETS:
-        raise ValueError(f"Unknown preset {name!r}; expected one of {sorted(PRESETS)}")
+    check_choice("preset", name, PRESETS)
     return LanguageModelConfig(**{**PRESETS[name], **overrides, "kind": kind}).validate()

@@ -10,7 +10,8 @@ than silently unused.
 
 import dataclasses
 
-from keras_transformer.config.base import _check_positive, _check_rate, _field, _JsonConfig
+from keras_transformer.checks import check_choice, check_int, check_number, check_rate
+from keras_transformer.config.base import _field, _JsonConfig
 from keras_transformer.config.model import PRESETS
 
 _FILE_PAIRS = ("train_files", "validation_files", "test_files")
@@ -236,10 +237,8 @@ class TrainConfig(_JsonConfig):
     )
 
     def validate(self):
-        if self.task not in TASKS:
-            raise ValueError(f"`task` must be one of {TASKS}. Received: task={self.task!r}")
-        _check_positive(
-            self,
+        check_choice("task", self.task, TASKS)
+        for name in (
             "vocab_size",
             "num_beams",
             "top_k",
@@ -250,15 +249,13 @@ class TrainConfig(_JsonConfig):
             "batch_size",
             "warmup_steps",
             "beam_size",
-        )
-        _check_rate(self, "label_smoothing")
-        _check_rate(self, "ema_momentum", "lr_cooldown")
-        if not self.ema_ramp >= 1:
-            raise ValueError(f"`ema_ramp` must be >= 1. Received: {self.ema_ramp}")
-        if not self.length_penalty >= 0:
-            raise ValueError(f"`length_penalty` must be >= 0. Received: {self.length_penalty}")
-        if not self.checkpoint_every_seconds >= 0:
-            raise ValueError(f"`checkpoint_every_seconds` must be >= 0. Received: {self.checkpoint_every_seconds}")
+        ):
+            check_int(name, getattr(self, name), 1)
+        for name in ("label_smoothing", "ema_momentum", "lr_cooldown"):
+            check_rate(name, getattr(self, name))
+        check_number("ema_ramp", self.ema_ramp, 1)
+        check_number("length_penalty", self.length_penalty, 0)
+        check_number("checkpoint_every_seconds", self.checkpoint_every_seconds, 0)
         for name in (
             "train_size",
             "validation_size",
@@ -267,25 +264,18 @@ class TrainConfig(_JsonConfig):
             "validation_bleu_sentences",
             "checkpoint_every_steps",
         ):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
-                raise ValueError(f"`{name}` must be an int >= 0. Received: {getattr(self, name)!r}")
+            check_int(name, getattr(self, name), 0)
         for name, allowed in (
             ("precision", PRECISIONS),
             ("strategy", STRATEGIES),
             ("source_normalization", NORMALIZATION_CHOICES),
+            ("preset", PRESETS),
+            ("sampler", LM_SAMPLERS),
         ):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"`{name}` must be one of {allowed}. Received: {getattr(self, name)!r}")
-        if self.preset not in PRESETS:
-            raise ValueError(f"Unknown preset {self.preset!r}; expected one of {sorted(PRESETS)}")
-        if not self.learning_rate_scale > 0:
-            raise ValueError(f"`learning_rate_scale` must be positive. Received: {self.learning_rate_scale}")
-        if self.sampler not in LM_SAMPLERS:
-            raise ValueError(f"`sampler` must be one of {LM_SAMPLERS}. Received: sampler={self.sampler!r}")
-        if not self.temperature > 0:
-            raise ValueError(f"`temperature` must be positive. Received: temperature={self.temperature!r}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"`top_p` must be in (0, 1]. Received: top_p={self.top_p!r}")
+            check_choice(name, getattr(self, name), allowed)
+        check_number("learning_rate_scale", self.learning_rate_scale, greater_than=0)
+        check_number("temperature", self.temperature, greater_than=0)
+        check_rate("top_p", self.top_p, allow_zero=False, allow_one=True)
         self._validate_task_settings()
         self._validate_corpus()
         return self

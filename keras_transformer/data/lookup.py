@@ -12,6 +12,8 @@ Shapes: `P` pairs per example, key symbols `0..num_keys-1`, value symbols `0..nu
 
 import numpy as np
 
+from keras_transformer.checks import check_int
+
 
 def lookup_examples(count, pairs=8, num_keys=32, num_values=16, seed=0):
     """Make `count` lookup examples.
@@ -32,8 +34,7 @@ def lookup_examples(count, pairs=8, num_keys=32, num_values=16, seed=0):
         ValueError: a size is not a positive int, or `pairs > num_keys`.
     """
     for name, size in (("count", count), ("pairs", pairs), ("num_keys", num_keys), ("num_values", num_values)):
-        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
-            raise ValueError(f"`{name}` must be a positive int. Received: {name}={size!r}")
+        check_int(name, size, 1)
     if pairs > num_keys:
         raise ValueError(f"`pairs` must be at most `num_keys`. Received: pairs={pairs}, num_keys={num_keys}")
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)

@@ -22,6 +22,7 @@ after a row's generated `</s>` its output is padding (0).
 import keras_hub
 from keras import ops
 
+from keras_transformer.checks import check_choice, check_int
 from keras_transformer.data.special_tokens import END_ID, PAD_ID, RESERVED_TOKENS, START_ID
 from keras_transformer.decoding.translation import forbid_never_emitted
 from keras_transformer.masks import padding_mask
@@ -56,9 +57,7 @@ def get_sampler(sampler="greedy", seed=None, **options):
             returns all its beams.
     """
     if isinstance(sampler, str):
-        if sampler not in SAMPLERS:
-            raise ValueError(f"Unknown sampler {sampler!r}; expected one of {sorted(SAMPLERS)} or a keras-hub sampler")
-        sampler = SAMPLERS[sampler](**options)
+        sampler = SAMPLERS[check_choice("sampler", sampler, SAMPLERS)](**options)
     elif not isinstance(sampler, keras_hub.samplers.Sampler):
         raise ValueError(f"`sampler` must be a name or a keras-hub sampler. Received: sampler={sampler!r}")
     elif options:
@@ -196,8 +195,7 @@ def generate(
     >>> generate(model, np.array([[2, 7, 9], [2, 0, 0]]), 8, keras_hub.samplers.TopKSampler(k=5), seed=1).shape
     (2, 8)
     """
-    if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 1:
-        raise ValueError(f"`max_length` must be a positive int. Received: max_length={max_length!r}")
+    check_int("max_length", max_length, 1)
     sampler = get_sampler(sampler, seed)
     decoder = CachedDecoderOnly(model, num_reserved)
     if decoder.max_length is not None and max_length > decoder.max_length:

@@ -18,6 +18,7 @@ Scores are log-probabilities of the whole output under the model (the sum over i
 
 from keras import ops
 
+from keras_transformer.checks import check_int, check_number
 from keras_transformer.data.special_tokens import END_ID, PAD_ID, RESERVED_TOKENS, START_ID
 from keras_transformer.masks import padding_mask
 from keras_transformer.models import TransformerLayers, decode, encode
@@ -64,18 +65,15 @@ def beam_search(model, source_ids, max_length, beam_size=4, alpha=0.6, end_id=EN
         `(output_ids, scores)` of the best hypothesis: int32 `[B, max_length]` and float32 `[B]`
         (its log-probability, without the length penalty).
     """
-    if not isinstance(beam_size, int) or beam_size < 1:
-        raise ValueError(f"`beam_size` must be a positive int. Received: beam_size={beam_size}")
-    if alpha < 0:
-        raise ValueError(f"`alpha` must be >= 0. Received: alpha={alpha}")
+    check_int("beam_size", beam_size, 1)
+    check_number("alpha", alpha, 0)
     return _guard_empty_batch(
         source_ids, max_length, lambda ids: _beam_search(model, ids, max_length, beam_size, alpha, end_id)
     )
 
 
 def _guard_empty_batch(source_ids, max_length, decode_fn):
-    if not isinstance(max_length, int) or max_length < 1:
-        raise ValueError(f"`max_length` must be a positive int. Received: max_length={max_length}")
+    check_int("max_length", max_length, 1)
     source_ids = ops.cast(source_ids, "int32")
     batch = ops.shape(source_ids)[0]
     # TensorFlow's oneDNN CPU convolution mishandles an empty batch (it returns the input's shape),

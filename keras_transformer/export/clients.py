@@ -47,6 +47,8 @@ import numpy as np
 import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
+from keras_transformer.checks import check_choice
+
 DEFAULT_SIGNATURE = "serving_default"
 REST_FORMATS = ("row", "columnar")
 
@@ -160,8 +162,7 @@ def rest_request_body(inputs, signature_name=DEFAULT_SIGNATURE, format="row"):
     Raises:
         ValueError: unknown `format`, no inputs, or (row format) a scalar input or unequal batch sizes.
     """
-    if format not in REST_FORMATS:
-        raise ValueError(f"format must be one of {REST_FORMATS}. Received: format={format!r}")
+    check_choice("format", format, REST_FORMATS)
     if not inputs:
         raise ValueError("inputs is empty: a predict request needs at least one named input")
     columns = {name: _to_json(value) for name, value in inputs.items()}

@@ -22,6 +22,7 @@ with an `InvalidArgumentError` naming them.
 
 import tensorflow as tf
 
+from keras_transformer.checks import check_int
 from keras_transformer.data.tokenizers import PAD_ID
 from keras_transformer.decoding import beam_search, greedy_decode
 from keras_transformer.export.savedmodel import (
@@ -47,8 +48,7 @@ class IdsTranslator(ExportModule):
     """
 
     def __init__(self, model, model_config, config_path, vocab_paths=(), beam_size=4, length_penalty=0.6):
-        if not isinstance(beam_size, int) or beam_size < 1:
-            raise ValueError(f"`beam_size` must be a positive int. Received: beam_size={beam_size}")
+        check_int("beam_size", beam_size, 1)
         super().__init__(model, model_config, config_path, vocab_paths, name="translator")
         self.beam_size = beam_size
         self.length_penalty = length_penalty

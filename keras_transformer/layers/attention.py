@@ -3,8 +3,9 @@
 import keras
 from keras import ops
 
-from keras_transformer.config import ATTENTION_IMPLEMENTATIONS, ATTENTION_SCORES, check_choice
+from keras_transformer.checks import check_choice, check_int, check_rate
 from keras_transformer.config import ATTENTION_INITIALIZATIONS as INITIALIZATIONS
+from keras_transformer.config import ATTENTION_SCORES, check_attention_implementation
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.fused_attention import fused_context, fused_pays, log_choice_once
 from keras_transformer.layers.normalization import LayerNorm
@@ -148,26 +149,18 @@ class MultiheadAttention(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         check_choice("score", score, ATTENTION_SCORES)
-        check_choice("attention_implementation", attention_implementation, ATTENTION_IMPLEMENTATIONS)
-        if attention_implementation == "fused" and (score != "scaled_dot" or dropout_rate):
-            raise ValueError(
-                '`attention_implementation="fused"` computes the scaled dot-product score without dropout on the '
-                f'weights. Received: score={score!r}, dropout_rate={dropout_rate} (use "auto" or "explicit")'
-            )
+        check_rate("dropout_rate", dropout_rate)
+        check_rate("residual_dropout_rate", residual_dropout_rate)
+        check_attention_implementation(
+            attention_implementation, score, dropout_rate, score_name="score", dropout_name="dropout_rate"
+        )
         check_choice("sign_mask_rule", sign_mask_rule, SIGN_MASK_RULES)
-        if initialization not in INITIALIZATIONS:
-            raise ValueError(
-                f"`initialization` must be one of {INITIALIZATIONS}. Received: initialization={initialization!r}"
-            )
-        if not isinstance(num_heads, int) or num_heads < 1:
-            raise ValueError(f"`num_heads` must be a positive int. Received: num_heads={num_heads}")
-        if num_units is not None and num_units % num_heads != 0:
+        check_choice("initialization", initialization, INITIALIZATIONS)
+        check_int("num_heads", num_heads, 1)
+        if num_units is not None and check_int("num_units", num_units, 1) % num_heads != 0:
             raise ValueError(
                 f"`num_units` must be divisible by `num_heads`. Received: num_units={num_units}, num_heads={num_heads}"
             )
-        for name, rate in (("dropout_rate", dropout_rate), ("residual_dropout_rate", residual_dropout_rate)):
-            if not 0.0 <= rate < 1.0:
-                raise ValueError(f"`{name}` must be in [0, 1). Received: {name}={rate}")
         self.num_heads = num_heads
         self.num_units = num_units
         self.dropout_rate = dropout_rate

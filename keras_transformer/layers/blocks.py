@@ -7,11 +7,11 @@ whose self-attention is causal.
 import keras
 from keras import ops
 
+from keras_transformer.checks import check_choice, check_int
 from keras_transformer.config import (
     ATTENTION_SCORES,
     EMBEDDING_SWITCHES,
     PADDING_MASKS,
-    check_choice,
     variant_switches,
 )
 from keras_transformer.layers.attention import MultiheadAttention
@@ -53,8 +53,7 @@ class _Block(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if not isinstance(d_ff, int) or d_ff < 1:
-            raise ValueError(f"`d_ff` must be a positive int. Received: d_ff={d_ff}")
+        check_int("d_ff", d_ff, 1)
         check_choice("attention_score", attention_score, ATTENTION_SCORES)
         check_choice("padding_masks", padding_masks, PADDING_MASKS)
         self.num_heads = num_heads

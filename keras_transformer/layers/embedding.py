@@ -8,8 +8,8 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer.checks import check_choice, check_int
 from keras_transformer.config import POSITIONAL_FREQUENCIES as FREQUENCIES
-from keras_transformer.config import check_choice
 from keras_transformer.masks import sign_mask, zero_padding_rows
 
 
@@ -48,9 +48,8 @@ class TokenEmbedding(keras.layers.Layer):
 
     def __init__(self, vocab_size, d_model, scale=True, mask_zero=False, **kwargs):
         super().__init__(**kwargs)
-        for name, value in (("vocab_size", vocab_size), ("d_model", d_model)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be a positive int. Received: {name}={value}")
+        check_int("vocab_size", vocab_size, 1)
+        check_int("d_model", d_model, 1)
         self.vocab_size = vocab_size
         self.d_model = d_model
         self.scale = scale
@@ -176,8 +175,8 @@ class PositionalEncoding(keras.layers.Layer):
     def __init__(self, learned=False, max_length=None, frequencies="paper", **kwargs):
         super().__init__(**kwargs)
         check_choice("frequencies", frequencies, FREQUENCIES)
-        if learned and (not isinstance(max_length, int) or max_length < 1):
-            raise ValueError(f"Learned positions need a positive int `max_length`. Received: max_length={max_length}")
+        if learned:
+            check_int("max_length", max_length, 1)
         self.learned = learned
         self.max_length = max_length
         self.frequencies = frequencies

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_transformer.checks import check_ints, check_rate
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.normalization import LayerNorm
 from keras_transformer.masks import sign_mask, zero_padding_rows
@@ -72,15 +73,9 @@ class FeedForward(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        num_units = tuple(num_units)
-        if len(num_units) != 2 or not all(isinstance(n, int) and n > 0 for n in num_units):
-            raise ValueError(f"`num_units` must be two positive ints. Received: num_units={num_units}")
-        if not 0.0 <= dropout_rate < 1.0:
-            raise ValueError(f"`dropout_rate` must be in [0, 1). Received: dropout_rate={dropout_rate}")
-        if not 0.0 <= inner_dropout_rate < 1.0:
-            raise ValueError(
-                f"`inner_dropout_rate` must be in [0, 1). Received: inner_dropout_rate={inner_dropout_rate}"
-            )
+        num_units = check_ints("num_units", num_units, 1, length=2)
+        check_rate("dropout_rate", dropout_rate)
+        check_rate("inner_dropout_rate", inner_dropout_rate)
         self.num_units = num_units
         self.dropout_rate = dropout_rate
         self.inner_dropout_rate = inner_dropout_rate

@@ -22,6 +22,8 @@ it is trained one of two ways (`ESTIMATORS`):
 import keras
 from keras import ops
 
+from keras_transformer.checks import check_choice, check_number
+
 HARD_ATTENTIONS = ("argmax", "sample")
 ESTIMATORS = ("reinforce", "gumbel")
 # Uniform noise is clipped to [eps, 1 - eps] so that the Gumbel noise -log(-log u) is finite.
@@ -39,12 +41,9 @@ def check_hard_attention(hard, estimator, temperature):
     Raises:
         ValueError: any of them is not one of its allowed values; the message names the value.
     """
-    if hard is not None and hard not in HARD_ATTENTIONS:
-        raise ValueError(f"`hard` must be None or one of {HARD_ATTENTIONS}. Received: hard={hard!r}")
-    if estimator not in ESTIMATORS:
-        raise ValueError(f"`estimator` must be one of {ESTIMATORS}. Received: estimator={estimator!r}")
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
-        raise ValueError(f"`temperature` must be a positive number. Received: temperature={temperature!r}")
+    check_choice("hard", hard, (None, *HARD_ATTENTIONS))
+    check_choice("estimator", estimator, ESTIMATORS)
+    check_number("temperature", temperature, greater_than=0)
 
 
 def gumbel_noise(shape, seed):

@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_transformer.checks import check_number
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class LayerNorm(keras.layers.Layer):
@@ -32,8 +34,7 @@ class LayerNorm(keras.layers.Layer):
 
     def __init__(self, epsilon=1e-8, **kwargs):
         super().__init__(**kwargs)
-        if not epsilon > 0:
-            raise ValueError(f"`epsilon` must be positive. Received: epsilon={epsilon}")
+        check_number("epsilon", epsilon, greater_than=0)
         self.epsilon = epsilon
         self.supports_masking = True
 

@@ -35,6 +35,8 @@ regression and the entropy bonus. Rewards and baselines are constants to the est
 import keras
 from keras import ops
 
+from keras_transformer.checks import check_choice, check_int, check_number
+
 BASELINES = ("none", "learned", "value", "batch_mean", "leave_one_out")
 # Added to the standard deviation of the advantages before dividing by it (`normalize`).
 _NORMALIZE_EPSILON = 1e-6
@@ -119,14 +121,11 @@ class Reinforce:
     """
 
     def __init__(self, baseline="batch_mean", samples=1, normalize=False, entropy_weight=0.0):
-        if baseline not in BASELINES:
-            raise ValueError(f"`baseline` must be one of {BASELINES}. Received: baseline={baseline!r}")
-        if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
-            raise ValueError(f"`samples` must be a positive int. Received: samples={samples!r}")
+        check_choice("baseline", baseline, BASELINES)
+        check_int("samples", samples, 1)
         if baseline == "leave_one_out" and samples < 2:
             raise ValueError(f"`baseline='leave_one_out'` needs `samples` of at least 2. Received: samples={samples}")
-        if isinstance(entropy_weight, bool) or not isinstance(entropy_weight, (int, float)) or entropy_weight < 0:
-            raise ValueError(f"`entropy_weight` must be a number >= 0. Received: entropy_weight={entropy_weight!r}")
+        check_number("entropy_weight", entropy_weight, 0)
         self.baseline = baseline
         self.samples = samples
         self.normalize = bool(normalize)

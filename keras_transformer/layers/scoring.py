@@ -21,8 +21,8 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer.checks import check_choice, check_int, check_number
 from keras_transformer.config import ATTENTION_SCORES as SCORES
-from keras_transformer.config import check_choice
 from keras_transformer.masks import MASKED_SCORE
 
 # Scores that compare the query and the key coordinate by coordinate: their widths must agree.
@@ -158,14 +158,9 @@ class AttentionScore(keras.layers.Layer):
     def __init__(self, score="scaled_dot", attention_width=None, cosine_scale=10.0, learn_cosine_scale=True, **kwargs):
         super().__init__(**kwargs)
         check_choice("score", score, SCORES)
-        if attention_width is not None and (
-            not isinstance(attention_width, int) or isinstance(attention_width, bool) or attention_width < 1
-        ):
-            raise ValueError(
-                f"`attention_width` must be a positive int or None. Received: attention_width={attention_width!r}"
-            )
-        if isinstance(cosine_scale, bool) or not isinstance(cosine_scale, (int, float)) or not cosine_scale > 0:
-            raise ValueError(f"`cosine_scale` must be a positive number. Received: cosine_scale={cosine_scale!r}")
+        if attention_width is not None:
+            check_int("attention_width", attention_width, 1)
+        check_number("cosine_scale", cosine_scale, greater_than=0)
         self.score = score
         self.attention_width = attention_width
         self.cosine_scale = float(cosine_scale)

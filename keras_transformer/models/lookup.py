@@ -18,6 +18,7 @@ Hard attention reads the argmax at inference (`training=False`) whatever the var
 import keras
 from keras import ops
 
+from keras_transformer.checks import check_choice
 from keras_transformer.layers.reinforce import Reinforce
 from keras_transformer.layers.single_head import Attention
 
@@ -73,8 +74,7 @@ class KeyValueLookup(keras.Model):
         reinforce=None, **kwargs,
     ):  # fmt: skip
         super().__init__(**kwargs)
-        if variant not in VARIANTS:
-            raise ValueError(f"`variant` must be one of {VARIANTS}. Received: variant={variant!r}")
+        check_choice("variant", variant, VARIANTS)
         if reinforce is None:
             reinforce = DEFAULT_REINFORCE
         self.reinforce = Reinforce(**reinforce) if isinstance(reinforce, dict) else reinforce

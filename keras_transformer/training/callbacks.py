@@ -7,6 +7,8 @@ studies plot them); `LateDropout` raises the model's dropout rate once training 
 import keras
 from keras import ops
 
+from keras_transformer.checks import check_int, check_rate
+
 
 class AccuracyCurve(keras.callbacks.Callback):
     """Record a held-out accuracy every `every` training steps (and before the first).
@@ -71,15 +73,9 @@ class LateDropout(keras.callbacks.Callback):
 
     def __init__(self, rate, start_step, from_rate):
         super().__init__()
-        if not 0.0 <= rate < 1.0:
-            raise ValueError(f"`rate` must be in [0, 1). Received: rate={rate}")
-        if not 0.0 < from_rate < 1.0:
-            raise ValueError(
-                f"`from_rate` must be in (0, 1): the model's dropout rate. Received: from_rate={from_rate}"
-            )
-        if int(start_step) != start_step or start_step < 0:
-            raise ValueError(f"`start_step` must be an int >= 0. Received: start_step={start_step}")
-        self.rate, self.start_step, self.from_rate = float(rate), int(start_step), float(from_rate)
+        self.rate = check_rate("rate", rate)
+        self.start_step = check_int("start_step", start_step, 0)
+        self.from_rate = check_rate("from_rate", from_rate, allow_zero=False)  # the model's dropout rate
         self.raised_at = None
 
     def on_train_begin(self, logs=None):

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
+from keras_transformer.checks import check_choice
 from keras_transformer.config import STRATEGIES
 
 _TASK_TYPES = ("chief", "worker", "evaluator", "ps")
@@ -105,6 +106,7 @@ def make_strategy(name):
     Raises:
         ValueError: unknown `name`; "multi_worker" without a valid `TF_CONFIG`.
     """
+    check_choice("strategy", name, STRATEGIES)
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":
@@ -116,12 +118,10 @@ def make_strategy(name):
                 '{"cluster": {"worker": ["host0:12345", "host1:12345"]}, "task": {"type": "worker", "index": 0}}'
             )
         return tf.distribute.MultiWorkerMirroredStrategy()
-    if name == "tpu":
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver()
-        tf.config.experimental_connect_to_cluster(resolver)
-        tf.tpu.experimental.initialize_tpu_system(resolver)
-        return tf.distribute.TPUStrategy(resolver)
-    raise ValueError(f"`strategy` must be one of {STRATEGIES}. Received: strategy={name!r}")
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver()  # "tpu"
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)
 
 
 def describe(strategy):

@@ -10,6 +10,7 @@ pass, which `keras_transformer.training.packed` shares.
 import keras
 from keras import ops
 
+from keras_transformer.checks import check_rate
 from keras_transformer.data.special_tokens import PAD_ID
 
 
@@ -103,8 +104,7 @@ class MaskedLabelSmoothedLoss(keras.losses.Loss):
     def __init__(self, label_smoothing=0.1, name="masked_label_smoothed_loss", **kwargs):
         kwargs.pop("reduction", None)
         super().__init__(name=name, reduction="sum", **kwargs)
-        if not 0.0 <= label_smoothing < 1.0:
-            raise ValueError(f"`label_smoothing` must be in [0, 1). Received: label_smoothing={label_smoothing}")
+        check_rate("label_smoothing", label_smoothing)
         self.label_smoothing = label_smoothing
 
     def call(self, y_true, y_pred):

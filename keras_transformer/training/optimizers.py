@@ -9,6 +9,8 @@ run's last steps. Under TensorFlow its update of each float32 weight is one fuse
 import keras
 from keras import ops
 
+from keras_transformer.checks import check_int, check_number, check_rate
+
 # The moving average is updated every this many optimizer steps, at the momentum of as many steps.
 EMA_EVERY = 4
 
@@ -41,15 +43,9 @@ class AveragingAdam(keras.optimizers.Adam):
 
     def __init__(self, *args, ema_ramp=9.0, cooldown=0.0, cooldown_end_step=0, **kwargs):
         super().__init__(*args, **kwargs)
-        if not ema_ramp >= 1:
-            raise ValueError(f"`ema_ramp` must be >= 1. Received: {ema_ramp}")
-        if not 0 <= cooldown < 1:
-            raise ValueError(f"`cooldown` must be in [0, 1). Received: {cooldown}")
-        if not cooldown_end_step >= 0:
-            raise ValueError(f"`cooldown_end_step` must be >= 0. Received: {cooldown_end_step}")
-        self.ema_ramp = float(ema_ramp)
-        self.cooldown = float(cooldown)
-        self._initial_cooldown_end_step = int(cooldown_end_step)
+        self.ema_ramp = check_number("ema_ramp", ema_ramp, 1)
+        self.cooldown = check_rate("cooldown", cooldown)
+        self._initial_cooldown_end_step = check_int("cooldown_end_step", cooldown_end_step, 0)
 
     def get_config(self):
         return {
@@ -74,9 +70,7 @@ class AveragingAdam(keras.optimizers.Adam):
         Nothing to do without a cooldown. A run resumed with more epochs calls this after loading
         its checkpoint, which holds the end step of the run that wrote it.
         """
-        if not step >= 0:
-            raise ValueError(f"`step` must be >= 0. Received: {step}")
-        self._initial_cooldown_end_step = int(step)
+        self._initial_cooldown_end_step = check_int("step", step, 0)
         if self.cooldown and self.built:
             self.cooldown_end_step.assign(float(step))
 

@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_transformer.checks import check_int, check_number
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
@@ -14,11 +16,9 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
     """
 
     def __init__(self, d_model, warmup_steps=4000, scale=1.0):
-        if d_model < 1 or warmup_steps < 1 or not scale > 0:
-            raise ValueError(
-                "NoamSchedule needs positive d_model, warmup_steps and scale. Received: "
-                f"d_model={d_model}, warmup_steps={warmup_steps}, scale={scale}"
-            )
+        check_int("d_model", d_model, 1)
+        check_int("warmup_steps", warmup_steps, 1)
+        check_number("scale", scale, greater_than=0)
         self.d_model = d_model
         self.warmup_steps = warmup_steps
         self.scale = scale
