@@ -176,14 +176,14 @@ def test_learn_vocabulary_accepts_generators_and_bytes():
 
 @pytest.mark.parametrize("vocab_size", [-1, 0, 4])
 def test_learn_vocabulary_rejects_tiny_vocab_size(vocab_size):
-    with pytest.raises(ValueError, match=f"vocab_size must be at least 5.*got {vocab_size}"):
+    with pytest.raises(ValueError, match=f"`vocab_size` must be an int >= 5. Received: vocab_size={vocab_size}"):
         learn_vocabulary(CORPUS, vocab_size)
 
 
 def test_learn_vocabulary_rejects_non_int_vocab_size():
-    with pytest.raises(TypeError, match="vocab_size must be an int"):
+    with pytest.raises(ValueError, match="`vocab_size` must be an int. Received: vocab_size="):
         learn_vocabulary(CORPUS, 100.0)
-    with pytest.raises(TypeError, match="vocab_size must be an int"):
+    with pytest.raises(ValueError, match="`vocab_size` must be an int. Received: vocab_size="):
         learn_vocabulary(CORPUS, True)
 
 
@@ -577,7 +577,7 @@ def test_default_tokenizer_keeps_case(tokenizer):
 
 
 def test_normalize_typing_must_be_a_bool(folding_vocab_file):
-    with pytest.raises(TypeError, match="normalize_typing"):
+    with pytest.raises(ValueError, match="`normalize_typing` must be a bool. Received: normalize_typing='on'"):
         SubwordTokenizer(str(folding_vocab_file), normalize_typing="on")
 
 

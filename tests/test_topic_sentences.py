@@ -74,12 +74,12 @@ def test_noise_swaps_about_the_stated_share_of_content_words_for_another_topics(
 @pytest.mark.parametrize(
     "arguments, message",
     [
-        (dict(split="dev", size=3), "Unknown split 'dev'"),
-        (dict(split="train", size=-1), "size must be at least 0, got -1"),
-        (dict(split="train", size=3, seed=1.5), "seed must be an int, got float: 1.5"),
-        (dict(split="train", size=3, num_topics=1), "num_topics must be at least 2, got 1"),
-        (dict(split="train", size=3, words_per_topic=3), "words_per_topic must be at least 4, got 3"),
-        (dict(split="train", size=3, noise_rate=1.0), r"noise_rate must be in \[0, 1\), got 1.0"),
+        (dict(split="dev", size=3), "`split` must be one of .*Received: split='dev'"),
+        (dict(split="train", size=-1), "`size` must be an int >= 0. Received: size=-1"),
+        (dict(split="train", size=3, seed=1.5), "`seed` must be an int >= 0. Received: seed=1.5"),
+        (dict(split="train", size=3, num_topics=1), "`num_topics` must be an int >= 2. Received: num_topics=1"),
+        (dict(split="train", size=3, words_per_topic=3), "`words_per_topic` must be an int >= 4. Received: .*=3"),
+        (dict(split="train", size=3, noise_rate=1.0), r"`noise_rate` must be a number in \[0, 1\). Received: .*=1.0"),
     ],
 )
 def test_bad_arguments_raise_value_error_naming_the_value(arguments, message):

@@ -25,6 +25,6 @@
   its tf.data batches.
 - `topic_sentences`: sentences of a small grammar whose words all belong to the sentence's topic,
   labelled with it: text a masked LM can learn from, and a classification task (no TensorFlow).
-- `token_rows`, `argument_checks`: what those share: the rows of token ids on their way to a
-  batch, and checks of numeric arguments.
+- `token_rows`: what those share: the rows of token ids on their way to a batch (their
+  arguments are checked by `keras_transformer.checks`, as everywhere in the package).
 """

@@ -20,7 +20,7 @@ Deterministic: shuffling takes `seed`, so the same arguments give the same batch
 
 import tensorflow as tf
 
-from keras_transformer.data.argument_checks import _check_int
+from keras_transformer.checks import check_int
 from keras_transformer.data.token_rows import _nonempty_rows, _ordered, _pad_to, _with_ends
 
 __all__ = ["causal_lm_dataset"]
@@ -51,8 +51,8 @@ def causal_lm_dataset(ids, seq_len, batch_size, shuffle=False, repeat=False, see
     Raises:
         ValueError: `seq_len` < 2, `batch_size` < 1, or no text has a token.
     """
-    seq_len = _check_int("seq_len", seq_len, 2)
-    batch_size = _check_int("batch_size", batch_size, 1)
+    seq_len = check_int("seq_len", seq_len, 2)
+    batch_size = check_int("batch_size", batch_size, 1)
     dataset, size = _nonempty_rows(ids, "causal LM batches")
     dataset = _ordered(dataset, size, shuffle, repeat, seed).map(_with_ends, num_parallel_calls=tf.data.AUTOTUNE)
     if pack:

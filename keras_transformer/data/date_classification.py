@@ -13,8 +13,8 @@ import dataclasses
 
 import tensorflow as tf
 
+from keras_transformer.checks import check_choice, check_int
 from keras_transformer.data import dates
-from keras_transformer.data.argument_checks import _check_int
 from keras_transformer.data.date_words import MONTH_NAMES, WEEKDAY_NAMES
 from keras_transformer.data.token_rows import _ordered, _pad_to, _with_ends
 
@@ -80,11 +80,9 @@ def date_classification(split, size=None, seed=0, label="month"):
     Raises:
         ValueError: an unknown `label` or split, or a bad size.
     """
-    if label not in DATE_LABELS:
-        raise ValueError(f"Unknown label {label!r}; expected one of {tuple(DATE_LABELS)}")
-    if split not in dates.SPLITS:
-        raise ValueError(f"Unknown split {split!r}; expected one of {dates.SPLITS}")
-    size = dates.DEFAULT_SIZES[split] if size is None else _check_int("size", size, 0)
+    check_choice("label", label, DATE_LABELS)
+    check_choice("split", split, dates.SPLITS)
+    size = dates.DEFAULT_SIZES[split] if size is None else check_int("size", size, 0)
     draw = size
     while True:
         samples = dates._sample(split, draw, seed)
@@ -125,9 +123,9 @@ def classification_dataset(ids, labels, seq_len, batch_size, shuffle=False, repe
         ValueError: `seq_len` < 3, `batch_size` < 1, `ids` and `labels` differ in length, a
             label is negative, or there is no example.
     """
-    seq_len = _check_int("seq_len", seq_len, 3)
-    batch_size = _check_int("batch_size", batch_size, 1)
-    labels = [_check_int("label", label, 0) for label in labels]
+    seq_len = check_int("seq_len", seq_len, 3)
+    batch_size = check_int("batch_size", batch_size, 1)
+    labels = [check_int("label", label, 0) for label in labels]
     if not isinstance(ids, tf.RaggedTensor) or ids.shape.rank != 2:
         raise ValueError(f"ids must be an int RaggedTensor [N, (T)] (from encode_texts), got {ids!r}")
     if int(ids.nrows()) != len(labels):

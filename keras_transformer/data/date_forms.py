@@ -234,7 +234,7 @@ def _recase(text, style, rng):
         return text[:1].upper() + text[1:]
     if style == "mixed":
         return " ".join(_recase(word, rng.choice(("lower", "upper", "title")), rng) for word in text.split(" "))
-    raise ValueError(f"Unknown case style {style!r}; expected one of {tuple(CASE_STYLES)}")
+    raise ValueError(f"`style` must be one of {tuple(CASE_STYLES)}. Received: style={style!r}")
 
 
 def _repad(text, rng):

@@ -6,8 +6,10 @@ in (British) English words, "and" joining hundreds to a remainder below one hund
 (105 -> "one hundred and five", 21 -> "twenty-first"); numeric ordinals ("21st"); and years as
 people say them ("nineteen eighty-seven", "two thousand and four").
 
-Pure Python (standard library only), like the corpus.
+Pure Python (the standard library, and the package's argument checks), like the corpus.
 """
+
+from keras_transformer.checks import check_choice, check_int
 
 __all__ = ["MONTH_NAMES", "MONTH_ABBREVIATIONS", "WEEKDAY_NAMES", "WEEKDAY_ABBREVIATIONS"]
 
@@ -90,10 +92,7 @@ def _spell_cardinal(number):
     2004 -> "two thousand and four", 1987 -> "one thousand nine hundred and
     eighty-seven".
     """
-    if not isinstance(number, int) or isinstance(number, bool):
-        raise TypeError(f"number must be an int, got {number!r}")
-    if not 0 <= number < 1_000_000:
-        raise ValueError(f"number must be in [0, 1000000), got {number}")
+    check_int("number", number, 0, 999_999)
     if number < 20:
         return _UNITS[number]
     if number < 100:
@@ -114,8 +113,7 @@ def _spell_cardinal(number):
 
 def _spell_ordinal(number):
     """Spell an ordinal 1 <= number < 1,000,000: 1 -> "first", 21 -> "twenty-first"."""
-    if not isinstance(number, int) or isinstance(number, bool) or number < 1:
-        raise ValueError(f"ordinal must be a positive int, got {number!r}")
+    check_int("number", number, 1, 999_999)
     cardinal = _spell_cardinal(number)
     # Only the last word (or last hyphenated part) takes the ordinal form.
     cut = max(cardinal.rfind(" "), cardinal.rfind("-")) + 1
@@ -151,10 +149,8 @@ def _spell_year(year, style="paired"):
     """
     if style == "cardinal":
         return _spell_cardinal(year)
-    if style != "paired":
-        raise ValueError(f"Unknown year style {style!r}; expected 'paired' or 'cardinal'")
-    if not 1000 <= year <= 9999:
-        raise ValueError(f"year must have four digits, got {year}")
+    check_choice("style", style, ("paired", "cardinal"))
+    check_int("year", year, 1000, 9999)
     century, rest = divmod(year, 100)
     if century % 10 == 0 and rest < 10:  # 2000..2009, 1000..1009, ...
         return _spell_cardinal(year)

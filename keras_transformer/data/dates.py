@@ -55,6 +55,7 @@ import functools
 import random
 import zlib
 
+from keras_transformer.checks import check_choice, check_int
 from keras_transformer.data.date_forms import _FORMAT_NAMES, _render, _vary_typing
 
 __all__ = ["SPLITS", "DEFAULT_SIZES", "builtin_corpus"]
@@ -152,14 +153,8 @@ def builtin_corpus(split, size=None, seed=0):
 
         A typical pair: `("the twenty-first of march nineteen eighty-seven", "1987-03-21")`.
     """
-    if split not in SPLITS:
-        raise ValueError(f"Unknown split {split!r}; expected one of {SPLITS}")
-    if size is None:
-        size = DEFAULT_SIZES[split]
-    if not isinstance(size, int) or isinstance(size, bool):
-        raise TypeError(f"size must be an int or None, got {size!r}")
-    if size < 0:
-        raise ValueError(f"Invalid size {size}; expected a non-negative integer or None")
+    check_choice("split", split, SPLITS)
+    size = DEFAULT_SIZES[split] if size is None else check_int("size", size, 0)
     samples = _sample(split, size, seed)
     sources = [source for _, _, source in samples]
     targets = [date.isoformat() for date, _, _ in samples]

@@ -30,7 +30,7 @@ import typing
 
 import tensorflow as tf
 
-from keras_transformer.data.argument_checks import _check_int, _check_rate
+from keras_transformer.checks import check_int, check_rate
 from keras_transformer.data.special_tokens import LM_RESERVED_TOKENS, MASK_ID, PAD_ID, RESERVED_TOKENS
 from keras_transformer.data.token_rows import _nonempty_rows, _ordered, _pad_to, _with_ends
 
@@ -103,22 +103,19 @@ def _checked_masking(vocab_size, mask_id, num_reserved, mask_rate, mask_token_ra
     Raises:
         ValueError: as listed in `masked_lm_dataset`.
     """
-    num_reserved = _check_int("num_reserved", num_reserved, len(RESERVED_TOKENS) + 1)
-    vocab_size = _check_int("vocab_size", vocab_size, num_reserved + 2)
+    num_reserved = check_int("num_reserved", num_reserved, len(RESERVED_TOKENS) + 1)
+    vocab_size = check_int("vocab_size", vocab_size, num_reserved + 2)
     if mask_id is None:
         raise ValueError("mask_id is None: the vocabulary has no <mask>; learn it with extra_reserved=(MASK_TOKEN,)")
-    mask_id = _check_int("mask_id", mask_id, 0)
-    if not len(RESERVED_TOKENS) <= mask_id < num_reserved:
-        raise ValueError(
-            f"mask_id must be a reserved id after the first {len(RESERVED_TOKENS)} (< num_reserved={num_reserved}), "
-            f"got {mask_id}"
-        )
-    mask_rate = _check_rate("mask_rate", mask_rate)
-    mask_token_rate = _check_rate("mask_token_rate", mask_token_rate, low_open=False, high_open=False)
-    random_token_rate = _check_rate("random_token_rate", random_token_rate, low_open=False, high_open=False)
+    # A reserved id after those of every vocabulary (RESERVED_TOKENS).
+    mask_id = check_int("mask_id", mask_id, len(RESERVED_TOKENS), num_reserved - 1)
+    mask_rate = check_rate("mask_rate", mask_rate, allow_zero=False)
+    mask_token_rate = check_rate("mask_token_rate", mask_token_rate, allow_one=True)
+    random_token_rate = check_rate("random_token_rate", random_token_rate, allow_one=True)
     if mask_token_rate + random_token_rate > 1.0:
         raise ValueError(
-            f"mask_token_rate + random_token_rate must be at most 1, got {mask_token_rate} + {random_token_rate}"
+            "`mask_token_rate + random_token_rate` must be at most 1. "
+            f"Received: mask_token_rate={mask_token_rate}, random_token_rate={random_token_rate}"
         )
     return _Masking(vocab_size, mask_id, num_reserved, mask_rate, mask_token_rate, random_token_rate)
 
@@ -190,10 +187,10 @@ def masked_lm_dataset(
             vocabulary has no `<mask>`), fewer than two text pieces in the vocabulary, or no
             text has a token.
     """
-    seq_len = _check_int("seq_len", seq_len, 3)
-    batch_size = _check_int("batch_size", batch_size, 1)
+    seq_len = check_int("seq_len", seq_len, 3)
+    batch_size = check_int("batch_size", batch_size, 1)
     masking = _checked_masking(vocab_size, mask_id, num_reserved, mask_rate, mask_token_rate, random_token_rate)
-    seed = _check_int("seed", seed, -(2**63))
+    seed = check_int("seed", seed, -(2**63))
     dataset, size = _nonempty_rows(ids, "masked LM batches")
     dataset = _ordered(dataset, size, shuffle, repeat, seed).enumerate()
     dataset = dataset.map(_masked_example(seq_len, seed, masking), num_parallel_calls=tf.data.AUTOTUNE)

@@ -18,6 +18,7 @@ import gzip
 import zlib
 from pathlib import Path
 
+from keras_transformer.checks import check_choice
 from keras_transformer.data import dates
 
 SPLITS = ("train", "validation", "test")
@@ -168,8 +169,7 @@ def load_corpus(train_config, split):
     Returns:
         `ParallelText`.
     """
-    if split not in SPLITS:
-        raise ValueError(f"Unknown split {split!r}; expected one of {SPLITS}")
+    check_choice("split", split, SPLITS)
     size = getattr(train_config, f"{split}_size")
     if train_config.corpus == "builtin":
         sources, targets = dates.builtin_corpus(split, size=size or None, seed=train_config.seed)

@@ -17,8 +17,8 @@ import dataclasses
 
 import tensorflow as tf
 
+from keras_transformer.checks import check_choice, check_int
 from keras_transformer.data import dates
-from keras_transformer.data.argument_checks import _check_int
 from keras_transformer.data.parallel_text import MAX_LINE_BYTES, CorpusError, _read_lines
 from keras_transformer.data.translation_batches import _tokenize_all
 
@@ -66,8 +66,7 @@ def builtin_texts(split, size=None, seed=0, side="source"):
     Raises:
         ValueError: an unknown `side` (or split, or a bad size).
     """
-    if side not in SIDES:
-        raise ValueError(f"Unknown side {side!r}; expected one of {SIDES}")
+    check_choice("side", side, SIDES)
     sources, targets = dates.builtin_corpus(split, size=size, seed=seed)
     if side == "source":
         return TextCorpus(sources)
@@ -188,19 +187,18 @@ def load_texts(
     Raises:
         ValueError: an unknown `corpus`, or the argument it needs is missing.
     """
-    size = _check_int("size", size, 0)
+    size = check_int("size", size, 0)
+    check_choice("corpus", corpus, ("builtin", "files", "tfds"))
     if corpus == "builtin":
         return builtin_texts(split, size=size or None, seed=seed, side=side)
     if corpus == "files":
         if path is None:
             raise ValueError(f"corpus 'files' needs the path of split {split!r}'s line file")
         text = read_text_file(path)
-    elif corpus == "tfds":
+    else:
         if not tfds_name:
             raise ValueError("corpus 'tfds' needs tfds_name")
         text = load_tfds_texts(tfds_name, split, tfds_feature, tfds_data_dir or None)
-    else:
-        raise ValueError(f"Unknown corpus {corpus!r}; expected 'builtin', 'files' or 'tfds'")
     return TextCorpus(text.texts[:size], text.skipped) if size else text
 
 

@@ -63,6 +63,7 @@ import uuid
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from keras_transformer.checks import check_bool
 from keras_transformer.data.special_tokens import (
     END_ID,
     LM_RESERVED_TOKENS,
@@ -144,10 +145,7 @@ class SubwordTokenizer(tf.Module):
 
     def __init__(self, vocab_path, name=None, normalize_typing=False):
         super().__init__(name=name)
-        if not isinstance(normalize_typing, bool):
-            kind = type(normalize_typing).__name__
-            raise TypeError(f"normalize_typing must be a bool, got {kind}: {normalize_typing!r}")
-        self._normalize_typing = normalize_typing
+        self._normalize_typing = check_bool("normalize_typing", normalize_typing)
         vocab_path = os.fspath(vocab_path)
         tokens = read_vocabulary(vocab_path)
         self._vocab_path = vocab_path

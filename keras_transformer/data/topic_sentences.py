@@ -23,7 +23,7 @@ import zlib
 
 import numpy as np
 
-from keras_transformer.data.argument_checks import _check_int, _check_rate
+from keras_transformer.checks import check_choice, check_int, check_rate
 
 __all__ = ["FUNCTION_WORDS", "TEMPLATES", "TOPIC_SPLITS", "TopicSentences", "topic_lexicon", "topic_sentences"]
 
@@ -87,8 +87,8 @@ def topic_lexicon(num_topics=8, words_per_topic=60):
     Raises:
         ValueError: a size is not an int or is too small.
     """
-    num_topics = _check_int("num_topics", num_topics, 2)
-    words_per_topic = _check_int("words_per_topic", words_per_topic, 4)
+    num_topics = check_int("num_topics", num_topics, 2)
+    words_per_topic = check_int("words_per_topic", words_per_topic, 4)
     rng = np.random.default_rng(_LEXICON_SEED)
     needed, words, seen = num_topics * words_per_topic, [], set(FUNCTION_WORDS)
     while len(words) < needed:
@@ -145,11 +145,10 @@ def topic_sentences(split, size, seed=0, num_topics=8, words_per_topic=60, noise
     Raises:
         ValueError: an unknown split, or a size, seed or rate out of range.
     """
-    if split not in TOPIC_SPLITS:
-        raise ValueError(f"Unknown split {split!r}; expected one of {TOPIC_SPLITS}")
-    size = _check_int("size", size, 0)
-    seed = _check_int("seed", seed, 0)
-    noise_rate = _check_rate("noise_rate", noise_rate, low_open=False)
+    check_choice("split", split, TOPIC_SPLITS)
+    size = check_int("size", size, 0)
+    seed = check_int("seed", seed, 0)
+    noise_rate = check_rate("noise_rate", noise_rate)
     lexicon = topic_lexicon(num_topics, words_per_topic)
     rng = np.random.default_rng([seed, TOPIC_SPLITS.index(split)])
     buckets, texts, labels = _SPLIT_BUCKETS[split], [], []

@@ -38,6 +38,7 @@ Generation is pure Python (standard library only). Scoring a model on the set is
 import random
 import re
 
+from keras_transformer.checks import check_int
 from keras_transformer.data import date_forms, date_words, dates
 
 __all__ = ["CATEGORIES", "DEFAULT_SIZE_PER_CATEGORY", "typed_date_set"]
@@ -139,7 +140,7 @@ def _type(category, source, date, rng):
         return source.replace(",", "")
     if category == "zero_padding_flipped":
         return _flip_padding(source)
-    raise ValueError(f"Unknown category {category!r}; expected one of {CATEGORIES}")
+    raise ValueError(f"`category` must be one of {CATEGORIES}. Received: category={category!r}")
 
 
 def _category_examples(category, size, seed, with_renderings=False):
@@ -187,9 +188,7 @@ def typed_date_set(size_per_category=DEFAULT_SIZE_PER_CATEGORY, seed=0, categori
         >>> all(source == source.upper() for source in sources), len(targets)
         (True, 2)
     """
-    unknown = [category for category in categories if category not in CATEGORIES]
-    if unknown:
-        raise ValueError(f"Unknown categories {unknown}; expected some of {CATEGORIES}")
-    if not isinstance(size_per_category, int) or isinstance(size_per_category, bool) or size_per_category < 0:
-        raise ValueError(f"size_per_category must be an int >= 0. Received: {size_per_category!r}")
+    if any(category not in CATEGORIES for category in categories):
+        raise ValueError(f"`categories` must be some of {CATEGORIES}. Received: categories={categories!r}")
+    check_int("size_per_category", size_per_category, 0)
     return {category: _category_examples(category, size_per_category, seed) for category in categories}

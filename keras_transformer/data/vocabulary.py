@@ -21,7 +21,6 @@ piece of a word is stored as is, the following ones with the `SUFFIX_INDICATOR` 
 from __future__ import annotations
 
 import collections
-import numbers
 import os
 import re
 import tempfile
@@ -31,6 +30,7 @@ from typing import Iterable, Sequence
 import tensorflow as tf
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as _learner
 
+from keras_transformer.checks import check_int
 from keras_transformer.data.special_tokens import MASK_TOKEN, RESERVED_TOKENS
 from keras_transformer.data.text_normalization import _LEARN_BATCH_SIZE, _batches, normalize_text, split_words
 
@@ -119,7 +119,7 @@ def learn_vocabulary(
       The vocabulary, a list of at most `vocab_size` unique tokens.
 
     Raises:
-      ValueError: `vocab_size` < the number of reserved tokens + 1; too small to hold every
+      ValueError: `vocab_size` not an int or < the number of reserved tokens + 1; too small to hold every
         seen character in both forms; the corpus has no words; or an extra reserved token is
         not of the form `<name>` or repeats one.
     """
@@ -147,18 +147,12 @@ def _checked_size(vocab_size, extra_reserved) -> tuple[int, tuple[str, ...]]:
     """`vocab_size` as an `int` and the reserved tokens, `RESERVED_TOKENS` then `extra_reserved`.
 
     Raises:
-      TypeError: `vocab_size` is not an int.
-      ValueError: `vocab_size` < the number of reserved tokens + 1, or a bad extra reserved token.
+      ValueError: `vocab_size` is not an int, or < the number of reserved tokens + 1, or a bad
+        extra reserved token.
     """
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, numbers.Integral):
-        raise TypeError(f"vocab_size must be an int, got {type(vocab_size).__name__}: {vocab_size!r}")
-    vocab_size = int(vocab_size)
+    vocab_size = check_int("vocab_size", vocab_size)
     reserved = RESERVED_TOKENS + _check_extra_reserved(extra_reserved)
-    min_size = len(reserved) + 1
-    if vocab_size < min_size:
-        raise ValueError(
-            f"vocab_size must be at least {min_size} (the {len(reserved)} reserved tokens + 1), got {vocab_size}"
-        )
+    check_int("vocab_size", vocab_size, len(reserved) + 1)  # the reserved tokens and one piece at least
     return vocab_size, reserved
 
 
