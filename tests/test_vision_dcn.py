@@ -209,8 +209,8 @@ def test_bad_arguments_and_a_k_larger_than_the_grid_name_the_value():
         ({"mode": "both"}, "`mode` must be one of ('dcn', 'coarse', 'fine'). Received: mode='both'"),
         ({"k": 0}, "`k` must be an int >= 1. Received: k=0"),
         ({"patch_size": 6, "coarse_factor": 4}, "`patch_size` must be a multiple of `coarse_factor` (4)"),
-        ({"top_kernel_size": 2}, "`top_kernel_size` must be odd. Received: top_kernel_size=2"),
-        ({"fine_filters": ()}, "`fine_filters` must be a tuple of positive ints. Received: fine_filters=()"),
+        ({"top_kernel_size": 2}, "`top_kernel_size` must be an odd int >= 1. Received: top_kernel_size=2"),
+        ({"fine_filters": ()}, "`fine_filters` must be a non-empty tuple of ints >= 1. Received: fine_filters=()"),
         ({"hint_weight": -1.0}, "`hint_weight` must be a number >= 0. Received: hint_weight=-1.0"),
     ):
         with pytest.raises(ValueError) as error:

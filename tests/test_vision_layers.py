@@ -461,17 +461,23 @@ def test_one_model_serves_every_image_size_and_saves(tmp_path):
 @pytest.mark.parametrize(
     "make, message",
     [
-        (lambda: SqueezeExcitation(reduction=0), "`reduction` must be a positive int. Received: reduction=0"),
-        (lambda: CBAM(reduction=1.5), "`reduction` must be a positive int. Received: reduction=1.5"),
-        (lambda: SpatialAttention(kernel_size=4), "`kernel_size` must be a positive odd int. Received: kernel_size=4"),
+        (lambda: SqueezeExcitation(reduction=0), "`reduction` must be an int >= 1. Received: reduction=0"),
+        (lambda: CBAM(reduction=1.5), "`reduction` must be an int >= 1. Received: reduction=1.5"),
+        (lambda: SpatialAttention(kernel_size=4), "`kernel_size` must be an odd int >= 1. Received: kernel_size=4"),
         (lambda: CBAM(kernel_size=0), "Received: kernel_size=0"),
-        (lambda: SelectiveKernel(0), "`filters` must be a positive int. Received: filters=0"),
-        (lambda: SelectiveKernel(4, kernel_sizes=(3,)), r"odd ints. Received: kernel_sizes=\(3,\)"),
-        (lambda: SelectiveKernel(4, kernel_sizes=(3, 4)), r"Received: kernel_sizes=\(3, 4\)"),
-        (lambda: SelectiveKernel(4, min_units=0), "`min_units` must be a positive int. Received: min_units=0"),
-        (lambda: SqueezeExcitation(min_units=0), "`min_units` must be a positive int. Received: min_units=0"),
-        (lambda: CBAM(min_units=1.5), "`min_units` must be a positive int. Received: min_units=1.5"),
-        (lambda: ResidualAttention(filters=-1), "`filters` must be a positive int. Received: filters=-1"),
+        (lambda: SelectiveKernel(0), "`filters` must be an int >= 1. Received: filters=0"),
+        (
+            lambda: SelectiveKernel(4, kernel_sizes=(3,)),
+            r"`kernel_sizes` must be a tuple of 2 or more ints >= 1. Received: kernel_sizes=\(3,\)",
+        ),
+        (
+            lambda: SelectiveKernel(4, kernel_sizes=(3, 4)),
+            r"`kernel_sizes` must be a tuple of 2 or more odd ints >= 1. Received: kernel_sizes=\(3, 4\)",
+        ),
+        (lambda: SelectiveKernel(4, min_units=0), "`min_units` must be an int >= 1. Received: min_units=0"),
+        (lambda: SqueezeExcitation(min_units=0), "`min_units` must be an int >= 1. Received: min_units=0"),
+        (lambda: CBAM(min_units=1.5), "`min_units` must be an int >= 1. Received: min_units=1.5"),
+        (lambda: ResidualAttention(filters=-1), "`filters` must be an int >= 1. Received: filters=-1"),
         (lambda: SpatialTransformer(output_size=(4,)), r"Received: output_size=\(4,\)"),
         (lambda: SpatialTransformer(localization_filters=(8,)), r"Received: localization_filters=\(8,\)"),
         (lambda: SpatialTransformer(localization_units=0), "Received: localization_units=0"),
@@ -533,7 +539,7 @@ def test_scale_attention_matches_its_formula_on_grids_of_any_size(fusion):
 def test_scale_attention_rejects_bad_arguments_naming_them():
     with pytest.raises(ValueError, match="`fusion` must be one of .*fusion='median'"):
         ScaleAttention("median")
-    with pytest.raises(ValueError, match="`units` must be a positive int. Received: units=0"):
+    with pytest.raises(ValueError, match="`units` must be an int >= 1. Received: units=0"):
         ScaleAttention(units=0)
     with pytest.raises(ValueError, match="two or more scales. Received: 1"):
         ScaleAttention()([np.ones((1, 4, 4, 2), "float32")])

@@ -123,7 +123,7 @@ def test_placement_glimpses_are_the_glyph_centred_and_upright():
         ({"split": "dev"}, "`split` must be one of"),
         ({"size": 8}, "`size` must be an int >= 16. Received: size=8"),
         ({"object_scale": (0.5, 0.3)}, r"Received: object_scale=\(0.5, 0.3\)"),
-        ({"max_rotation": 200}, r"`max_rotation` must be a number in \[0.0, 180.0\]. Received: max_rotation=200"),
+        ({"max_rotation": 200}, r"`max_rotation` must be a number in \[0, 180\]. Received: max_rotation=200"),
         ({"clutter": -1}, "`clutter` must be an int >= 0. Received: clutter=-1"),
         ({"fragment_size": 0}, "Received: fragment_size=0"),
         ({"glyphs": "0a"}, r"No bitmap for \['a'\]"),

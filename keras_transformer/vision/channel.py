@@ -13,29 +13,7 @@ those numbers with a small bottleneck network, and multiply the feature maps by 
 import keras
 from keras import ops
 
-
-def check_reduction(reduction):
-    """Check a bottleneck's reduction ratio r (the MLP's hidden width is C // r).
-
-    Args:
-        reduction: the value given as `reduction`.
-
-    Returns:
-        `reduction`, a positive int.
-
-    Raises:
-        ValueError: `reduction` is not a positive int; the message names the value.
-    """
-    if not isinstance(reduction, int) or isinstance(reduction, bool) or reduction < 1:
-        raise ValueError(f"`reduction` must be a positive int. Received: reduction={reduction!r}")
-    return reduction
-
-
-def check_min_units(min_units):
-    """Check a bottleneck's smallest hidden width; return it. A `ValueError` naming the value otherwise."""
-    if not isinstance(min_units, int) or isinstance(min_units, bool) or min_units < 1:
-        raise ValueError(f"`min_units` must be a positive int. Received: min_units={min_units!r}")
-    return min_units
+from keras_transformer.checks import check_int, check_ints
 
 
 def bottleneck_units(channels, reduction, min_units):
@@ -94,8 +72,8 @@ class SqueezeExcitation(keras.layers.Layer):
 
     def __init__(self, reduction=16, min_units=8, **kwargs):
         super().__init__(**kwargs)
-        self.reduction = check_reduction(reduction)
-        self.min_units = check_min_units(min_units)
+        self.reduction = check_int("reduction", reduction, 1)
+        self.min_units = check_int("min_units", min_units, 1)
 
     def build(self, input_shape):
         channels = channels_of(input_shape, "SqueezeExcitation")
@@ -157,8 +135,8 @@ class ChannelAttention(keras.layers.Layer):
 
     def __init__(self, reduction=16, min_units=8, **kwargs):
         super().__init__(**kwargs)
-        self.reduction = check_reduction(reduction)
-        self.min_units = check_min_units(min_units)
+        self.reduction = check_int("reduction", reduction, 1)
+        self.min_units = check_int("min_units", min_units, 1)
 
     def build(self, input_shape):
         channels = channels_of(input_shape, "ChannelAttention")
@@ -239,17 +217,15 @@ class SelectiveKernel(keras.layers.Layer):
 
     def __init__(self, filters, kernel_sizes=(3, 5), reduction=16, min_units=32, dilated=True, **kwargs):
         super().__init__(**kwargs)
-        if not isinstance(filters, int) or isinstance(filters, bool) or filters < 1:
-            raise ValueError(f"`filters` must be a positive int. Received: filters={filters!r}")
-        kernel_sizes = tuple(kernel_sizes)
-        if len(kernel_sizes) < 2 or any(not isinstance(k, int) or k < 1 or k % 2 == 0 for k in kernel_sizes):
+        self.filters = check_int("filters", filters, 1)
+        kernel_sizes = check_ints("kernel_sizes", kernel_sizes, 1, min_length=2)
+        if any(k % 2 == 0 for k in kernel_sizes):
             raise ValueError(
-                f"`kernel_sizes` must be two or more positive odd ints. Received: kernel_sizes={kernel_sizes!r}"
+                f"`kernel_sizes` must be a tuple of 2 or more odd ints >= 1. Received: kernel_sizes={kernel_sizes!r}"
             )
-        self.filters = filters
         self.kernel_sizes = kernel_sizes
-        self.reduction = check_reduction(reduction)
-        self.min_units = check_min_units(min_units)
+        self.reduction = check_int("reduction", reduction, 1)
+        self.min_units = check_int("min_units", min_units, 1)
         self.dilated = bool(dilated)
 
     def build(self, input_shape):

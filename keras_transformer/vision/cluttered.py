@@ -40,6 +40,8 @@ import math
 
 import numpy as np
 
+from keras_transformer.checks import check_choice, check_int, check_number
+
 SPLITS = ("train", "validation", "test")
 GLYPH_SETS = {"digits": "0123456789", "fine": "OQCGEFPRBD"}
 # 5x7 bitmaps, one string of 7 rows of 5 columns per character ("#" ink, "." background).
@@ -170,12 +172,6 @@ def _glyph_coordinates(rows, columns, centres, heights, angles, glyph_shape):
     return qy + (glyph_shape[0] - 1) / 2.0, qx + (glyph_shape[1] - 1) / 2.0
 
 
-def _check(name, value, low, high=None):
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < low or (high and value > high):
-        bounds = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise ValueError(f"`{name}` must be a number {bounds}. Received: {name}={value!r}")
-
-
 def generate(
     num_examples,
     seed=0,
@@ -256,25 +252,18 @@ def _check_arguments(num_examples, split, size, object_scale, max_rotation, clut
     Raises:
         ValueError: an argument out of range; the message names it and its value.
     """
-    if split not in SPLITS:
-        raise ValueError(f"`split` must be one of {SPLITS}. Received: split={split!r}")
-    if not isinstance(num_examples, int) or num_examples < 0:
-        raise ValueError(f"`num_examples` must be an int >= 0. Received: num_examples={num_examples!r}")
-    if not isinstance(size, int) or size < 16:
-        raise ValueError(f"`size` must be an int >= 16. Received: size={size!r}")
+    check_choice("split", split, SPLITS)
+    check_int("num_examples", num_examples, 0)
+    check_int("size", size, 16)
     low, high = object_scale
     if not 0.1 <= low <= high <= 0.9:
         raise ValueError(
             f"`object_scale` must be (low, high), 0.1 <= low <= high <= 0.9. Received: object_scale={object_scale!r}"
         )
-    _check("max_rotation", max_rotation, 0.0, 180.0)
-    _check("noise", noise, 0.0)
-    if not isinstance(clutter, int) or clutter < 0:
-        raise ValueError(f"`clutter` must be an int >= 0. Received: clutter={clutter!r}")
-    fragment_size = max(2, size // 4) if fragment_size is None else fragment_size
-    if not isinstance(fragment_size, int) or not 1 <= fragment_size <= size:
-        raise ValueError(f"`fragment_size` must be an int in [1, size]. Received: fragment_size={fragment_size!r}")
-    return fragment_size
+    check_number("max_rotation", max_rotation, 0, 180)
+    check_number("noise", noise, 0)
+    check_int("clutter", clutter, 0)
+    return max(2, size // 4) if fragment_size is None else check_int("fragment_size", fragment_size, 1, size)
 
 
 def _placements(rng, n, classes, object_scale, max_rotation, size):

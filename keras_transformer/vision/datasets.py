@@ -15,6 +15,8 @@ channel count and size (padded, not stretched, keeping the aspect ratio), then b
 
 import tensorflow as tf
 
+from keras_transformer.checks import check_choice
+
 
 def prepare_images(images, channels=None, image_size=None):
     """Images to float32 in [0, 1], with `channels` channels and `image_size` height and width.
@@ -28,6 +30,7 @@ def prepare_images(images, channels=None, image_size=None):
     Returns:
         float32 tensor `[..., height, width, channels]`.
     """
+    check_choice("channels", channels, (None, 1, 3))
     if images.dtype == tf.uint8:
         images = tf.cast(images, tf.float32) / 255.0
     else:
@@ -35,10 +38,8 @@ def prepare_images(images, channels=None, image_size=None):
     if channels is not None and images.shape[-1] != channels:
         if channels == 1:
             images = tf.image.rgb_to_grayscale(images)
-        elif channels == 3:
-            images = tf.image.grayscale_to_rgb(images)
         else:
-            raise ValueError(f"`channels` must be None, 1 or 3. Received: channels={channels!r}")
+            images = tf.image.grayscale_to_rgb(images)
     if image_size is not None:
         images = tf.image.resize_with_pad(images, *image_size)
     return images

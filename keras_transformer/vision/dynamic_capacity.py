@@ -56,26 +56,9 @@ where the relu has no gradient); the 3x3 convolutions start from He-normal weigh
 import keras
 from keras import ops
 
+from keras_transformer.checks import check_choice, check_int, check_ints, check_number
+
 MODES = ("dcn", "coarse", "fine")
-
-
-def _check_int(name, value, minimum=1):
-    """`value` if it is an int >= `minimum`; a `ValueError` naming the argument and the value otherwise."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"`{name}` must be an int >= {minimum}. Received: {name}={value!r}")
-    return value
-
-
-def _check_widths(name, value, allow_empty=False):
-    """`value` as a tuple of positive ints; a `ValueError` naming the argument and the value otherwise."""
-    widths = tuple(value) if isinstance(value, (list, tuple)) else None
-    if (
-        widths is None
-        or (not widths and not allow_empty)
-        or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in widths)
-    ):
-        raise ValueError(f"`{name}` must be a tuple of positive ints. Received: {name}={value!r}")
-    return widths
 
 
 def grid_size(height, width, patch_size):
@@ -237,8 +220,7 @@ class DynamicCapacityNetwork(keras.Model):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if mode not in MODES:
-            raise ValueError(f"`mode` must be one of {MODES}. Received: mode={mode!r}")
+        check_choice("mode", mode, MODES)
         for name, value in (
             ("num_classes", num_classes),
             ("channels", channels),
@@ -248,22 +230,22 @@ class DynamicCapacityNetwork(keras.Model):
             ("top_units", top_units),
             ("k", k),
         ):
-            _check_int(name, value)
+            check_int(name, value, 1)
         if patch_size % coarse_factor:
             raise ValueError(
                 f"`patch_size` must be a multiple of `coarse_factor` ({coarse_factor}). "
                 f"Received: patch_size={patch_size!r}"
             )
-        _check_int("top_kernel_size", top_kernel_size)
-        if top_kernel_size % 2 == 0:
-            raise ValueError(f"`top_kernel_size` must be odd. Received: top_kernel_size={top_kernel_size!r}")
-        for name, value in (("hint_weight", hint_weight), ("coarse_weight", coarse_weight)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"`{name}` must be a number >= 0. Received: {name}={value!r}")
+        if check_int("top_kernel_size", top_kernel_size, 1) % 2 == 0:
+            raise ValueError(
+                f"`top_kernel_size` must be an odd int >= 1. Received: top_kernel_size={top_kernel_size!r}"
+            )
+        check_number("hint_weight", hint_weight, 0)
+        check_number("coarse_weight", coarse_weight, 0)
         self.num_classes, self.channels, self.patch_size = num_classes, channels, patch_size
         self.coarse_factor = coarse_factor
-        self.coarse_filters = _check_widths("coarse_filters", coarse_filters, allow_empty=True)
-        self.fine_filters = _check_widths("fine_filters", fine_filters)
+        self.coarse_filters = check_ints("coarse_filters", coarse_filters, 1, min_length=0)
+        self.fine_filters = check_ints("fine_filters", fine_filters, 1)
         self.features, self.top_units, self.top_kernel_size = features, top_units, top_kernel_size
         self.k, self.mode = k, mode
         self.hint_weight, self.coarse_weight = float(hint_weight), float(coarse_weight)
@@ -342,7 +324,7 @@ class DynamicCapacityNetwork(keras.Model):
             features = ops.reshape(fine, (shape[0], h, w, self.features))
             logits, _ = self.top(features)
             return {"logits": logits, "features": features} if return_details else logits
-        k = self.k if k is None else _check_int("k", k)
+        k = self.k if k is None else check_int("k", k, 1)
         if isinstance(h, int) and isinstance(w, int) and k > h * w:
             raise ValueError(
                 f"`k` must be at most the grid's {h} x {w} = {h * w} positions of {shape[1]} x {shape[2]} images "

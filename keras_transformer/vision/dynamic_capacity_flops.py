@@ -11,7 +11,8 @@ import math
 
 import keras
 
-from keras_transformer.vision.dynamic_capacity import _check_int, grid_size
+from keras_transformer.checks import check_int
+from keras_transformer.vision.dynamic_capacity import grid_size
 
 
 def _layer_flops(layer, shape):
@@ -68,9 +69,9 @@ def flop_counts(model, height, width, k=None):
         `"parts"` (FLOPs of `"coarse_net"`, `"fine_patch"` (one patch), `"top"`, `"saliency"`,
         `"scatter"`) and `"grid"` `(h, w)`.
     """
-    _check_int("height", height)
-    _check_int("width", width)
-    k = model.k if k is None else _check_int("k", k)
+    check_int("height", height, 1)
+    check_int("width", width, 1)
+    k = model.k if k is None else check_int("k", k, 1)
     p, c, d = model.patch_size, model.channels, model.features
     h, w = grid_size(height, width, p)
     if k > h * w:

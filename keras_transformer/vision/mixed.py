@@ -8,7 +8,8 @@
 import keras
 from keras import ops
 
-from keras_transformer.vision.channel import ChannelAttention, channels_of, check_min_units, check_reduction
+from keras_transformer.checks import check_int
+from keras_transformer.vision.channel import ChannelAttention, channels_of
 from keras_transformer.vision.spatial import SpatialAttention
 
 
@@ -47,9 +48,9 @@ class CBAM(keras.layers.Layer):
 
     def __init__(self, reduction=16, kernel_size=7, min_units=8, **kwargs):
         super().__init__(**kwargs)
-        self.reduction = check_reduction(reduction)
+        self.reduction = check_int("reduction", reduction, 1)
         self.kernel_size = kernel_size
-        self.min_units = check_min_units(min_units)
+        self.min_units = check_int("min_units", min_units, 1)
         self.channel_attention = ChannelAttention(
             reduction, min_units, dtype=self.dtype_policy, name="channel_attention"
         )
@@ -137,8 +138,7 @@ class ResidualAttention(keras.layers.Layer):
 
     def __init__(self, filters, **kwargs):
         super().__init__(**kwargs)
-        if not isinstance(filters, int) or isinstance(filters, bool) or filters < 1:
-            raise ValueError(f"`filters` must be a positive int. Received: filters={filters!r}")
+        check_int("filters", filters, 1)
         self.filters = filters
 
     def _conv(self, size, activation, name, input_channels):

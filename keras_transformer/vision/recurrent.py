@@ -45,8 +45,8 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer.checks import check_choice, check_int, check_number
 from keras_transformer.layers.reinforce import Reinforce
-from keras_transformer.vision.dynamic_capacity import _check_int
 from keras_transformer.vision.spatial import bilinear_sample
 
 CORES = ("gru", "lstm", "rnn")
@@ -96,8 +96,8 @@ class GlimpseSensor(keras.layers.Layer):
 
     def __init__(self, patch_size=12, scales=3, **kwargs):
         super().__init__(**kwargs)
-        self.patch_size = _check_int("patch_size", patch_size, 1)
-        self.scales = _check_int("scales", scales, 1)
+        self.patch_size = check_int("patch_size", patch_size, 1)
+        self.scales = check_int("scales", scales, 1)
 
     def call(self, images, locations):
         shape = ops.shape(images)
@@ -183,21 +183,17 @@ class RecurrentAttentionModel(keras.Model):
         location_std=0.1, reward="correct", policy_trains_core=True, reinforce=None, seed=None, **kwargs,
     ):  # fmt: skip
         super().__init__(**kwargs)
-        if reward not in REWARDS:
-            raise ValueError(f"`reward` must be one of {REWARDS}. Received: reward={reward!r}")
-        if core not in CORES:
-            raise ValueError(f"`core` must be one of {CORES}. Received: core={core!r}")
-        std = location_std
-        if isinstance(std, bool) or not isinstance(std, (int, float)) or not std > 0:
-            raise ValueError(f"`location_std` must be a number > 0. Received: location_std={location_std!r}")
+        check_choice("reward", reward, REWARDS)
+        check_choice("core", core, CORES)
+        check_number("location_std", location_std, greater_than=0)
         reinforce = DEFAULT_REINFORCE if reinforce is None else reinforce
         self.reinforce = Reinforce(**reinforce) if isinstance(reinforce, dict) else reinforce
         if not isinstance(self.reinforce, Reinforce):
             raise ValueError(f"`reinforce` must be a Reinforce, its config or None. Received: {reinforce!r}")
-        self.num_classes = _check_int("num_classes", num_classes, 1)
-        self.glimpses = _check_int("glimpses", glimpses, 1)
-        self.glimpse_units = _check_int("glimpse_units", glimpse_units, 1)
-        self.units = _check_int("units", units, 1)
+        self.num_classes = check_int("num_classes", num_classes, 1)
+        self.glimpses = check_int("glimpses", glimpses, 1)
+        self.glimpse_units = check_int("glimpse_units", glimpse_units, 1)
+        self.units = check_int("units", units, 1)
         self.core, self.location_std, self.reward, self.seed = core, float(location_std), reward, seed
         self.policy_trains_core = bool(policy_trains_core)
         self.sensor = GlimpseSensor(patch_size, scales, name="glimpse_sensor")

@@ -54,6 +54,7 @@ the task are in `keras_transformer.vision.saliency_metrics`.
 import keras
 from keras import ops
 
+from keras_transformer.checks import check_choice, check_ints
 from keras_transformer.vision.mixed import CBAM, ResidualAttention, upsample_to
 
 SALIENCY_ATTENTIONS = ("none", "cbam", "residual")
@@ -86,17 +87,6 @@ def _conv(filters, name, size=3, activation="relu"):
     return keras.layers.Conv2D(filters, size, padding="same", activation=activation, name=name)
 
 
-def _check_filters(filters):
-    filters = tuple(filters) if isinstance(filters, (tuple, list)) else filters
-    if (
-        not isinstance(filters, tuple)
-        or len(filters) != 3
-        or any(not isinstance(f, int) or isinstance(f, bool) or f < 1 for f in filters)
-    ):
-        raise ValueError(f"`filters` must be three positive ints, one per stage. Received: filters={filters!r}")
-    return filters
-
-
 def build_saliency_model(
     attention="none", filters=(16, 32, 64), channels=1, reduction=16, spatial_kernel_size=7, block="plain"
 ):
@@ -122,11 +112,9 @@ def build_saliency_model(
     Raises:
         ValueError: an unknown `attention` or `block`, or `filters` not three positive ints.
     """
-    if attention not in SALIENCY_ATTENTIONS:
-        raise ValueError(f"`attention` must be one of {SALIENCY_ATTENTIONS}. Received: attention={attention!r}")
-    if block not in SALIENCY_BLOCKS:
-        raise ValueError(f"`block` must be one of {SALIENCY_BLOCKS}. Received: block={block!r}")
-    filters = _check_filters(filters)
+    check_choice("attention", attention, SALIENCY_ATTENTIONS)
+    check_choice("block", block, SALIENCY_BLOCKS)
+    filters = check_ints("filters", filters, 1, length=3)  # one per stage
     images = keras.Input((None, None, channels), name="images")
     skips, x = [], images
     for i, width in enumerate(filters, start=1):

@@ -33,6 +33,8 @@ max F = (1 + beta^2) p / (beta^2 p + 1), p the mean share of the masks.
 
 import numpy as np
 
+from keras_transformer.checks import check_number
+
 BETA_SQUARED = 0.3
 THRESHOLDS = np.arange(256) / 255.0
 POINTING_TOLERANCE_224 = 15.0  # pixels on a 224-pixel image (Zhang et al. 2016)
@@ -153,8 +155,7 @@ def pointing_hits(maps, masks, tolerance=None):
             f"`maps` and `masks` must both be [N, H, W] of one shape. Received: maps {maps.shape}, masks {masks.shape}"
         )
     tolerance = pointing_tolerance(max(maps.shape[1:])) if tolerance is None else tolerance
-    if not tolerance >= 0:
-        raise ValueError(f"`tolerance` must be >= 0. Received: tolerance={tolerance!r}")
+    check_number("tolerance", tolerance, 0)
     near = within_tolerance(masks, tolerance)
     peak = maps == maps.max(axis=(1, 2), keepdims=True)
     return (peak & near).sum(axis=(1, 2)) / peak.sum(axis=(1, 2))

@@ -19,6 +19,7 @@ the scales.
 import keras
 from keras import ops
 
+from keras_transformer.checks import check_choice, check_int
 from keras_transformer.vision.channel import channels_of
 
 FUSIONS = ("attention", "average", "max")
@@ -73,11 +74,8 @@ class ScaleAttention(keras.layers.Layer):
 
     def __init__(self, fusion="attention", units=32, **kwargs):
         super().__init__(**kwargs)
-        if fusion not in FUSIONS:
-            raise ValueError(f"`fusion` must be one of {FUSIONS}. Received: fusion={fusion!r}")
-        if not isinstance(units, int) or isinstance(units, bool) or units < 1:
-            raise ValueError(f"`units` must be a positive int. Received: units={units!r}")
-        self.fusion, self.units = fusion, units
+        self.fusion = check_choice("fusion", fusion, FUSIONS)
+        self.units = check_int("units", units, 1)
 
     def build(self, features_shape):
         features_shape = list(features_shape)

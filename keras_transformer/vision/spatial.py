@@ -17,6 +17,7 @@ to the bottom row, whatever the size. Pixel column j of a width-W image is at
 import keras
 from keras import ops
 
+from keras_transformer.checks import check_choice, check_int, check_ints, check_rate
 from keras_transformer.vision.channel import channels_of
 
 # The identity transform's six parameters, row by row: [[1, 0, 0], [0, 1, 0]].
@@ -148,8 +149,8 @@ class SpatialAttention(keras.layers.Layer):
 
     def __init__(self, kernel_size=7, **kwargs):
         super().__init__(**kwargs)
-        if not isinstance(kernel_size, int) or isinstance(kernel_size, bool) or kernel_size < 1 or kernel_size % 2 == 0:
-            raise ValueError(f"`kernel_size` must be a positive odd int. Received: kernel_size={kernel_size!r}")
+        if check_int("kernel_size", kernel_size, 1) % 2 == 0:
+            raise ValueError(f"`kernel_size` must be an odd int >= 1. Received: kernel_size={kernel_size!r}")
         self.kernel_size = kernel_size
 
     def build(self, input_shape):
@@ -251,39 +252,16 @@ class SpatialTransformer(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if localization not in LOCALIZATIONS:
-            raise ValueError(f"`localization` must be one of {LOCALIZATIONS}. Received: localization={localization!r}")
+        check_choice("localization", localization, LOCALIZATIONS)
         default_filters, default_units = LOCALIZATION_DEFAULTS[localization]
         localization_filters = default_filters if localization_filters is None else localization_filters
         localization_units = default_units if localization_units is None else localization_units
         if output_size is not None:
-            output_size = tuple(output_size)
-            if len(output_size) != 2 or any(not isinstance(n, int) or n < 1 for n in output_size):
-                raise ValueError(
-                    f"`output_size` must be None or two positive ints. Received: output_size={output_size!r}"
-                )
-        localization_filters = tuple(localization_filters)
-        if len(localization_filters) != 2 or any(not isinstance(n, int) or n < 1 for n in localization_filters):
-            raise ValueError(
-                "`localization_filters` must be two positive ints. "
-                f"Received: localization_filters={localization_filters!r}"
-            )
-        if not isinstance(localization_units, int) or localization_units < 1:
-            raise ValueError(
-                f"`localization_units` must be a positive int. Received: localization_units={localization_units!r}"
-            )
-        if isinstance(localization_rate, bool) or not isinstance(localization_rate, (int, float)):
-            raise ValueError(
-                f"`localization_rate` must be a number in (0, 1]. Received: localization_rate={localization_rate!r}"
-            )
-        if not 0 < localization_rate <= 1:
-            raise ValueError(
-                f"`localization_rate` must be a number in (0, 1]. Received: localization_rate={localization_rate!r}"
-            )
+            output_size = check_ints("output_size", output_size, 1, length=2)
         self.output_size = output_size
-        self.localization_filters = localization_filters
-        self.localization_units = localization_units
-        self.localization_rate = float(localization_rate)
+        self.localization_filters = check_ints("localization_filters", localization_filters, 1, length=2)
+        self.localization_units = check_int("localization_units", localization_units, 1)
+        self.localization_rate = check_rate("localization_rate", localization_rate, allow_zero=False, allow_one=True)
         self.localization = localization
 
     def build(self, inputs_shape, theta_shape=None):
