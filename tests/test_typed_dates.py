@@ -1,4 +1,4 @@
-"""Tests for keras_transformer.data.typed_dates (the held-out typed dates) and benchmarks/typed_dates.py.
+"""Tests for keras_transformer.data.typed_dates (the held-out typed dates) and `benchmarks.translation.typed_dates`.
 
 Each category is checked against the surface form it was made from (it differs in the claimed way
 and only in it) and, with the independent parser of test_dates.py, against its target date.
@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import BENCHMARKS
+from conftest import ROOT
 from test_dates import parse_source
 
 from keras_transformer.data import dates, typed_dates
@@ -130,7 +130,7 @@ def test_deterministic_across_processes_and_seeded():
             text=True,
             check=True,
             env={**os.environ, "PYTHONHASHSEED": str(hash_seed)},
-            cwd=BENCHMARKS.parent,
+            cwd=ROOT,
         ).stdout
         for hash_seed in (1, 2)
     }
@@ -173,7 +173,7 @@ def test_scores_count_exact_matches_per_category():
 @pytest.mark.slow
 def test_benchmark_scores_an_export_as_its_run(trained_run, tmp_path, capsys):
     """The script gives the same scores from the run dir and from its export, and says so in its JSON."""
-    import typed_dates as script
+    from benchmarks.translation.typed_dates import __main__ as script
 
     train_config, summary = trained_run
     flags = ["--per-category", "4", "--test-split", "6", "--categories", "uppercase,canonical"]

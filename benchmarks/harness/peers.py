@@ -3,8 +3,9 @@
 `KerasHubTransformer` is an encoder-decoder Transformer of keras-hub layers at the size of one of
 our `ModelConfig`s. `benchmarks.speed.decode` races its cached greedy and beam-4 generation
 against our decoders, `benchmarks.speed.train_throughput` its training against ours;
-`benchmarks/multi30k.py` trains it beside our model on the same data, batches, loss, optimizer and
-schedule. Import it with `from benchmarks.harness.peers import KerasHubTransformer`.
+`benchmarks.translation.multi30k` trains it beside our model on the same data, batches, loss,
+optimizer and schedule, and scores its greedy and beam-4 translations. Import it with
+`from benchmarks.harness.peers import KerasHubTransformer`.
 """
 
 import warnings
