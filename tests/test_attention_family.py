@@ -1,7 +1,7 @@
 """The attention family: score functions, single-head attention as addressing, and their use in the model.
 
 `AttentionScore` (additive, dot, scaled dot, bilinear, cosine), the single-head `Attention` (plain
-and key-value mode) and `MultiheadAttention(score=...)` are compared, with their weights copied
+and key-value mode) and `MultiheadAttention(attention_score=...)` are compared, with their weights copied
 out, to the NumPy references of `tests/reference.py` (written from the papers' formulas), and held
 to the properties attention relies on: zero weight on masked keys, causality, padding
 invariance, mask precedence, config round trips (JSON too), errors that name the argument and
@@ -13,6 +13,7 @@ Tiny sizes: B=2, T_q=4, T_k=5, H=2, head width K=4, model width D=8, F=16.
 
 import collections
 import json
+import zipfile
 
 import keras
 import numpy as np
@@ -28,6 +29,7 @@ from keras_transformer.data.tokenizers import END_ID, START_ID
 from keras_transformer.layers import Attention, AttentionScore, DecoderBlock, EncoderBlock, MultiheadAttention
 from keras_transformer.masks import MASKED_SCORE
 from keras_transformer.models import build_transformer
+from keras_transformer.models.lookup import KeyValueLookup
 from keras_transformer.training import MaskedAccuracy, MaskedLabelSmoothedLoss, NoamSchedule
 
 B, T, S, H, K, D, F = 2, 4, 5, 2, 4, 8, 16
@@ -50,15 +52,15 @@ def widths(score):
 
 def score_weights(scoring, heads):
     """The weights of a built `AttentionScore`, named as `reference.attention_score` wants."""
-    if scoring.score == "additive":
+    if scoring.attention_score == "additive":
         return {
             "W": to_numpy(scoring.key_kernel),
             "U": to_numpy(scoring.query_kernel),
             "v": to_numpy(scoring.score_vector),
         }
-    if scoring.score == "bilinear":
+    if scoring.attention_score == "bilinear":
         return {"W": to_numpy(scoring.kernel)}
-    if scoring.score == "cosine":
+    if scoring.attention_score == "cosine":
         scale = to_numpy(scoring.scale) if scoring.learn_cosine_scale else np.full(heads, scoring.cosine_scale)
         return {"g": scale}
     return None
@@ -327,7 +329,9 @@ def multihead_inputs(rng, kind):
 def test_multihead_attention_with_score_matches_reference(score, kind):
     rng = np.random.default_rng(0)
     queries, keys, values = multihead_inputs(rng, kind)
-    layer = built(MultiheadAttention(H, causality=kind == "self_causal", score=score), queries, keys, values, rng=rng)
+    layer = built(
+        MultiheadAttention(H, causality=kind == "self_causal", attention_score=score), queries, keys, values, rng=rng
+    )
     outputs, weights = layer(queries, keys, values, return_attention_scores=True)
     expected, expected_weights = attention_reference(
         layer, queries, keys, values, score=score, score_weights=score_weights(layer.scoring, H)
@@ -355,7 +359,7 @@ def test_default_score_keeps_the_weights_and_their_order():
             "layer_norm/gamma",
         )
     ]
-    assert layer.score == "scaled_dot" and layer.scoring.weights == []
+    assert layer.attention_score == "scaled_dot" and layer.scoring.weights == []
 
 
 # Extra weights of one attention sublayer with head width K = D / H, by score.
@@ -376,7 +380,7 @@ def test_each_attention_sublayer_of_the_model_gets_the_score(score, default_para
     sublayers = [getattr(b, name) for b in blocks for name in ("self_attention", "cross_attention") if hasattr(b, name)]
     assert len(sublayers) == 3 * config.num_blocks
     assert all(block.attention_score == score for block in blocks)
-    assert all(sublayer.score == score == sublayer.scoring.score for sublayer in sublayers)
+    assert all(sublayer.attention_score == score == sublayer.scoring.attention_score for sublayer in sublayers)
     assert model.count_params() == default_parameter_count + 3 * config.num_blocks * EXTRA_PARAMS[score]
 
 
@@ -389,7 +393,7 @@ ROUND_TRIPS = {
     "attention_bilinear": (lambda: Attention("bilinear", causality=True), "single"),
     "attention_cosine": (lambda: Attention("cosine", cosine_scale=4.0), "single"),
     "attention_additive_width": (lambda: Attention("additive", attention_width=7), "single"),
-    "multihead_additive": (lambda: MultiheadAttention(H, score="additive"), "single"),
+    "multihead_additive": (lambda: MultiheadAttention(H, attention_score="additive"), "single"),
     "encoder_cosine": (lambda: EncoderBlock(H, F, attention_score="cosine"), "block"),
     "decoder_bilinear": (lambda: DecoderBlock(H, F, attention_score="bilinear"), "decoder"),
 }
@@ -428,13 +432,59 @@ def test_a_model_of_attention_layers_saves_and_loads(tmp_path):
     queries = keras.Input((None, 6))
     keys = keras.Input((None, 6))
     outputs = Attention("additive", name="single")(queries, keys)
-    outputs = MultiheadAttention(2, score="cosine", name="multi")(outputs, keys)
+    outputs = MultiheadAttention(2, attention_score="cosine", name="multi")(outputs, keys)
     model = keras.Model([queries, keys], outputs)
     randomize(model, rng)
     x = [padded(rng, [2, T], T, width=6), padded(rng, [S, 3], S, width=6)]
     model.save(tmp_path / "model.keras")
     loaded = keras.models.load_model(tmp_path / "model.keras")
-    assert loaded.get_layer("single").score == "additive" and loaded.get_layer("multi").score == "cosine"
+    assert loaded.get_layer("single").attention_score == "additive"
+    assert loaded.get_layer("multi").attention_score == "cosine"
+    np.testing.assert_allclose(to_numpy(loaded(x)), to_numpy(model(x)), atol=ATOL)
+
+
+def _with_the_old_name(config):
+    """A layer config as saved when the layers' argument was `score` (the configs' `attention_score`)."""
+    return {("score" if key == "attention_score" else key): value for key, value in config.items()}
+
+
+def test_layer_configs_saved_with_the_old_score_name_still_load():
+    layers = [
+        AttentionScore("additive", attention_width=3),
+        Attention("bilinear", causality=True),
+        MultiheadAttention(H, attention_score="cosine"),
+        KeyValueLookup(attention_score="additive", seed=1),
+    ]
+    for layer in layers:
+        config = layer.get_config()
+        old = _with_the_old_name(config)
+        assert old["score"] == config["attention_score"] and "attention_score" not in old
+        assert type(layer).from_config(json.loads(json.dumps(old))).get_config() == config
+        serialized = keras.saving.serialize_keras_object(layer)
+        serialized["config"] = _with_the_old_name(serialized["config"])
+        assert keras.saving.deserialize_keras_object(serialized).get_config() == config
+
+
+def test_a_keras_file_saved_with_the_old_score_name_still_loads(tmp_path):
+    """The `.keras` file of a model of attention layers, its config.json as the old layers wrote it."""
+    rng = np.random.default_rng(0)
+    queries, keys = keras.Input((None, 6)), keras.Input((None, 6))
+    outputs = Attention("additive", name="single")(queries, keys)
+    outputs = MultiheadAttention(2, attention_score="cosine", name="multi")(outputs, keys)
+    model = keras.Model([queries, keys], outputs)
+    randomize(model, rng)
+    model.save(tmp_path / "new.keras")
+    with zipfile.ZipFile(tmp_path / "new.keras") as new, zipfile.ZipFile(tmp_path / "old.keras", "w") as old:
+        for item in new.infolist():
+            data = new.read(item.filename)
+            if item.filename == "config.json":
+                data = data.replace(b'"attention_score":', b'"score":')
+                assert data.count(b'"score":') == 2 and b"attention_score" not in data
+            old.writestr(item, data)
+    loaded = keras.models.load_model(tmp_path / "old.keras")
+    assert loaded.get_layer("single").attention_score == "additive"
+    assert loaded.get_layer("multi").attention_score == "cosine"
+    x = [padded(rng, [2, T], T, width=6), padded(rng, [S, 3], S, width=6)]
     np.testing.assert_allclose(to_numpy(loaded(x)), to_numpy(model(x)), atol=ATOL)
 
 
@@ -452,9 +502,9 @@ def test_model_config_attention_score_defaults_to_scaled_dot_and_round_trips():
 @pytest.mark.parametrize(
     "make, match",
     [
-        (lambda: AttentionScore("foo"), r"`score` must be one of .*Received: score='foo'"),
-        (lambda: Attention(score="foo"), r"Received: score='foo'"),
-        (lambda: MultiheadAttention(H, score="Scaled_Dot"), r"Received: score='Scaled_Dot'"),
+        (lambda: AttentionScore("foo"), r"`attention_score` must be one of .*Received: attention_score='foo'"),
+        (lambda: Attention(attention_score="foo"), r"Received: attention_score='foo'"),
+        (lambda: MultiheadAttention(H, attention_score="Scaled_Dot"), r"Received: attention_score='Scaled_Dot'"),
         (lambda: EncoderBlock(H, F, attention_score="foo"), r"`attention_score`.*Received: attention_score='foo'"),
         (lambda: tiny_config(attention_score="luong"), r"`attention_score`.*Received: attention_score='luong'"),
         (lambda: AttentionScore("additive", attention_width=0), r"Received: attention_width=0"),

@@ -89,9 +89,13 @@ def test_the_choice_round_trips_its_config_and_bad_choices_name_themselves():
     assert MultiheadAttention.from_config(config).attention_implementation == "auto"
     with pytest.raises(ValueError, match="Received: attention_implementation='flash'"):
         MultiheadAttention(attention_implementation="flash")
-    with pytest.raises(ValueError, match="needs score='scaled_dot' and dropout_rate=0 .*Received: score='additive'"):
-        MultiheadAttention(score="additive", attention_implementation="fused")
-    with pytest.raises(ValueError, match="Received: score='scaled_dot', dropout_rate=0.1"):
+    with pytest.raises(
+        ValueError,
+        match="needs attention_score='scaled_dot' and dropout_rate=0 .*"
+        "Received: attention_score='additive', dropout_rate=0.0",
+    ):
+        MultiheadAttention(attention_score="additive", attention_implementation="fused")
+    with pytest.raises(ValueError, match="Received: attention_score='scaled_dot', dropout_rate=0.1"):
         MultiheadAttention(dropout_rate=0.1, attention_implementation="fused")
 
 

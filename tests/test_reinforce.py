@@ -96,9 +96,11 @@ def test_attention_returns_the_entropy_of_its_distribution():
     keys_mask = np.array([[True, True, True, False, False], [True] * 5])
     queries_mask = np.array([[True, True, False], [True] * 3])
     for hard in (None, "sample"):
-        layer = Attention(score="dot", hard=hard, seed=0)
+        layer = Attention(attention_score="dot", hard=hard, seed=0)
         *_, alpha_entropy = layer(queries, keys, queries_mask=queries_mask, keys_mask=keys_mask, return_entropy=True)
-        alpha = to_numpy(Attention(score="dot")(queries, keys, keys_mask=keys_mask, return_attention_scores=True)[1])
+        alpha = to_numpy(
+            Attention(attention_score="dot")(queries, keys, keys_mask=keys_mask, return_attention_scores=True)[1]
+        )
         expected = -(alpha * np.log(np.where(alpha > 0, alpha, 1.0))).sum(-1) * queries_mask
         np.testing.assert_allclose(to_numpy(alpha_entropy), expected, rtol=1e-5, atol=1e-6)
 
@@ -148,7 +150,7 @@ def test_every_baseline_leaves_the_estimate_unbiased(estimator, fixed_baseline):
 
     chunks, per_chunk = 20, 2000
     samples = estimator.samples
-    layer = Attention(score="dot", hard="sample", seed=0)
+    layer = Attention(attention_score="dot", hard="sample", seed=0)
     tiled_keys = np.repeat(keys, per_chunk, axis=0)
     estimates = []
     for _ in range(chunks):

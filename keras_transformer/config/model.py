@@ -239,15 +239,15 @@ def check_attention_implementation(
     """Check an attention implementation against the score and the dropout it must compute.
 
     The one check of the rule of `"fused"` (the scaled dot-product score, no dropout on the
-    attention weights), for the configs and for `MultiheadAttention`, which name the score and the
-    dropout differently.
+    attention weights), for the configs and for `MultiheadAttention`, which name the dropout
+    differently.
 
     Args:
         implementation: the `attention_implementation` given: one of `ATTENTION_IMPLEMENTATIONS`.
         score: the score function the attention computes.
         dropout_rate: the rate of dropout on the attention weights.
-        score_name: str, the caller's name of the score (`attention_score` in a config, `score`
-            in the layer).
+        score_name: str, the caller's name of the score (`attention_score`, in a config as in
+            the layer).
         dropout_name: str, the caller's name of that rate (`attention_dropout_rate` in a config,
             `dropout_rate` in the layer).
 

@@ -9,7 +9,7 @@ from keras_transformer.config import ATTENTION_SCORES, check_attention_implement
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.fused_attention import fused_context, fused_pays, log_choice_once
 from keras_transformer.layers.normalization import LayerNorm
-from keras_transformer.layers.scoring import AttentionScore, softmax_over_keys, weighted_sum
+from keras_transformer.layers.scoring import AttentionScore, softmax_over_keys, weighted_sum, with_attention_score
 from keras_transformer.masks import SIGN_MASK_RULES, attention_masks, zero_padding_rows
 
 
@@ -22,7 +22,7 @@ class MultiheadAttention(keras.layers.Layer):
 
         Q = queries W^Q, K = keys W^K, V = values W^V         projections (linear), with bias
         split into H heads of width K = num_units / H
-        scores = Q K^T / sqrt(K)                                scaled dot products (`score`)
+        scores = Q K^T / sqrt(K)                                scaled dot products (`attention_score`)
         scores[key is padding] = -2^32 + 1                      key masking
         scores[key is in the future] = -2^32 + 1                tril causality (optional)
         weights = softmax(scores) * (query is real)             query masking
@@ -58,11 +58,11 @@ class MultiheadAttention(keras.layers.Layer):
     Deviation: scores and softmax are computed in float32 whatever the compute dtype, so the
     tutorial's `-2^32 + 1` cannot overflow under mixed precision.
 
-    Extension: `score` replaces the scaled dot product by another score function of each head's
-    projected queries and keys (`keras_transformer.layers.AttentionScore`, shared with the
-    single-head `Attention`): `"dot"`, `"additive"` (Bahdanau et al. 2015), `"bilinear"` (Luong et
-    al. 2015's "general") or `"cosine"`, with their default settings (additive width A = K,
-    learned cosine scale initialized to 10). The default, `"scaled_dot"`, is the paper's and
+    Extension: `attention_score` replaces the scaled dot product by another score function of
+    each head's projected queries and keys (`keras_transformer.layers.AttentionScore`, shared with
+    the single-head `Attention`): `"dot"`, `"additive"` (Bahdanau et al. 2015), `"bilinear"`
+    (Luong et al. 2015's "general") or `"cosine"`, with their default settings (additive width
+    A = K, learned cosine scale initialized to 10). The default, `"scaled_dot"`, is the paper's and
     creates no weights: the layer's weights are those of the tutorial port.
 
     Args:
@@ -88,8 +88,9 @@ class MultiheadAttention(keras.layers.Layer):
             `(H + K) / 2` and `(1 + H) / 2` times less variance. Attention starts nearer uniform,
             and the model learns faster early on (measured on Multi30k; see
             docs/benchmarks/multi30k.md).
-        score: the score function of each head: `"scaled_dot"` (default, the paper), `"dot"`,
-            `"additive"`, `"bilinear"` or `"cosine"`; see `AttentionScore`.
+        attention_score: the score function of each head: `"scaled_dot"` (default, the paper),
+            `"dot"`, `"additive"`, `"bilinear"` or `"cosine"`; see `AttentionScore`. The name of
+            the model configs' field and of the CLI's `--attention-score`.
         sign_mask_rule: the rule of the sign masks, used where no mask is given: `"abs_sum"`
             (the document's code: padding is an all-zero vector) or `"sum"` (Kyubyong's
             repository: a vector whose entries sum to zero); see `keras_transformer.masks.sign_mask`.
@@ -100,8 +101,8 @@ class MultiheadAttention(keras.layers.Layer):
             scaled dot-product attention runs as one `keras.ops.dot_product_attention` call (a
             fused kernel on a GPU) or explicitly (scores, masked softmax, weighted sum); see
             `keras_transformer.layers.fused_attention`. `"auto"` fuses where it was measured faster:
-            on a GPU from the crossover length, and on PyTorch's CPU. The fused call needs `score=
-            "scaled_dot"` and `dropout_rate=0` (`"fused"` raises otherwise); with
+            on a GPU from the crossover length, and on PyTorch's CPU. The fused call needs
+            `attention_score="scaled_dot"` and `dropout_rate=0` (`"fused"` raises otherwise); with
             `return_attention_scores` the explicit path runs, since it computes the weights.
 
     Call arguments:
@@ -140,7 +141,7 @@ class MultiheadAttention(keras.layers.Layer):
         normalize=True,
         epsilon=1e-8,
         initialization="glorot",
-        score="scaled_dot",
+        attention_score="scaled_dot",
         residual_dropout_rate=0.0,
         sign_mask_rule="abs_sum",
         zero_padding=True,
@@ -148,11 +149,11 @@ class MultiheadAttention(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        check_choice("score", score, ATTENTION_SCORES)
+        check_choice("attention_score", attention_score, ATTENTION_SCORES)
         check_rate("dropout_rate", dropout_rate)
         check_rate("residual_dropout_rate", residual_dropout_rate)
         check_attention_implementation(
-            attention_implementation, score, dropout_rate, score_name="score", dropout_name="dropout_rate"
+            attention_implementation, attention_score, dropout_rate, dropout_name="dropout_rate"
         )
         check_choice("sign_mask_rule", sign_mask_rule, SIGN_MASK_RULES)
         check_choice("initialization", initialization, INITIALIZATIONS)
@@ -171,7 +172,7 @@ class MultiheadAttention(keras.layers.Layer):
         self.normalize = normalize
         self.epsilon = epsilon
         self.initialization = initialization
-        self.score = score
+        self.attention_score = attention_score
         self.sign_mask_rule = sign_mask_rule
         self.zero_padding = zero_padding
         self.attention_implementation = attention_implementation
@@ -223,7 +224,7 @@ class MultiheadAttention(keras.layers.Layer):
         self.value_dense = projection("value_dense")
         self.value_dense.build(values_shape)
         # The score function of the heads; "scaled_dot" (the default) has no weights.
-        self.scoring = AttentionScore(self.score, dtype=self.dtype_policy, name="scoring")
+        self.scoring = AttentionScore(self.attention_score, dtype=self.dtype_policy, name="scoring")
         self.scoring.build((None, heads, None, width), (None, heads, None, width))
         if self.use_output_projection:
             self.output_dense = keras.layers.Dense(
@@ -323,7 +324,11 @@ class MultiheadAttention(keras.layers.Layer):
             training: bool, whether dropout is active.
             return_attention_scores: bool, whether the weights are requested.
         """
-        if self.attention_implementation == "explicit" or self.score != "scaled_dot" or return_attention_scores:
+        if (
+            self.attention_implementation == "explicit"
+            or self.attention_score != "scaled_dot"
+            or return_attention_scores
+        ):
             return False
         if training and self.dropout_rate:
             return False
@@ -360,10 +365,14 @@ class MultiheadAttention(keras.layers.Layer):
                 "normalize": self.normalize,
                 "epsilon": self.epsilon,
                 "initialization": self.initialization,
-                "score": self.score,
+                "attention_score": self.attention_score,
                 "sign_mask_rule": self.sign_mask_rule,
                 "zero_padding": self.zero_padding,
                 "attention_implementation": self.attention_implementation,
             }
         )
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        return super().from_config(with_attention_score(config))

@@ -86,7 +86,7 @@ class _Block(keras.layers.Layer):
             normalize=self.normalize,
             epsilon=self.epsilon,
             initialization=self.attention_initialization,
-            score=self.attention_score,
+            attention_score=self.attention_score,
             attention_implementation=self.attention_implementation,
             sign_mask_rule="abs_sum" if self._uses_ids else self.padding_masks,
             zero_padding=self._uses_ids,
@@ -260,7 +260,7 @@ class EncoderBlock(_Block):
         use_output_projection, projection_activation, normalize, epsilon: see
             `MultiheadAttention`; `normalize` also applies to `FeedForward`.
         attention_initialization: `MultiheadAttention`'s `initialization`.
-        attention_score: `MultiheadAttention`'s `score`, the score function of every attention
+        attention_score: `MultiheadAttention`'s `attention_score`, the score function of every attention
             sublayer: `"scaled_dot"` (default), `"dot"`, `"additive"`, `"bilinear"` or `"cosine"`.
         attention_implementation: `MultiheadAttention`'s `attention_implementation` for every
             attention sublayer: `"auto"` (default), `"fused"` or `"explicit"`.

@@ -27,8 +27,32 @@ from keras_transformer.masks import MASKED_SCORE
 
 # Scores that compare the query and the key coordinate by coordinate: their widths must agree.
 EQUAL_WIDTH_SCORES = ("dot", "scaled_dot", "cosine")
+# The score's name before it was `attention_score` in the layers as in the configs and the CLI.
+LEGACY_SCORE_KEY = "score"
+
 # A vector shorter than this (e.g. an all-zero padding key) is not divided by its norm.
 _NORM_EPSILON = 1e-12
+
+
+def with_attention_score(config):
+    """A layer's config as saved before the rename: its `"score"` becomes `"attention_score"`.
+
+    The layers that take the score (`AttentionScore`, `Attention`, `MultiheadAttention`,
+    `KeyValueLookup`) load their configs through this, so `.keras` files and `get_config` dicts
+    saved when the argument was `score` still load.
+
+    Args:
+        config: dict, a layer's config.
+
+    Returns:
+        The config (a copy, where it carried the old key) with the score under `"attention_score"`.
+    """
+    if LEGACY_SCORE_KEY not in config:
+        return config
+    config = dict(config)
+    score = config.pop(LEGACY_SCORE_KEY)
+    config.setdefault("attention_score", score)
+    return config
 
 
 def _uniform(variance):
@@ -90,7 +114,7 @@ class AttentionScore(keras.layers.Layer):
     """Attention scores `s(x_j, q_i)` of every query against every key, per head, in float32.
 
     For head `h`, query `q = queries[b, h, i]` (width K_q) and key `x = keys[b, h, j]` (width K),
-    `scores[b, h, i, j]` is, by `score`:
+    `scores[b, h, i, j]` is, by `attention_score`:
 
         "additive"    v_h^T tanh(W_h x + U_h q)     W_h [K, A], U_h [K_q, A], v_h [A]
         "dot"         x^T q
@@ -124,7 +148,8 @@ class AttentionScore(keras.layers.Layer):
     create no weights.
 
     Args:
-        score: one of `"scaled_dot"` (default), `"dot"`, `"additive"`, `"bilinear"`, `"cosine"`.
+        attention_score: one of `"scaled_dot"` (default), `"dot"`, `"additive"`, `"bilinear"`,
+            `"cosine"`; a config's `attention_score` (`--attention-score`).
         attention_width: int A, the hidden width of the additive score; None (default) for the
             key width K. Used only by `"additive"`.
         cosine_scale: float > 0, the scale `g` of the cosine score (its initial value when
@@ -144,7 +169,7 @@ class AttentionScore(keras.layers.Layer):
         float32 tensor `[B, H, T_q, T_k]`.
 
     Raises:
-        ValueError: an unknown `score`, a bad `attention_width` or `cosine_scale` (at
+        ValueError: an unknown `attention_score`, a bad `attention_width` or `cosine_scale` (at
             construction), or queries and keys of different widths for `"dot"`, `"scaled_dot"`
             or `"cosine"`, or of different head counts (when built).
 
@@ -155,13 +180,15 @@ class AttentionScore(keras.layers.Layer):
     (2, 4, 3, 5)
     """
 
-    def __init__(self, score="scaled_dot", attention_width=None, cosine_scale=10.0, learn_cosine_scale=True, **kwargs):
+    def __init__(
+        self, attention_score="scaled_dot", attention_width=None, cosine_scale=10.0, learn_cosine_scale=True, **kwargs
+    ):
         super().__init__(**kwargs)
-        check_choice("score", score, SCORES)
+        check_choice("attention_score", attention_score, SCORES)
         if attention_width is not None:
             check_int("attention_width", attention_width, 1)
         check_number("cosine_scale", cosine_scale, greater_than=0)
-        self.score = score
+        self.attention_score = attention_score
         self.attention_width = attention_width
         self.cosine_scale = float(cosine_scale)
         self.learn_cosine_scale = bool(learn_cosine_scale)
@@ -179,13 +206,13 @@ class AttentionScore(keras.layers.Layer):
                 f"Queries and keys must have as many heads. Received: queries_shape={queries_shape}, "
                 f"keys_shape={keys_shape}"
             )
-        if self.score in EQUAL_WIDTH_SCORES and query_width != key_width:
+        if self.attention_score in EQUAL_WIDTH_SCORES and query_width != key_width:
             raise ValueError(
-                f"The {self.score!r} score needs queries and keys of the same width. "
+                f"The {self.attention_score!r} score needs queries and keys of the same width. "
                 f"Received: query width={query_width}, key width={key_width}"
             )
         self._key_width = key_width
-        if self.score == "additive":
+        if self.attention_score == "additive":
             width = self.attention_width or key_width
             self.key_kernel = self.add_weight(
                 shape=(heads, key_width, width),
@@ -200,26 +227,26 @@ class AttentionScore(keras.layers.Layer):
             self.score_vector = self.add_weight(
                 shape=(heads, width), initializer=_uniform(2.0 / (width + 1)), name="score_vector"
             )  # v
-        elif self.score == "bilinear":
+        elif self.attention_score == "bilinear":
             self.kernel = self.add_weight(
                 shape=(heads, key_width, query_width),
                 initializer=_uniform(1.0 / (key_width * query_width)),
                 name="kernel",
             )  # W
-        elif self.score == "cosine" and self.learn_cosine_scale:
+        elif self.attention_score == "cosine" and self.learn_cosine_scale:
             self.scale = self.add_weight(
                 shape=(heads,), initializer=keras.initializers.Constant(self.cosine_scale), name="scale"
             )  # g
 
     def call(self, queries, keys, allowed=None):
-        if self.score in ("dot", "scaled_dot"):
+        if self.attention_score in ("dot", "scaled_dot"):
             scores = ops.cast(dot_products(queries, keys), "float32")  # (B, H, T_q, T_k)
-            if self.score == "scaled_dot":
+            if self.attention_score == "scaled_dot":
                 scores = scores / math.sqrt(self._key_width)
-        elif self.score == "bilinear":
+        elif self.attention_score == "bilinear":
             transformed = ops.einsum("bhqj,hkj->bhqk", queries, self.kernel)  # W q: (B, H, T_q, K)
             scores = ops.cast(dot_products(transformed, keys), "float32")
-        elif self.score == "additive":
+        elif self.attention_score == "additive":
             key_features = ops.einsum("bhtk,hka->bhta", keys, self.key_kernel)  # W x: (B, H, T_k, A)
             query_features = ops.einsum("bhqj,hja->bhqa", queries, self.query_kernel)  # U q: (B, H, T_q, A)
             hidden = ops.tanh(key_features[:, :, None, :, :] + query_features[:, :, :, None, :])  # (B, H, T_q, T_k, A)
@@ -238,10 +265,14 @@ class AttentionScore(keras.layers.Layer):
         config = super().get_config()
         config.update(
             {
-                "score": self.score,
+                "attention_score": self.attention_score,
                 "attention_width": self.attention_width,
                 "cosine_scale": self.cosine_scale,
                 "learn_cosine_scale": self.learn_cosine_scale,
             }
         )
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        return super().from_config(with_attention_score(config))

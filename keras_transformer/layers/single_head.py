@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_transformer.layers.hard_attention import check_hard_attention, hard_weights
 from keras_transformer.layers.reinforce import entropy
-from keras_transformer.layers.scoring import AttentionScore
+from keras_transformer.layers.scoring import AttentionScore, with_attention_score
 from keras_transformer.masks import attention_masks, zero_padding_rows
 
 
@@ -20,7 +20,7 @@ class Attention(keras.layers.Layer):
         2. attention distribution alpha_i = softmax_i(s(x_i, q))
         3. weighted average       context = sum_i alpha_i v_i
 
-    `s` is the score function `score` (`keras_transformer.layers.AttentionScore` with one head):
+    `s` is the score function `attention_score` (`keras_transformer.layers.AttentionScore`, one head):
     "scaled_dot" `x^T q / sqrt(K)` (Vaswani et al. 2017), "dot" `x^T q` and "bilinear"
     `x^T W q` (Luong et al. 2015), "additive" `v^T tanh(W x + U q)` (Bahdanau et al. 2015), or
     "cosine" `g cos(x, q)`. The layer has no query, key or value projections: its only weights
@@ -49,8 +49,8 @@ class Attention(keras.layers.Layer):
     alpha for its entropy bonus). Values get gradients either way.
 
     Args:
-        score: `"scaled_dot"` (default), `"dot"`, `"additive"`, `"bilinear"` or `"cosine"`.
-            `"dot"`, `"scaled_dot"` and `"cosine"` need queries as wide as the keys.
+        attention_score: `"scaled_dot"` (default), `"dot"`, `"additive"`, `"bilinear"` or
+            `"cosine"`. `"dot"`, `"scaled_dot"` and `"cosine"` need queries as wide as the keys.
         causality: bool, whether query `i` may only attend to keys `0..i`.
         attention_width: int A of the additive score; None for the key width. See
             `AttentionScore`.
@@ -83,12 +83,12 @@ class Attention(keras.layers.Layer):
         the weights, the log-probabilities and the entropies if requested, in that order.
 
     Raises:
-        ValueError: an unknown `score`, `hard` or `estimator`, or bad score or temperature
+        ValueError: an unknown `attention_score`, `hard` or `estimator`, or bad score or temperature
             settings (at construction), or queries and keys of different widths for `"dot"`,
             `"scaled_dot"` or `"cosine"` (when built).
 
     Example:
-    >>> attention = Attention(score="additive")
+    >>> attention = Attention(attention_score="additive")
     >>> queries, keys = np.random.rand(2, 3, 4).astype("float32"), np.random.rand(2, 5, 6).astype("float32")
     >>> context, weights = attention(queries, keys, return_attention_scores=True)
     >>> tuple(context.shape), tuple(weights.shape)
@@ -97,7 +97,7 @@ class Attention(keras.layers.Layer):
 
     def __init__(
         self,
-        score="scaled_dot",
+        attention_score="scaled_dot",
         causality=False,
         attention_width=None,
         cosine_scale=10.0,
@@ -118,7 +118,7 @@ class Attention(keras.layers.Layer):
         self.seed_generator = keras.random.SeedGenerator(seed) if hard == "sample" else None
         # Made here, so bad score arguments fail at construction.
         self.scoring = AttentionScore(
-            score,
+            attention_score,
             attention_width=attention_width,
             cosine_scale=cosine_scale,
             learn_cosine_scale=learn_cosine_scale,
@@ -128,9 +128,9 @@ class Attention(keras.layers.Layer):
         self.supports_masking = True
 
     @property
-    def score(self):
+    def attention_score(self):
         """The name of the score function, e.g. `"scaled_dot"`."""
-        return self.scoring.score
+        return self.scoring.attention_score
 
     def build(self, queries_shape, keys_shape, values_shape=None):
         # One head: the score function sees [B, 1, T, D].
@@ -179,7 +179,7 @@ class Attention(keras.layers.Layer):
         scoring = self.scoring.get_config()
         config.update(
             {
-                "score": scoring["score"],
+                "attention_score": scoring["attention_score"],
                 "causality": self.causality,
                 "attention_width": scoring["attention_width"],
                 "cosine_scale": scoring["cosine_scale"],
@@ -191,3 +191,7 @@ class Attention(keras.layers.Layer):
             }
         )
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        return super().from_config(with_attention_score(config))

@@ -20,6 +20,7 @@ from keras import ops
 
 from keras_transformer.checks import check_choice
 from keras_transformer.layers.reinforce import Reinforce
+from keras_transformer.layers.scoring import with_attention_score
 from keras_transformer.layers.single_head import Attention
 
 VARIANTS = ("soft", "reinforce", "gumbel", "argmax")
@@ -46,7 +47,7 @@ class KeyValueLookup(keras.Model):
         num_values: int, size of the value alphabet: the classes.
         width: int D, the embeddings' width.
         variant: one of `VARIANTS`.
-        score: the attention's score function (see `keras_transformer.layers.Attention`).
+        attention_score: the attention's score function (see `keras_transformer.layers.Attention`).
         temperature: the Gumbel-softmax temperature (`variant="gumbel"`).
         seed: int or None, the sampling noise's seed.
         reinforce: a `Reinforce`, its `get_config()` dict, or None for `DEFAULT_REINFORCE`;
@@ -70,8 +71,8 @@ class KeyValueLookup(keras.Model):
     """
 
     def __init__(
-        self, num_keys=32, num_values=16, width=32, variant="soft", score="dot", temperature=1.0, seed=None,
-        reinforce=None, **kwargs,
+        self, num_keys=32, num_values=16, width=32, variant="soft", attention_score="dot", temperature=1.0,
+        seed=None, reinforce=None, **kwargs,
     ):  # fmt: skip
         super().__init__(**kwargs)
         check_choice("variant", variant, VARIANTS)
@@ -81,14 +82,19 @@ class KeyValueLookup(keras.Model):
         if not isinstance(self.reinforce, Reinforce):
             raise ValueError(f"`reinforce` must be a Reinforce, its config or None. Received: {reinforce!r}")
         self.num_keys, self.num_values, self.width = num_keys, num_values, width
-        self.variant, self.score, self.temperature, self.seed = variant, score, temperature, seed
+        self.variant, self.attention_score, self.temperature, self.seed = variant, attention_score, temperature, seed
         self.key_embedding = keras.layers.Embedding(num_keys, width, name="key_embedding")
         self.query_embedding = keras.layers.Embedding(num_keys, width, name="query_embedding")
         self.value_embedding = keras.layers.Embedding(num_values, width, name="value_embedding")
         hard = {"soft": None, "argmax": "argmax"}.get(variant, "sample")
         estimator = "gumbel" if variant == "gumbel" else "reinforce"
         self.attention = Attention(
-            score=score, hard=hard, estimator=estimator, temperature=temperature, seed=seed, name="attention"
+            attention_score=attention_score,
+            hard=hard,
+            estimator=estimator,
+            temperature=temperature,
+            seed=seed,
+            name="attention",
         )
         self.output_dense = keras.layers.Dense(num_values, name="output_dense")
         if variant == "argmax":  # no gradient reaches the score function's weights: frozen
@@ -154,13 +160,17 @@ class KeyValueLookup(keras.Model):
                 "num_values": self.num_values,
                 "width": self.width,
                 "variant": self.variant,
-                "score": self.score,
+                "attention_score": self.attention_score,
                 "temperature": self.temperature,
                 "seed": self.seed,
                 "reinforce": self.reinforce.get_config(),
             }
         )
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        return super().from_config(with_attention_score(config))
 
 
 def lookup_accuracy(model, inputs, answers):

@@ -125,7 +125,7 @@ def layer_cases():
             lambda layer, a: layer(a["x"], mask=a["mask"]),
         ),
         "additive_attention": (
-            lambda: MultiheadAttention(H, score="additive"),
+            lambda: MultiheadAttention(H, attention_score="additive"),
             {"y": y, "x": x, "y_mask": y_mask, "x_mask": x_mask},
             lambda layer, a: layer(
                 a["y"], a["x"], queries_mask=a["y_mask"], keys_mask=a["x_mask"], return_attention_scores=True
@@ -137,7 +137,7 @@ def layer_cases():
             lambda layer, a: layer(a["x"], mask=a["mask"], return_attention_scores=True),
         ),
         "key_value_bilinear_attention": (
-            lambda: Attention(score="bilinear"),
+            lambda: Attention(attention_score="bilinear"),
             {"y": y, "x": x, "values": values},
             lambda layer, a: layer(a["y"], a["x"], a["values"], return_attention_scores=True),
         ),
