@@ -6,11 +6,14 @@ above training and decoding, above models above layers above config and masks ab
 the job. Import Linter checks them on the whole graph, imports inside functions included. A
 circle between two modules (each importing the other, directly or through others) is a second
 check, on every module of the package: grimp's graph, Tarjan's strongly connected components.
-The studies and scripts in `benchmarks/` sit outside the package, which never imports them: a
-third check.
+The benchmarks are a package of studies beside it: each study imports only `benchmarks.harness`
+and the package (an independence contract, which must name every study folder), the harness
+imports no study, and the package imports no benchmark (a contract, and a third check that reads
+every import statement).
 """
 
 import ast
+import configparser
 import subprocess
 import sys
 from pathlib import Path
@@ -91,3 +94,14 @@ def test_the_package_imports_no_benchmark_or_study():
                 names = [node.module]
             found += [f"{path.relative_to(ROOT)}: {name}" for name in names if name.split(".")[0] == "benchmarks"]
     assert found == []
+
+
+def test_the_independence_contract_names_every_study():
+    # A new study folder must join setup.cfg's `studies` contract, or nothing would keep it apart.
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    listed = config["importlinter:contract:studies"]["modules"].split()
+    folders = sorted(
+        ".".join(path.parent.relative_to(ROOT).parts) for path in (ROOT / "benchmarks").glob("*/*/__main__.py")
+    )
+    assert listed == folders
