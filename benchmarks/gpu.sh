@@ -4,7 +4,8 @@
 #     bash benchmarks/gpu.sh                  # every job below, one after the other
 #     bash benchmarks/gpu.sh train [FLAGS]    # one job; its study's flags override the defaults below
 #
-# The jobs, each writing $OUT/gpu_JOB.json (the study's --out $OUT --name gpu_JOB) and $OUT/gpu_JOB.log:
+# The jobs, each writing gpu_JOB.json (the study's --name gpu_JOB) and gpu_JOB.log in its study's results/
+# folder (benchmarks/speed/<study>/results), or in $OUT when it is set:
 #   train   python -m benchmarks.speed.train_throughput, the encoder-decoder Transformers, base
 #           preset, V 8000, lengths 64, 256 and 1,024 at 16,384 tokens per step (batches 256, 64
 #           and 16), mixed_bfloat16 and float32: tokens/s, MFU against the measured matmul peaks,
@@ -51,7 +52,7 @@
 # Environment:
 #   PYTHON  the interpreter (default python3)
 #   SITE    where the .whl/ wheels are installed (default /tmp/site)
-#   OUT     where the results go (default benchmarks/results)
+#   OUT     one folder for every job's results (default: each study's own results/ folder)
 #
 # The flags after a job's name are its study's: they are passed on after the defaults below, so
 # any of them overrides a default (see each study's --help, e.g. python -m benchmarks.speed.decode --help).
@@ -71,8 +72,20 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 REPO=$PWD
 PYTHON=${PYTHON:-python3}
 SITE=${SITE:-/tmp/site}
-OUT=${OUT:-$REPO/benchmarks/results}
-mkdir -p "$OUT"
+OUT=${OUT:-}
+
+# The folder of a job's JSON, log and trace: $OUT, or its study's results/ folder.
+job_out() {
+    if [ -n "$OUT" ]; then
+        echo "$OUT"
+        return
+    fi
+    case "$1" in
+        train | lm) echo "$REPO/benchmarks/speed/train_throughput/results" ;;
+        decode) echo "$REPO/benchmarks/speed/decode/results" ;;
+        profile) echo "$REPO/benchmarks/speed/step_breakdown/results" ;;
+    esac
+}
 
 if compgen -G ".whl/*.whl" >/dev/null; then
     "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl
@@ -104,21 +117,23 @@ SWEEP=(--jit-compile true --precision mixed_bfloat16 float32 --bleu-epochs 0 --p
        --length 64 256 1024 --tokens-per-step 16384 --steps 30 --rounds 5 --warmup-rounds 1 --peak-size 8192)
 
 run_job() {
-    local job=$1
+    local job=$1 out
     shift
+    out=$(job_out "$job")
     case "$job" in
-        train) "$PYTHON" -m benchmarks.speed.train_throughput "${SWEEP[@]}" --out "$OUT" --name gpu_train "$@" ;;
-        lm) "$PYTHON" -m benchmarks.speed.train_throughput --task lm "${SWEEP[@]}" --out "$OUT" --name gpu_lm "$@" ;;
+        train) "$PYTHON" -m benchmarks.speed.train_throughput "${SWEEP[@]}" --out "$out" --name gpu_train "$@" ;;
+        lm) "$PYTHON" -m benchmarks.speed.train_throughput --task lm "${SWEEP[@]}" --out "$out" --name gpu_lm "$@" ;;
         decode) "$PYTHON" -m benchmarks.speed.decode --jit-compile true --preset base --vocab-size 8000 \
             --batch-size 64 --source-len 32 --output-tokens 64 --repeats 5 --latency-requests 50 \
-            --out "$OUT" --name gpu_decode "$@" ;;
+            --out "$out" --name gpu_decode "$@" ;;
         profile) "$PYTHON" -m benchmarks.speed.step_breakdown --preset base --vocab-size 8000 \
-            --length 64 256 1024 --tokens-per-step 16384 --precision mixed_bfloat16 --trace "$OUT/gpu_profile_trace" \
-            --out "$OUT" --name gpu_profile "$@" ;;
+            --length 64 256 1024 --tokens-per-step 16384 --precision mixed_bfloat16 --trace "$out/gpu_profile_trace" \
+            --out "$out" --name gpu_profile "$@" ;;
     esac
 }
 
 for job in "${JOBS[@]}"; do
+    mkdir -p "$(job_out "$job")"
     {
         echo "== benchmarks/gpu.sh $job $* ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) CPUs)"
         if [ "$GPU_EXPECTED" = 1 ]; then
@@ -142,5 +157,5 @@ EOF
         SECONDS=0
         run_job "$job" "$@"
         echo "== $job took ${SECONDS} s"
-    } 2>&1 | tee "$OUT/gpu_$job.log"
+    } 2>&1 | tee "$(job_out "$job")/gpu_$job.log"
 done
