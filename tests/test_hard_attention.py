@@ -51,7 +51,7 @@ def random_inputs(rng, keys_length=TK):
 
 def soft_weights(queries, keys, keys_mask=None):
     """The soft attention distribution alpha of the same layer settings (`"dot"` score)."""
-    _, weights = Attention(score="dot")(queries, keys, keys_mask=keys_mask, return_attention_scores=True)
+    _, weights = Attention(attention_score="dot")(queries, keys, keys_mask=keys_mask, return_attention_scores=True)
     return keras.ops.convert_to_numpy(weights)
 
 
@@ -68,7 +68,7 @@ def test_hard_attention_reads_exactly_one_allowed_value(hard, estimator, trainin
     rng = np.random.default_rng(1)
     queries, keys, values = random_inputs(rng)
     keys_mask = np.array([[True, True, True, False, False], [True, True, True, True, True]])
-    layer = Attention(score="dot", hard=hard, estimator=estimator, seed=3)
+    layer = Attention(attention_score="dot", hard=hard, estimator=estimator, seed=3)
     context, weights, log_prob = to_numpy(
         *layer(queries, keys, values, keys_mask=keys_mask, return_attention_scores=True, return_log_prob=True,
                training=training)
@@ -89,7 +89,7 @@ def test_sampling_follows_the_attention_distribution_and_skips_masked_keys():
     queries, keys, _ = random_inputs(rng)
     queries, keys = np.repeat(queries[:1, :1], 20000, axis=0), np.repeat(keys[:1], 20000, axis=0)
     keys_mask = np.repeat([[True, True, True, True, False]], 20000, axis=0)
-    layer = Attention(score="dot", hard="sample", seed=0)
+    layer = Attention(attention_score="dot", hard="sample", seed=0)
     _, weights = layer(queries, keys, keys_mask=keys_mask, return_attention_scores=True, training=True)
     frequencies = keras.ops.convert_to_numpy(weights)[:, 0].mean(0)
     alpha = soft_weights(queries[:1], keys[:1], keys_mask[:1])[0, 0]
@@ -106,8 +106,8 @@ def test_sampling_is_reproducible_from_the_seed_and_varies_between_calls():
         return [keras.ops.convert_to_numpy(layer(queries, keys, return_attention_scores=True, training=True)[1])
                 for _ in range(2)]  # fmt: skip
 
-    first = draws(Attention(score="dot", hard="sample", seed=7))
-    second = draws(Attention(score="dot", hard="sample", seed=7))
+    first = draws(Attention(attention_score="dot", hard="sample", seed=7))
+    second = draws(Attention(attention_score="dot", hard="sample", seed=7))
     np.testing.assert_array_equal(first[0], second[0])
     np.testing.assert_array_equal(first[1], second[1])
     assert not np.array_equal(first[0], first[1])
@@ -118,7 +118,7 @@ def test_a_query_with_no_allowed_key_reads_nothing():
     queries, keys, values = random_inputs(rng)
     keys_mask = np.array([[False] * TK, [True] * TK])
     for hard, estimator in HARD:
-        layer = Attention(score="dot", hard=hard, estimator=estimator, seed=0)
+        layer = Attention(attention_score="dot", hard=hard, estimator=estimator, seed=0)
         context, weights, log_prob = to_numpy(
             *layer(queries, keys, values, keys_mask=keys_mask, return_attention_scores=True, return_log_prob=True,
                    training=True)
@@ -132,7 +132,7 @@ def test_padding_queries_read_zero_and_have_zero_log_prob():
     queries, keys, values = random_inputs(rng)
     queries[1, 2] = 0.0  # a padding query (sign mask)
     context, weights, log_prob = to_numpy(
-        *Attention(score="dot", hard="sample", seed=0)(queries, keys, values, return_attention_scores=True,
+        *Attention(attention_score="dot", hard="sample", seed=0)(queries, keys, values, return_attention_scores=True,
                                                        return_log_prob=True, training=True)
     )  # fmt: skip
     assert not context[1, 2].any() and not weights[1, 2].any() and log_prob[1, 2] == 0.0
@@ -142,7 +142,7 @@ def test_padding_queries_read_zero_and_have_zero_log_prob():
 def test_causal_hard_attention_never_reads_the_future():
     rng = np.random.default_rng(6)
     inputs = rng.standard_normal((B, TK, D)).astype("float32")
-    layer = Attention(score="dot", causality=True, hard="sample", seed=0)
+    layer = Attention(attention_score="dot", causality=True, hard="sample", seed=0)
     for _ in range(20):
         _, weights = layer(inputs, inputs, return_attention_scores=True, training=True)
         assert not np.triu(keras.ops.convert_to_numpy(weights), k=1).any()
@@ -165,7 +165,7 @@ def test_gradients_reach_the_values_and_the_queries_only_through_gumbel(hard, es
     rng = np.random.default_rng(7)
     queries, keys, values = random_inputs(rng)
     query_gradient, value_gradient = gradients_for_queries_and_values(
-        Attention(score="dot", hard=hard, estimator=estimator, seed=0), queries, keys, values
+        Attention(attention_score="dot", hard=hard, estimator=estimator, seed=0), queries, keys, values
     )
     assert np.abs(value_gradient.numpy()).sum() > 0
     if estimator == "gumbel":
@@ -185,7 +185,7 @@ def test_gumbel_straight_through_gradient_is_the_relaxed_weights_gradient():
     queries, keys, values = random_inputs(rng)
     norms = {}
     for temperature in (1e-4, 1.0, 1e4):
-        layer = Attention(score="dot", hard="sample", estimator="gumbel", temperature=temperature, seed=0)
+        layer = Attention(attention_score="dot", hard="sample", estimator="gumbel", temperature=temperature, seed=0)
         query_gradient, _ = gradients_for_queries_and_values(layer, queries, keys, values)
         norms[temperature] = float(tf.norm(query_gradient))
     assert norms[1.0] > 100 * max(norms[1e-4], norms[1e4])
@@ -196,7 +196,7 @@ def test_gumbel_straight_through_gradient_is_the_relaxed_weights_gradient():
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize("hard, estimator", HARD)
 def test_hard_attention_config_round_trips(hard, estimator):
-    layer = Attention(score="bilinear", hard=hard, estimator=estimator, temperature=0.5, seed=11)
+    layer = Attention(attention_score="bilinear", hard=hard, estimator=estimator, temperature=0.5, seed=11)
     config = layer.get_config()
     assert (config["hard"], config["estimator"], config["temperature"], config["seed"]) == (hard, estimator, 0.5, 11)
     restored = keras.layers.deserialize(json.loads(json.dumps(keras.layers.serialize(layer))))
@@ -247,7 +247,7 @@ def test_bad_lookup_sizes_raise_value_error(kwargs, match):
 
 def test_lookup_model_round_trips_and_rejects_unknown_variants(tmp_path):
     inputs, answers, _ = lookup_examples(8, seed=0)
-    model = KeyValueLookup(variant="reinforce", score="additive", seed=1)
+    model = KeyValueLookup(variant="reinforce", attention_score="additive", seed=1)
     model.compile(optimizer="adam")
     model.fit(inputs, answers, batch_size=4, epochs=1, verbose=0)
     path = tmp_path / "lookup.keras"
