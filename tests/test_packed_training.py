@@ -6,6 +6,7 @@ padding; and it must leave the model to Keras's step where it would not be the s
 """
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -329,7 +330,6 @@ import json, sys
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-sys.path[:0] = [sys.argv[1], sys.argv[2]]  # the tests, then the repository's own package
 import numpy as np
 import test_packed_training as t
 from keras_transformer.training import packed
@@ -355,7 +355,9 @@ def test_packed_step_trains_as_keras_step_on_two_replicas(tmp_path):
     script = tmp_path / "two_replicas.py"
     script.write_text(TWO_REPLICAS_SCRIPT)
     root = str(Path(__file__).resolve().parents[1])
-    process = subprocess.run([sys.executable, str(script), tests, root], capture_output=True, text=True, timeout=600)
+    # The tests, then the repository's own package, on the script's import path.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, root])}
+    process = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
     assert process.returncode == 0, process.stderr[-4000:]
     results = json.loads(process.stdout.strip().splitlines()[-1])
     assert results["replicas"] == 2 and results["calls"] > 0
