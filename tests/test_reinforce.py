@@ -12,12 +12,12 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from lookup_study import compare_variants, gradient_noise
 
 from keras_transformer.data.lookup import lookup_examples
 from keras_transformer.layers import Attention
 from keras_transformer.layers.reinforce import BASELINES, Reinforce, entropy, leave_one_out_baseline, reinforce_loss
 from keras_transformer.models.lookup import KeyValueLookup
+from keras_transformer.training.lookup import compare_variants, gradient_noise
 
 D = 4
 
