@@ -13,8 +13,7 @@ from conftest import run_main
 from benchmarks.attention_family.length_scaling import __main__ as length_scaling
 from benchmarks.attention_family.length_scaling import measure as scaling
 from benchmarks.attention_family.scores import __main__ as attention_scores
-from benchmarks.attention_family.scores import train as scores_train
-from benchmarks.harness import machine
+from benchmarks.harness import machine, timing
 from keras_transformer.config import preset
 
 # ---------------------------------------------------------------- length_scaling (why self-attention)
@@ -124,7 +123,7 @@ def test_scores_flags_are_checked_and_the_runs_rotate_the_scores_from_seed_to_se
         with pytest.raises(SystemExit):
             attention_scores.parse_args(argv)
         assert message in capsys.readouterr().err
-    assert scores_train.run_orders(["a", "b", "c"], [0, 1, 2, 3]) == [
+    assert timing.run_orders(["a", "b", "c"], [0, 1, 2, 3]) == [
         (0, "a"), (0, "b"), (0, "c"), (1, "b"), (1, "c"), (1, "a"),
         (2, "c"), (2, "a"), (2, "b"), (3, "a"), (3, "b"), (3, "c"),
     ]  # fmt: skip

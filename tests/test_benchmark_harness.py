@@ -6,15 +6,17 @@ Not of speed: the studies measure that.
 import argparse
 import importlib
 import json
+import math
 import os
 import platform
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from benchmarks.harness import flags, machine, results, workers
+from benchmarks.harness import cluttered, fit_timing, flags, machine, results, timing, vision_training, workers
 from keras_transformer.config import ModelConfig, TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -150,10 +152,107 @@ def test_a_study_is_recorded_and_rerun_as_python_dash_m():
     assert command == [sys.executable, "-m", "benchmarks.speed.decode", "--preset", "tiny", "--worker", "ours"]
 
 
-def test_record_header_holds_the_settings_command_and_machine(tmp_path):
+def test_record_header_holds_the_settings_command_machine_and_the_time_since_the_start(tmp_path):
     args = argparse.Namespace(argv=["--seed", "1"], seed=1, out=tmp_path)
-    header = results.record_header("benchmarks.x.y", args, 0.0, (1.0, 1.0, 1.0), dtype="float32")
+    start = results.Start(cpu=machine.cpu_info(), load=(1.0, 1.0, 1.0), time=time.perf_counter() - 2.0)
+    header = results.record_header("benchmarks.x.y", args, start, dtype="float32")
     assert header["settings"] == {"seed": 1, "out": str(tmp_path), "dtype": "float32"}
     assert header["command"] == "python -m benchmarks.x.y --seed 1"
     assert header["cpu"] == machine.cpu_info() and header["load_average"]["start"] == [1.0, 1.0, 1.0]
+    assert len(header["load_average"]["end"]) == 3 and 2.0 <= header["wall_seconds"] < 60
     assert json.loads(json.dumps(header)) == header
+
+
+def test_start_reads_the_cpu_then_the_load_then_the_clock():
+    before = time.perf_counter()
+    start = results.start()
+    assert before <= start.time <= time.perf_counter() and 0 <= start.seconds() < 60
+    assert start.cpu == machine.cpu_info() and len(start.load) == 3
+    assert results.load_average(start)["start"] == list(start.load) and len(results.load_average(start)["end"]) == 3
+    with pytest.raises(AttributeError):
+        start.time = 0.0  # frozen: the start is read once
+
+
+def test_study_parser_runs_as_python_dash_m_described_by_the_docstrings_first_paragraph():
+    parser = flags.study_parser("benchmarks.speed.decode")
+    assert parser.prog == "python -m benchmarks.speed.decode"
+    assert parser.description == importlib.import_module("benchmarks.speed.decode").__doc__.split("\n\n")[0]
+    assert parser.formatter_class is flags.DefaultsHelpFormatter
+    parser = flags.study_parser("benchmarks.x.y", "The study,\nin two lines.\n\nMore.", epilog="After the flags.")
+    assert (parser.description, parser.epilog) == ("The study,\nin two lines.", "After the flags.")
+    assert parser.format_help().startswith("usage: python -m benchmarks.x.y [-h]")
+
+
+def test_parse_keeps_the_flags_given_as_argv_and_checks_the_name(capsys, monkeypatch):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=1)
+    flags.add_output_flags(parser, "benchmarks.speed.decode", "decode")
+    args = flags.parse(parser, ("--name", "run_2"))
+    assert (args.argv, args.name) == (["--name", "run_2"], "run_2")
+    monkeypatch.setattr(sys, "argv", ["python -m benchmarks.speed.decode", "--steps", "3"])
+    args = flags.parse(parser)
+    assert (args.argv, args.steps) == (["--steps", "3"], 3)
+    with pytest.raises(SystemExit):
+        flags.parse(parser, ["--name", "../elsewhere"])
+    assert "--name must be letters, digits, _ and -. Received: '../elsewhere'" in capsys.readouterr().err
+    nameless = argparse.ArgumentParser()
+    nameless.add_argument("--steps", type=int, default=1)
+    assert vars(flags.parse(nameless, [])) == {"steps": 1, "argv": []}
+
+
+def test_check_at_least_and_check_tensorflow_name_the_flag(capsys, monkeypatch):
+    parser = argparse.ArgumentParser()
+    flags.check_at_least(parser, argparse.Namespace(steps=1, hint_weight=0.0), ("steps", "hint_weight"), 0)
+    for value in (-1.0, math.nan):
+        with pytest.raises(SystemExit):
+            flags.check_at_least(parser, argparse.Namespace(hint_weight=value), ("hint_weight",), 0)
+        assert f"--hint-weight must be >= 0. Received: {value}" in capsys.readouterr().err
+    import keras
+
+    monkeypatch.setattr(keras.backend, "backend", lambda: "tensorflow")
+    flags.check_tensorflow(parser)
+    monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
+    with pytest.raises(SystemExit):
+        flags.check_tensorflow(parser)
+    assert "needs Keras on TensorFlow (KERAS_BACKEND=tensorflow). Received: jax" in capsys.readouterr().err
+
+
+def test_boolean_reads_the_config_flags_spellings():
+    assert [flags.boolean(text) for text in ("true", "False", "yes", "no", "1", "0")] == [True, False] * 3
+    with pytest.raises(argparse.ArgumentTypeError, match="expected true or false, got 'maybe'"):
+        flags.boolean("maybe")
+
+
+def test_run_orders_rotate_the_models_by_one_place_from_seed_to_seed():
+    assert timing.run_orders(["a", "b"], [7, 8, 9]) == [(7, "a"), (7, "b"), (8, "b"), (8, "a"), (9, "a"), (9, "b")]
+    assert timing.run_orders(["a"], [0, 1]) == [(0, "a"), (1, "a")]
+
+
+def test_step_timer_and_round_clock_time_every_step_of_a_fit():
+    import keras
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    timer, clock = timing.StepTimer(), fit_timing.RoundClock()
+    x, y = np.ones((8, 3), "float32"), np.zeros((8, 1), "float32")
+    model.fit(x, y, batch_size=2, epochs=1, callbacks=[timer, clock], verbose=0)
+    assert len(timer.milliseconds) == 4 and all(ms > 0 for ms in timer.milliseconds)
+    assert clock.ended - clock.started >= sum(timer.milliseconds[1:]) / 1000
+    assert clock.cpu_ended >= clock.cpu_started
+
+
+def test_the_cluttered_task_has_validation_canvases_only_where_the_curve_asks(capsys):
+    parser = argparse.ArgumentParser()
+    cluttered.add_task_flags(parser, size=16, clutter=0, object_scale="0.4,0.6", train_size=4, test_size=2)
+    vision_training.add_curve_flag(parser)
+    args = parser.parse_args(["--validation-size", "3"])
+    cluttered.check_task_flags(parser, args)
+    assert list(cluttered.generate_task(args)) == ["train", "test"]  # --curve-every 0: no curve, no validation
+    assert "generated 6 canvases in " in capsys.readouterr().out
+    data = cluttered.generate_task(parser.parse_args(["--validation-size", "3", "--curve-every", "2"]))
+    assert {split: len(glyphs.labels) for split, glyphs in data.items()} == {"train": 4, "validation": 3, "test": 2}
+    assert "generated 9 canvases in " in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        cluttered.check_task_flags(parser, parser.parse_args(["--curve-every", "-1"]))
+    assert "--curve-every must be >= 0. Received: -1" in capsys.readouterr().err

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import run_main
 
-from benchmarks.harness import machine, vision_training
+from benchmarks.harness import machine, timing
 from benchmarks.vision.attention import __main__ as vision_attention
 
 
@@ -43,7 +43,7 @@ def test_flags_are_checked_every_flag_has_help_and_the_models_rotate_from_seed_t
         "vision_attention_fine_plain",
         "vision_attention_curves",
     ]
-    assert vision_training.run_orders(["a", "b", "c"], [0, 1]) == [
+    assert timing.run_orders(["a", "b", "c"], [0, 1]) == [
         (0, "a"), (0, "b"), (0, "c"), (1, "b"), (1, "c"), (1, "a"),
     ]  # fmt: skip
 

@@ -8,6 +8,8 @@ for every model and seed. `add_task_flags` offers the task's flags and the train
 `generate_task` draws the canvases they describe.
 """
 
+import time
+
 from benchmarks.harness import flags
 from keras_transformer.vision.cluttered import generate_splits
 
@@ -79,6 +81,8 @@ def add_task_flags(parser, size=40, size_help="Canvas side in pixels.", clutter=
 def check_task_flags(parser, args):
     """`parser.error` unless the flags of `add_task_flags` are in range (the defaults that depend on `--size` set).
 
+    `--curve-every` (`vision_training.add_curve_flag`), where the study has it, must be >= 0.
+
     Args:
         parser: the parser of `args`.
         args: the parsed flags, `--object-scale` and `--clutter` filled in where the study leaves them None.
@@ -86,6 +90,8 @@ def check_task_flags(parser, args):
     flags.check_at_least(parser, args, ("steps", "batch_size", "train_size", "validation_size", "test_size"), 1)
     flags.check_at_least(parser, args, ("size",), 16)
     flags.check_at_least(parser, args, ("clutter",), 0)
+    if hasattr(args, "curve_every"):
+        flags.check_at_least(parser, args, ("curve_every",), 0)
     if getattr(args, "fragment_size", None) is not None and not 1 <= args.fragment_size <= args.size:
         parser.error(f"--fragment-size must be in [1, --size]. Received: {args.fragment_size}")
     if not args.learning_rate > 0:
@@ -95,20 +101,27 @@ def check_task_flags(parser, args):
         parser.error(f"--object-scale must be 'low,high' with 0.1 <= low <= high <= 0.9. Received: {scale}")
 
 
-def generate_task(args, sizes=None):
-    """The canvases of the flags of `add_task_flags`.
+def generate_task(args):
+    """The canvases of the flags of `add_task_flags`, and a line saying how many and how long they took.
+
+    The training, validation and test splits of the flags; no validation split where the study's
+    `--curve-every` is 0 (its validation canvases serve the learning curve alone).
 
     Args:
         args: the parsed flags; `--glyphs` (a glyph set) where the study has it, `--object-scale`
             otherwise.
-        sizes: `{split: canvases}`; by default the training, validation and test splits of the flags.
 
     Returns:
-        `{split: ClutteredGlyphs}`; each split has its own random stream, so that adding a split
-        leaves the others the same.
+        `{split: ClutteredGlyphs}`; each split has its own random stream, so that leaving out a
+        split leaves the others the same.
     """
-    sizes = sizes or {"train": args.train_size, "validation": args.validation_size, "test": args.test_size}
+    started = time.perf_counter()
+    sizes = {"train": args.train_size, "validation": args.validation_size, "test": args.test_size}
+    if getattr(args, "curve_every", None) == 0:
+        del sizes["validation"]
     options = {"glyphs": args.glyphs} if hasattr(args, "glyphs") else {"object_scale": tuple(args.object_scale)}
     if getattr(args, "fragment_size", None) is not None:
         options["fragment_size"] = args.fragment_size
-    return generate_splits(sizes, seed=args.task_seed, size=args.size, clutter=args.clutter, **options)
+    data = generate_splits(sizes, seed=args.task_seed, size=args.size, clutter=args.clutter, **options)
+    print(f"generated {sum(sizes.values())} canvases in {time.perf_counter() - started:.1f} s", flush=True)
+    return data

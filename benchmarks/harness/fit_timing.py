@@ -3,7 +3,8 @@
 `benchmarks.speed.train_throughput`'s workers and `benchmarks.speed.step_breakdown` train their
 models in rounds of `fit` on the same batches, cycled: `training_data` feeds them (`tf.data`,
 cached and prefetched, under TensorFlow; a Python generator under the other backends) and
-`RoundClock` times a round's steps from its first batch's start to its last batch's end.
+`RoundClock` times a round's steps from its first batch's start to its last batch's end (the
+workers of `benchmarks.language_models.against_keras_hub` time their rounds with it too).
 """
 
 import itertools
@@ -29,14 +30,16 @@ def training_data(batches):
 
 
 class RoundClock(keras.callbacks.Callback):
-    """Wall-clock seconds of the training steps of one `fit` call.
+    """Wall-clock and CPU seconds of the training steps of one `fit` call.
 
-    The clock runs from its first batch's start to its last batch's end.
+    The clock runs from its first batch's start to its last batch's end: `ended - started` are the
+    wall-clock seconds, `cpu_ended - cpu_started` the process's CPU seconds (`time.process_time`:
+    user and system time of all its threads).
     """
 
     def on_train_batch_begin(self, batch, logs=None):
         if batch == 0:
-            self.started = time.perf_counter()
+            self.started, self.cpu_started = time.perf_counter(), time.process_time()
 
     def on_train_batch_end(self, batch, logs=None):
-        self.ended = time.perf_counter()
+        self.ended, self.cpu_ended = time.perf_counter(), time.process_time()

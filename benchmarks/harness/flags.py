@@ -8,16 +8,23 @@
 - Shared groups: `add_seed_flags` (`--seed`, or `--seeds` for several runs) and `add_output_flags`
   (`--out`, the folder of the results JSON and figures, the study's own `results/` by default;
   `--name`, the stem of their file names).
-- `parse_list`, an argparse type of comma-separated values; `check_at_least`; the help formatter
-  `DefaultsHelpFormatter`.
+- The parser and its parse: `study_parser` (`python -m <study>`, the first paragraph of the
+  study's docstring, the defaults shown by `DefaultsHelpFormatter`) and `parse` (the flags, the
+  flags as given kept as `args.argv` for the JSON and the workers, `--name` checked).
+- `parse_list`, an argparse type of comma-separated values; `boolean`, the config flags' type of
+  true or false; the checks `check_at_least` and `check_tensorflow`.
 """
 
 import argparse
 import dataclasses
+import importlib
 import re
+import sys
 from pathlib import Path
 
-from keras_transformer.cli.parser import add_config_flags  # noqa: F401  (the studies' one generator)
+# The studies' one generator of config flags, and its type of booleans (true/false, yes/no, 1/0).
+from keras_transformer.cli.parser import _boolean as boolean  # noqa: F401
+from keras_transformer.cli.parser import add_config_flags  # noqa: F401
 
 # The repository's root: the studies' default output folders lie under it, whatever the working directory.
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -31,6 +38,44 @@ class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         if action.default is None or "(default:" in (action.help or ""):
             return action.help
         return super()._get_help_string(action)
+
+
+def study_parser(package, doc=None, **options):
+    """A study's `argparse.ArgumentParser`: run as `python -m <package>`, described by a docstring's first paragraph.
+
+    Args:
+        package: the study's `__package__` (or the module it runs as), e.g. `"benchmarks.speed.decode"`.
+        doc: the text whose first paragraph heads `--help`; the package's docstring when None.
+        **options: more of `ArgumentParser`'s arguments, e.g. `epilog`.
+
+    Returns:
+        The parser, its help showing the defaults (`DefaultsHelpFormatter`).
+    """
+    doc = importlib.import_module(package).__doc__ if doc is None else doc
+    return argparse.ArgumentParser(
+        prog=f"python -m {package}",
+        description=doc.split("\n\n")[0],
+        formatter_class=DefaultsHelpFormatter,
+        **options,
+    )
+
+
+def parse(parser, argv=None):
+    """The flags of `argv` parsed by `parser`, with the flags as given as `args.argv` and `--name` checked.
+
+    Args:
+        parser: the study's parser.
+        argv: the flags, `sys.argv[1:]` when None.
+
+    Returns:
+        The parsed flags; `args.argv` is the list of the flags given (the JSON's command, the
+        workers' flags). A parser with `--name` (`add_output_flags`) has it checked (`check_name`).
+    """
+    args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    if hasattr(args, "name"):
+        check_name(parser, args)
+    return args
 
 
 def parse_list(kind, choices=None, unique=True):
@@ -70,8 +115,16 @@ def check_at_least(parser, args, names, minimum):
     """
     for name in names:
         value = getattr(args, name)
-        if value < minimum:
+        if not value >= minimum:  # NaN is refused too
             parser.error(f"--{name.replace('_', '-')} must be >= {minimum}. Received: {value}")
+
+
+def check_tensorflow(parser):
+    """`parser.error` unless Keras runs on TensorFlow (a study that needs TensorFlow's own functions)."""
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        parser.error(f"needs Keras on TensorFlow (KERAS_BACKEND=tensorflow). Received: {keras.backend.backend()}")
 
 
 def config_from_flags(parser, args, config_class, **values):

@@ -1,11 +1,48 @@
-"""The results of a study: the command that ran it, its JSON file, and the ratios its reports print."""
+"""The results of a study: when it started, the command that ran it, its JSON file, and the ratios its reports print.
 
+`start()` at the beginning of a study's `main` reads the CPU, the load average and the clock once;
+`record_header` puts them (with the load average and the wall seconds at its end) at the head of
+the study's JSON.
+"""
+
+import dataclasses
 import json
 import os
 import time
 from pathlib import Path
 
 from benchmarks.harness import machine
+
+
+@dataclasses.dataclass(frozen=True)
+class Start:
+    """What a study reads of the machine when it starts.
+
+    Attributes:
+        cpu: `machine.cpu_info()`: the CPU's model and flags.
+        load: `os.getloadavg()`: the load averages over 1, 5 and 15 minutes.
+        time: `time.perf_counter()`: the clock, in seconds.
+    """
+
+    cpu: dict
+    load: tuple
+    time: float
+
+    def seconds(self):
+        """The wall seconds since the start."""
+        return time.perf_counter() - self.time
+
+
+def start():
+    """The `Start` of a study, now: the CPU, the load average, then the clock."""
+    cpu = machine.cpu_info()
+    load = os.getloadavg()
+    return Start(cpu=cpu, load=load, time=time.perf_counter())
+
+
+def load_average(start):
+    """`{"start": [...], "end": [...]}`: the load averages at `start` (a `Start`) and now."""
+    return {"start": list(start.load), "end": list(os.getloadavg())}
 
 
 def command_line(package, argv):
@@ -46,14 +83,14 @@ def format_ratio(value, width=0):
     return f"{value:.2f}x".rjust(width)
 
 
-def record_header(package, args, started, load_start, packages=None, **settings):
+def record_header(package, args, start, packages=None, **settings):
     """The head of a study's results JSON: its settings, the command, versions, machine, load and memory.
 
     Args:
         package: the study's `__package__`.
         args: the parsed flags (with `argv`, the flags as given, recorded as the command).
-        started: `time.perf_counter()` at the start: the JSON records the wall seconds since.
-        load_start: `os.getloadavg()` at the start: the JSON records it and the load average now.
+        start: the study's `start()`: the JSON records its CPU, its load average and the load
+            average now, and the wall seconds since.
         packages: `{JSON key: distribution name}` of the versions to record; TensorFlow, Keras and
             NumPy when None.
         **settings: settings of the study's own beside its flags (e.g. `dtype="float32"`).
@@ -69,8 +106,8 @@ def record_header(package, args, started, load_start, packages=None, **settings)
         "settings": {**flags, **settings},
         "command": command_line(package, args.argv),
         "versions": machine.package_versions(packages),
-        **machine.machine(),
-        "load_average": {"start": list(load_start), "end": list(os.getloadavg())},
-        "wall_seconds": time.perf_counter() - started,
+        **machine.machine(start.cpu),
+        "load_average": load_average(start),
+        "wall_seconds": start.seconds(),
         "peak_rss_mib": machine.peak_rss_mib(),
     }

@@ -1,13 +1,16 @@
 """How the vision studies train and measure a model: one budget, one timer, one FLOP count for all.
 
+- `add_curve_flag`: `--curve-every`, the steps between the points of `fit`'s learning curve.
 - `fit`: `model.fit` for `--steps` steps of `--batch-size` training canvases, shuffled with the
-  seed (again every pass), one epoch; `StepTimer` times each step and, with `--curve-every`,
+  seed (again every pass), one epoch; `timing.StepTimer` times each step and, with `--curve-every`,
   `ValidationCurve` records a learning curve on the validation split (never the test split).
 - `compiled_classifier`: the small CNN of `keras_transformer.vision.models.build_classifier` with
   one kind of attention, in a new session seeded with the run's seed, compiled with Adam.
 - `forward_flops`: FLOPs of one forward pass of one canvas, as TensorFlow's profiler counts them.
 - `stn_placement`: how well a spatial transformer's transforms undo the glyphs' placement.
-- `run_orders`: the order of the runs, seed by seed, the models rotated from one seed to the next.
+
+The order of the runs, seed by seed, the models rotated from one seed to the next, is
+`timing.run_orders`.
 """
 
 import time
@@ -15,36 +18,26 @@ import time
 import keras
 import numpy as np
 
+from benchmarks.harness.timing import StepTimer
 from keras_transformer.vision import models as vision_models
 from keras_transformer.vision.cluttered import angle_error, theta_placement
 
+# `--curve-every` where the curve is optional: none by default, and without one no validation canvases.
+CURVE_HELP = (
+    "Every this many steps, each run's accuracy on the validation canvases and its mean training loss since the "
+    "last point (a learning curve); 0: no curves and no validation canvases."
+)
 
-def run_orders(models, seeds):
-    """The order of the runs: seed by seed, the models rotated by one place from each seed to the next.
+
+def add_curve_flag(parser, default=0, help=CURVE_HELP):
+    """Add `--curve-every`, the steps between two points of `fit`'s learning curve (`ValidationCurve`; 0: none).
 
     Args:
-        models: the models' names, in the order of the first seed.
-        seeds: the seeds.
-
-    Returns:
-        `[(seed, model), ...]`, e.g. `[(0, "a"), (0, "b"), (1, "b"), (1, "a")]`.
+        parser: the study's parser.
+        default: the default steps between two points.
+        help: the flag's help.
     """
-    return [(seed, models[(i + k) % len(models)]) for i, seed in enumerate(seeds) for k in range(len(models))]
-
-
-class StepTimer(keras.callbacks.Callback):
-    """The milliseconds of every training step of a `model.fit` (batch begin to batch end)."""
-
-    def __init__(self):
-        super().__init__()
-        self.milliseconds = []
-        self._start = None
-
-    def on_train_batch_begin(self, batch, logs=None):
-        self._start = time.perf_counter()
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.milliseconds.append(1000 * (time.perf_counter() - self._start))
+    parser.add_argument("--curve-every", type=int, default=default, help=help)
 
 
 class ValidationCurve(keras.callbacks.Callback):

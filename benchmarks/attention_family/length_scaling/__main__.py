@@ -3,7 +3,6 @@
 import argparse
 import sys
 
-import keras
 import numpy as np
 
 from benchmarks.attention_family.length_scaling.measure import build_layers, measure, summarise, train_step
@@ -31,11 +30,7 @@ def parse_lengths(text):
 
 def build_parser():
     """The study's flags: the configs' fields by their own names, then the study's own."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.attention_family.length_scaling",
-        description=DESCRIPTION,
-        formatter_class=flags.DefaultsHelpFormatter,
-    )
+    parser = flags.study_parser(__package__, DESCRIPTION)
     flags.add_config_flags(
         parser,
         ModelConfig,
@@ -80,15 +75,12 @@ def build_parser():
 def parse_args(argv=None):
     """The study's flags, checked (`argv`: `sys.argv[1:]` when `None`)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
-    flags.check_name(parser, args)
+    args = flags.parse(parser, argv)
     flags.check_at_least(parser, args, ("kernel_size", "repeats", "steps"), 1)
     flags.check_at_least(parser, args, ("warmup_repeats",), 0)
     flags.config_from_flags(parser, args, ModelConfig)  # --d-model, --num-heads: sizes, and heads divide the width
     flags.config_from_flags(parser, args, TrainConfig)  # --batch-size
-    if keras.backend.backend() != "tensorflow":
-        parser.error(f"needs Keras on TensorFlow (KERAS_BACKEND=tensorflow). Received: {keras.backend.backend()}")
+    flags.check_tensorflow(parser)
     return args
 
 

@@ -1,6 +1,5 @@
 """Soft against hard attention: `python -m benchmarks.attention_family.lookup` (see `__init__`)."""
 
-import argparse
 import sys
 
 import numpy as np
@@ -19,11 +18,7 @@ TARGET_ACCURACY = 0.9
 
 def build_parser():
     """The study's flags: the variants, the task's and the configs' (by their fields' names), the noise's."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.attention_family.lookup",
-        description=DESCRIPTION,
-        formatter_class=flags.DefaultsHelpFormatter,
-    )
+    parser = flags.study_parser(__package__, DESCRIPTION)
     add_task_flags(parser, "--variants", DEFAULT_VARIANTS, STUDY_VARIANTS, steps=1000, every=50, name="hard_attention")
     flags.add_config_flags(
         parser,
@@ -39,8 +34,7 @@ def build_parser():
 def parse_args(argv=None):
     """The command line's flags, checked (`argv`: `sys.argv[1:]` when `None`)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
+    args = flags.parse(parser, argv)
     check_task_flags(parser, args, held_out_minimum=2)
     flags.check_at_least(parser, args, ["gradient_batches"], 2)
     return args

@@ -27,7 +27,6 @@ studies' `results/`, which holds the figure docs/benchmarks/scoring.md shows). T
 about a minute on 2 CPU cores.
 """
 
-import argparse
 import sys
 
 import numpy as np
@@ -43,9 +42,6 @@ from benchmarks.harness import flags, machine
 from keras_transformer.config import ATTENTION_SCORES
 from keras_transformer.training.lookup import compare_scores
 
-DESCRIPTION = (
-    "Every attention score trained on the key-value lookup task: how fast each learns and what its maps become."
-)
 # The module the command runs (`__name__` is "__main__" when it runs).
 MODULE = f"{PACKAGE}.scores"
 
@@ -54,9 +50,7 @@ FIGURES = ("weight_on_answer", "answer_is_argmax", "entropy")
 
 def build_parser():
     """The study's flags: the scores, and the task's and its training's."""
-    parser = argparse.ArgumentParser(
-        prog=f"python -m {MODULE}", description=DESCRIPTION, formatter_class=flags.DefaultsHelpFormatter
-    )
+    parser = flags.study_parser(MODULE, __doc__)
     add_task_flags(parser, "--scores", ATTENTION_SCORES, ATTENTION_SCORES, steps=500, every=25, name="lookup_scores")
     return parser
 
@@ -64,8 +58,7 @@ def build_parser():
 def parse_args(argv=None):
     """The command line's flags, checked (`argv`: `sys.argv[1:]` when `None`)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
+    args = flags.parse(parser, argv)
     check_task_flags(parser, args, held_out_minimum=8)
     return args
 

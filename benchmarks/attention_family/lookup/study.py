@@ -49,14 +49,13 @@ def add_task_flags(parser, names_flag, names_default, allowed, steps, every, nam
 
 
 def check_task_flags(parser, args, held_out_minimum):
-    """Check the flags of `add_task_flags`; exits with a message naming the flag.
+    """Check the flags of `add_task_flags` (`--name` is checked by `flags.parse`); exits with a message naming the flag.
 
     Args:
         parser: the `argparse.ArgumentParser`.
         args: its parsed namespace.
         held_out_minimum: int, the smallest `--held-out`.
     """
-    flags.check_name(parser, args)
     flags.check_at_least(parser, args, ["steps", "every", "pairs", "num_keys", "num_values", "width"], 1)
     flags.check_at_least(parser, args, ["held_out"], held_out_minimum)
     flags.config_from_flags(parser, args, TrainConfig)  # --batch-size

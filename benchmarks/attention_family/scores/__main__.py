@@ -1,15 +1,10 @@
 """The command line of the study: `python -m benchmarks.attention_family.scores` (see `__init__`)."""
 
-import argparse
-import os
 import sys
-import time
-
-import keras
 
 from benchmarks.attention_family.scores.report import print_scores_report, scores_json, summarise_scores
-from benchmarks.attention_family.scores.train import run_orders, train_every_run
-from benchmarks.harness import flags, machine, results
+from benchmarks.attention_family.scores.train import train_every_run
+from benchmarks.harness import flags, results, timing
 from keras_transformer.config import ATTENTION_SCORES, TrainConfig
 
 DESCRIPTION = (
@@ -23,11 +18,7 @@ DEFAULTS = {"preset": "small", "epochs": 4, "steps_per_epoch": 200, "train_size"
 
 def build_parser():
     """The study's flags: the TrainConfig fields by their own names, then the study's own."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.attention_family.scores",
-        description=DESCRIPTION,
-        formatter_class=flags.DefaultsHelpFormatter,
-    )
+    parser = flags.study_parser(__package__, DESCRIPTION)
     parser.add_argument(
         "--scores",
         type=flags.parse_list(str, choices=ATTENTION_SCORES),
@@ -51,28 +42,23 @@ def build_parser():
 def parse_args(argv=None):
     """The study's flags, checked by `TrainConfig.validate` (`argv`: `sys.argv[1:]` when `None`)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
-    flags.check_name(parser, args)
+    args = flags.parse(parser, argv)
     flags.config_from_flags(parser, args, TrainConfig, precision="float32")
-    if keras.backend.backend() != "tensorflow":
-        parser.error(f"needs Keras on TensorFlow (KERAS_BACKEND=tensorflow). Received: {keras.backend.backend()}")
+    flags.check_tensorflow(parser)
     return args
 
 
 def main(argv=None):
     """Train every (seed, score), report, write the JSON."""
     args = parse_args(argv)
-    cpu = machine.cpu_info()
-    load_start = os.getloadavg()
-    started = time.perf_counter()
-    order = run_orders(args.scores, args.seeds)
+    start = results.start()
+    order = timing.run_orders(args.scores, args.seeds)
     runs_done = train_every_run(args, order)
-    wall = time.perf_counter() - started
+    wall = start.seconds()
     scores = summarise_scores(args, runs_done)
-    print_scores_report(args, scores, cpu)
+    print_scores_report(args, scores, start.cpu)
     print(f"wall time {wall / 60:.1f} min")
-    data = scores_json(args, order, runs_done, scores, cpu, load_start, wall)
+    data = scores_json(args, order, runs_done, scores, start, wall)
     print(f"wrote {results.write_json(flags.output_path(args), data)}")
     return 0
 

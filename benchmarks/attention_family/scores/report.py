@@ -8,7 +8,7 @@ import numpy as np
 
 from benchmarks.attention_family.scores.train import train_config
 from benchmarks.harness import machine
-from benchmarks.harness.results import command_line, format_ratio
+from benchmarks.harness.results import command_line, format_ratio, load_average
 
 
 def summarise_scores(args, runs_done):
@@ -93,8 +93,8 @@ def print_scores_report(args, scores, cpu):
     )
 
 
-def scores_json(args, order, runs_done, scores, cpu, load_start, wall):
-    """The results JSON of the study (the load average at the end is read now)."""
+def scores_json(args, order, runs_done, scores, start, wall):
+    """The results JSON of the study, `start` its `results.start()` (the load average at the end is read now)."""
     settings = {
         "experiment": "scores",
         "corpus": "builtin",
@@ -121,8 +121,8 @@ def scores_json(args, order, runs_done, scores, cpu, load_start, wall):
         "versions": machine.package_versions(
             {"tensorflow": "tensorflow", "keras": "keras", "numpy": "numpy", "sacrebleu": "sacrebleu"}
         ),
-        **machine.machine(cpu),
-        "load_average": {"start": list(load_start), "end": list(os.getloadavg())},
+        **machine.machine(start.cpu),
+        "load_average": load_average(start),
         "wall_seconds": round(wall, 1),
         "peak_rss_mib": machine.peak_rss_mib(),
         "scores": scores,

@@ -8,50 +8,21 @@ from pathlib import Path
 import keras
 import numpy as np
 
+from benchmarks.harness import timing
 from keras_transformer.config import TrainConfig
 
 VOCABULARY_FILES = ("source_vocab.txt", "target_vocab.txt")  # what a run directory caches of the vocabularies
 
 
-class StepTimer(keras.callbacks.Callback):
-    """The milliseconds of every training step of a `model.fit`, and the model's trainable parameters.
-
-    A step is timed from `on_train_batch_begin` to `on_train_batch_end`: fetching the batch,
-    forward and backward pass and optimizer update (TensorFlow runs the step synchronously, so it
-    has finished when `on_train_batch_end` is called). Validation and the epoch-end callbacks fall
-    between steps and are not counted.
-    """
+class StepTimer(timing.StepTimer):
+    """`timing.StepTimer`, the milliseconds of every training step, and the model's trainable parameters at the end."""
 
     def __init__(self):
         super().__init__()
-        self.milliseconds = []
         self.trainable_parameters = None
-        self._start = None
-
-    def on_train_batch_begin(self, batch, logs=None):
-        self._start = time.perf_counter()
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.milliseconds.append(1000 * (time.perf_counter() - self._start))
 
     def on_train_end(self, logs=None):
         self.trainable_parameters = int(sum(np.prod(weight.shape) for weight in self.model.trainable_weights))
-
-
-def run_orders(scores, seeds):
-    """The order of the runs: seed by seed, the scores rotated by one place from each seed to the next.
-
-    Args:
-        scores: the score functions, in the order of `--scores`.
-        seeds: the seeds, in the order of `--seeds`.
-
-    Returns:
-        A list of `(seed, score)`: with two seeds and five scores, the first score runs first for
-        the first seed and last for the second.
-    """
-    return [
-        (seed, score) for i, seed in enumerate(seeds) for score in scores[i % len(scores) :] + scores[: i % len(scores)]
-    ]
 
 
 def train_config(args, seed, run_dir):

@@ -10,16 +10,10 @@ from benchmarks.language_models.against_keras_hub.report import print_report, re
 from benchmarks.language_models.against_keras_hub.worker import run_worker
 from keras_transformer.config import LanguageModelConfig, TrainConfig
 
-DESCRIPTION = "Our decoder-only and encoder-only language models against keras-hub's GPT-2 and BERT at equal size."
-
 
 def build_parser():
     """The study's flags: the configs' fields by their own names, then the study's own."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.language_models.against_keras_hub",
-        description=DESCRIPTION,
-        formatter_class=flags.DefaultsHelpFormatter,
-    )
+    parser = flags.study_parser(__package__)
     flags.add_config_flags(
         parser,
         TrainConfig,
@@ -61,10 +55,8 @@ def parse_args(argv=None):
     `--learned-positions false` runs ours with the tutorial's sinusoids (GPT-2 and BERT learn theirs).
     """
     parser = build_parser()
-    args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)  # workers get the same flags
+    args = flags.parse(parser, argv)  # `args.argv`: the workers get the same flags
     args.kinds = [kind for kind in KINDS if kind in args.kinds]
-    flags.check_name(parser, args)
     flags.check_at_least(parser, args, ("steps", "rounds", "batches", "peak_size"), 1)
     flags.check_at_least(parser, args, ("prompt_length", "new_tokens"), 1)
     flags.check_at_least(parser, args, ("warmup_rounds",), 0)

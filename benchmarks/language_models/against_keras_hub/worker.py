@@ -65,27 +65,6 @@ def matmul_peak(size, repeats=7, chain=4):
     return {"float32": float(max(rates)), "float32_per_cpu_second": float(np.median(cpu_rates))}
 
 
-class _RoundClock:
-    """Wall-clock and CPU seconds of the training steps of one `fit` call, first batch's start to last batch's end.
-
-    CPU seconds are the process's (`time.process_time`: user and system time of all its threads).
-    """
-
-    @staticmethod
-    def callback():
-        import keras
-
-        class Clock(keras.callbacks.Callback):
-            def on_train_batch_begin(self, batch, logs=None):
-                if batch == 0:
-                    self.started, self.cpu_started = time.perf_counter(), time.process_time()
-
-            def on_train_batch_end(self, batch, logs=None):
-                self.ended, self.cpu_ended = time.perf_counter(), time.process_time()
-
-        return Clock()
-
-
 class Worker:
     """One library's models in a worker process: built, compiled, and the orders it carries out.
 
@@ -99,13 +78,14 @@ class Worker:
         import keras_hub
         import tensorflow as tf
 
+        from benchmarks.harness.fit_timing import RoundClock
         from keras_transformer.config import TrainConfig
         from keras_transformer.training import compile_transformer, dtype_policy
 
         self.args, self.name = args, args.worker
         keras.utils.set_random_seed(args.seed)
         self.models, self.data, self.tokens, self.checksums = {}, {}, {}, {}
-        self.clock = _RoundClock.callback()
+        self.clock = RoundClock()  # a round's wall-clock and CPU seconds
         train_config = TrainConfig(warmup_steps=400, jit_compile=args.jit_compile)
         makers = {"decoder": decoder_batches, "encoder": encoder_batches}
         with dtype_policy(precision):

@@ -1,6 +1,5 @@
 """The command line of the study: `python -m benchmarks.language_models.pretraining` (see `__init__`)."""
 
-import argparse
 import sys
 
 import numpy as np
@@ -11,9 +10,6 @@ from keras_transformer.config import LanguageModelConfig, TrainConfig
 from keras_transformer.data.date_classification import DATE_LABELS
 from keras_transformer.precision import choose_precision
 
-DESCRIPTION = (
-    "Masked-LM pre-training where labels are scarce: fine-tuned, from scratch and a linear probe, by label count."
-)
 # `compare_pretraining`'s arguments that the flags set, by the argument's name: the flag's attribute.
 STUDY_FLAGS = {
     "corpus": "corpus", "label": "label", "preset": "preset", "vocab_size": "vocab_size", "corpus_size": "corpus_size",
@@ -31,11 +27,7 @@ ARM_NAMES = {"fine_tuned": "MLM pre-trained, fine-tuned", "scratch": "from scrat
 
 def build_parser():
     """The study's flags: the configs' fields by their own names, then the study's own."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.language_models.pretraining",
-        description=DESCRIPTION,
-        formatter_class=flags.DefaultsHelpFormatter,
-    )
+    parser = flags.study_parser(__package__)
     parser.add_argument("--corpus", default="topics", choices=CORPORA, help="The unlabeled text and the task.")
     parser.add_argument("--label", default="decade", choices=tuple(DATE_LABELS), help="With --corpus dates: the class.")
     flags.add_config_flags(
@@ -87,12 +79,10 @@ def build_parser():
 def parse_args(argv=None):
     """The command line's flags, checked (`argv`: `sys.argv[1:]` when `None`)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
+    args = flags.parse(parser, argv)
     for name, value in CORPUS_DEFAULTS[args.corpus].items():
         if getattr(args, name) is None:
             setattr(args, name, value)
-    flags.check_name(parser, args)
     flags.check_at_least(
         parser,
         args,

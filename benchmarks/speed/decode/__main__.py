@@ -1,6 +1,5 @@
 """The command line of the study: `python -m benchmarks.speed.decode` (see `__init__`)."""
 
-import argparse
 import sys
 
 import keras
@@ -22,23 +21,10 @@ from benchmarks.speed.decode.report import print_report, results_json
 from keras_transformer.config import TrainConfig, preset
 from keras_transformer.models import build_transformer
 
-DESCRIPTION = "Decoding speed of `keras_transformer.decoding`, against keras-hub at equal size."
-BOOLEANS = {"true": True, "false": False, "yes": True, "no": False, "1": True, "0": False}
-
-
-def boolean(text):
-    """An argparse type: true or false (also yes/no, 1/0), as the config flags' booleans are given."""
-    try:
-        return BOOLEANS[text.lower()]
-    except KeyError:
-        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}") from None
-
 
 def build_parser():
     """The study's flags: the configs' fields by their own names, then the study's own."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.speed.decode", description=DESCRIPTION, formatter_class=flags.DefaultsHelpFormatter
-    )
+    parser = flags.study_parser(__package__)
     flags.add_config_flags(
         parser, TrainConfig, "model (TrainConfig fields)", fields=("preset",), defaults={"preset": "small"}
     )
@@ -52,7 +38,7 @@ def build_parser():
     study.add_argument("--repeats", type=int, default=5, help="Timed calls of every batch decoder, interleaved.")
     study.add_argument(
         "--jit-compile",
-        type=boolean,
+        type=flags.boolean,
         default=False,
         metavar="JIT_COMPILE",
         help="Compile the decoders with XLA (true or false): tf.function(jit_compile=True) on TensorFlow, jax.jit "
@@ -72,9 +58,7 @@ def build_parser():
 def parse_args(argv=None):
     """The study's flags, checked (`argv`: `sys.argv[1:]` when `None`)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
-    flags.check_name(parser, args)
+    args = flags.parse(parser, argv)
     flags.check_at_least(parser, args, ("vocab_size", "batch_size", "source_len", "output_tokens", "repeats"), 1)
     if args.vocab_size <= FIRST_REGULAR_ID:
         parser.error(f"--vocab-size must be > {FIRST_REGULAR_ID} (ids 0-3 are reserved). Received: {args.vocab_size}")

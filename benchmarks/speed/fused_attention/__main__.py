@@ -1,27 +1,16 @@
 """The command line of the study: `python -m benchmarks.speed.fused_attention` (see `__init__`)."""
 
-import argparse
-import os
 import sys
-import time
 
 import keras
 
 from benchmarks.harness import flags, machine, results
 from benchmarks.speed.fused_attention.measure import measure
 
-DESCRIPTION = (
-    "Fused against explicit attention: one MultiheadAttention's training step, by length, on this machine's backend."
-)
-
 
 def build_parser():
     """The command line."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.speed.fused_attention",
-        description=DESCRIPTION,
-        formatter_class=flags.DefaultsHelpFormatter,
-    )
+    parser = flags.study_parser(__package__)
     parser.add_argument(
         "--lengths", type=flags.parse_list(int, unique=False), default="64,256,1024", help="Comma-separated lengths T."
     )
@@ -37,9 +26,7 @@ def build_parser():
 def parse_args(argv=None):
     """The flags, checked (`argv`: `sys.argv[1:]` when `None`)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
-    flags.check_name(parser, args)
+    args = flags.parse(parser, argv)
     if min(args.lengths) < 1:
         parser.error(f"--lengths must be positive ints. Received: {','.join(map(str, args.lengths))}")
     flags.check_at_least(parser, args, ("tokens", "width", "heads", "steps", "rounds"), 1)
@@ -51,9 +38,8 @@ def parse_args(argv=None):
 def main(argv=None):
     """Run the comparison; returns the exit status."""
     args = parse_args(argv)
-    cpu = machine.cpu_info()
+    start = results.start()
     backend = keras.backend.backend()
-    started, load_start = time.perf_counter(), os.getloadavg()
     runs = []
     for length in args.lengths:
         for causality in (False, True):
@@ -65,10 +51,10 @@ def main(argv=None):
                 f"fused / explicit speed {results.format_ratio(run['fused_over_explicit_speed'])}",
                 flush=True,
             )
-    print(f"\n{machine.cpu_line(cpu)}; Keras on {backend}")
+    print(f"\n{machine.cpu_line(start.cpu)}; Keras on {backend}")
     packages = {"keras": "keras", "numpy": "numpy", backend: backend}
     data = {
-        **results.record_header(__package__, args, started, load_start, packages=packages),
+        **results.record_header(__package__, args, start, packages=packages),
         "backend": backend,
         "runs": runs,
     }

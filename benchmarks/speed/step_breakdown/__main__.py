@@ -4,7 +4,6 @@ XLA reads `XLA_FLAGS` when it first compiles: `main` sets the HLO dump after par
 before anything runs on the backend; the modules that build and run the model are imported then.
 """
 
-import argparse
 import os
 import sys
 import tempfile
@@ -14,20 +13,15 @@ from benchmarks.harness import flags
 from benchmarks.harness.training_workload import TASKS
 from keras_transformer.config import PRECISIONS, ModelConfig, TrainConfig
 
-DESCRIPTION = (
-    "Where a training step's time goes: our model's step, op by op, at several lengths, under JAX or TensorFlow."
-)
 DUMP_FLAG = "--xla_dump_to"
 
 
 def build_parser():
     """The study's flags: the configs' fields by their own names, then the study's own."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.speed.step_breakdown",
-        description=DESCRIPTION,
+    parser = flags.study_parser(
+        __package__,
         epilog="Without --attention-dropout-rate the preset's (the tutorial's) dropout on the attention weights "
         "runs; 0 lets the fused attention run in training where auto chooses it.",
-        formatter_class=flags.DefaultsHelpFormatter,
     )
     flags.add_config_flags(
         parser, TrainConfig, "model size (TrainConfig fields)", fields=("preset",), defaults={"preset": "small"}
@@ -67,9 +61,7 @@ def build_parser():
 def parse_args(argv=None):
     """The study's flags, checked (`argv`: `sys.argv[1:]` when `None`)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
-    flags.check_name(parser, args)
+    args = flags.parse(parser, argv)
     flags.check_at_least(
         parser, args, ("vocab_size", "steps", "rounds", "trace_steps", "batches", "top", "peak_size"), 1
     )

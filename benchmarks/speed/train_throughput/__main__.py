@@ -24,16 +24,10 @@ from benchmarks.speed.train_throughput.worker import run_worker
 from keras_transformer.config import PRECISIONS, TrainConfig
 from keras_transformer.precision import choose_precision
 
-DESCRIPTION = "Training throughput: our Transformer against keras-hub's, alternating in one run."
-
 
 def build_parser():
     """The study's flags: the configs' fields by their own names, then the study's own."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.speed.train_throughput",
-        description=DESCRIPTION,
-        formatter_class=flags.DefaultsHelpFormatter,
-    )
+    parser = flags.study_parser(__package__)
     flags.add_config_flags(
         parser,
         TrainConfig,
@@ -102,9 +96,7 @@ def build_parser():
 def parse_args(argv=None):
     """The study's flags, checked (`argv`: `sys.argv[1:]` when `None`)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)  # workers get the same flags
-    flags.check_name(parser, args)
+    args = flags.parse(parser, argv)  # `args.argv`: the workers get the same flags
     if args.task == "lm" and SHARED in args.models:
         parser.error(f"--models {SHARED} is the translation task's shared part; --task lm has none")
     flags.check_at_least(parser, args, ("vocab_size", "steps", "rounds", "batches", "peak_size"), 1)

@@ -7,7 +7,6 @@ one model's worker. The package's docstring says what the study runs.
 
 import os
 import sys
-import time
 from pathlib import Path
 
 from benchmarks.harness import flags, machine, results
@@ -28,32 +27,31 @@ VERSIONS = {
 
 
 def parse_args(argv=None):
-    """The study's flags, checked and completed (`argv`: `sys.argv[1:]` when `None`)."""
-    parser = build_parser(__doc__.split("\n\n")[0])
-    return check_args(parser, parser.parse_args(argv))
+    """The study's flags, checked and completed (`argv`: `sys.argv[1:]` when `None`), the flags given as `args.argv`."""
+    parser = build_parser()
+    return check_args(parser, flags.parse(parser, argv))
 
 
-def run_parent(args, argv):
-    """Vocabularies, then each model's worker, then the report, the JSON and the plot."""
-    started = time.perf_counter()
-    cpu = machine.cpu_info()
+def run_parent(args):
+    """Vocabularies, then each model's worker (given the parent's flags), then the report, the JSON and the plot."""
+    start = results.start()
     print(f"Precision: {args.precision_choice.describe()}", flush=True)
     if args.precision_choice.warning:
         print(args.precision_choice.warning, flush=True)
     vocabularies = prepare_vocabularies(args)
-    model_results = run_workers(args, argv, __package__)
-    print_report(args, model_results, cpu)
-    settings = {key: value for key, value in vars(args).items() if key not in ("worker", "precision_choice")}
+    model_results = run_workers(args, args.argv, __package__)
+    print_report(args, model_results, start.cpu)
+    settings = {key: value for key, value in vars(args).items() if key not in ("worker", "precision_choice", "argv")}
     report = {
         "config": {key: str(value) if isinstance(value, Path) else value for key, value in settings.items()},
-        "command": results.command_line(__package__, argv),
+        "command": results.command_line(__package__, args.argv),
         "versions": machine.package_versions(VERSIONS),
-        **machine.machine(cpu),
+        **machine.machine(start.cpu),
         "precision": args.precision_choice.to_dict(),
         "usable_cpus": len(os.sched_getaffinity(0)),
         "vocabularies": vocabularies,
         "models": model_results,
-        "wall_seconds": {"total": round(time.perf_counter() - started, 1), "vocabularies": vocabularies["seconds"]},
+        "wall_seconds": {"total": round(start.seconds(), 1), "vocabularies": vocabularies["seconds"]},
     }
     if len(model_results) == 2:
         report["comparison"] = comparison(model_results)
@@ -68,11 +66,10 @@ def run_parent(args, argv):
 
 def main(argv=None):
     """The parent's run, or with `--worker NAME` one model's worker."""
-    argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
     if args.worker:
         return run_worker(args)
-    return run_parent(args, argv)
+    return run_parent(args)
 
 
 if __name__ == "__main__":

@@ -214,11 +214,9 @@ def add_measurement_and_output_flags(parser):
     parser.add_argument("--worker", choices=MODELS, default=None, help=argparse.SUPPRESS)  # set by the parent
 
 
-def build_parser(description):
+def build_parser():
     """The study's parser, every flag in `--help`'s order."""
-    parser = argparse.ArgumentParser(
-        prog=f"python -m {__package__}", description=description, formatter_class=flags.DefaultsHelpFormatter
-    )
+    parser = flags.study_parser(__package__)
     add_corpus_flags(parser)
     add_shared_config_flags(parser)
     add_our_model_flags(parser)
@@ -234,7 +232,6 @@ def check_args(parser, args):
     if not args.minutes > 0:
         parser.error(f"--minutes must be > 0. Received: {args.minutes}")
     flags.check_at_least(parser, args, ("curve_points", "curve_sentences"), 1)
-    flags.check_name(parser, args)
     for name, value in RECIPES[args.recipe].items():
         if getattr(args, name) is None:
             setattr(args, name, value)
@@ -243,8 +240,7 @@ def check_args(parser, args):
     our_dropout = PRESETS[args.preset]["dropout_rate"] if args.dropout_rate is None else args.dropout_rate
     if args.late_dropout and our_dropout == 0:
         parser.error("--late-dropout raises our model's dropout rate, which is 0 here: give --dropout-rate above 0")
-    if not args.late_dropout_epochs >= 0:
-        parser.error(f"--late-dropout-epochs must be >= 0. Received: {args.late_dropout_epochs}")
+    flags.check_at_least(parser, args, ("late_dropout_epochs",), 0)
     args.validation_decodings = parse_decodings(parser, args.validation_decodings)
     if args.joint_vocab is None:  # one vocabulary where one table embeds both sides
         args.joint_vocab = args.embedding_sharing == "all"

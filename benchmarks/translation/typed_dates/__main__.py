@@ -1,10 +1,5 @@
-"""Dates as people type them: a model's exact match per category of the held-out typed dates.
+"""The command line of the study: `python -m benchmarks.translation.typed_dates` (see `__init__`)."""
 
-The entry point of `python -m benchmarks.translation.typed_dates`; the package's docstring says
-what it measures and how to read it.
-"""
-
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -18,12 +13,8 @@ TEST_SPLIT = "generated test split"
 
 
 def parse_args(argv=None):
-    """The command line's flags, checked."""
-    parser = argparse.ArgumentParser(
-        prog=f"python -m {__package__}",
-        description=__doc__.split("\n\n")[0],
-        formatter_class=flags.DefaultsHelpFormatter,
-    )
+    """The command line's flags, checked (`argv`: `sys.argv[1:]` when `None`)."""
+    parser = flags.study_parser(__package__)
     model = parser.add_mutually_exclusive_group(required=True)
     model.add_argument("--model", type=Path, help="SavedModel folder, or a model folder of integer versions.")
     model.add_argument("--run-dir", type=Path, help="A finished training run (its model, vocabularies and settings).")
@@ -33,10 +24,9 @@ def parse_args(argv=None):
     parser.add_argument("--test-split", type=int, default=1000, help="Sentences of the generated test split; 0: none.")
     parser.add_argument("--show-wrong", type=int, default=3, help="Wrong translations to print per category.")
     flags.add_output_flags(parser, __package__, "typed_dates")
-    args = parser.parse_args(argv)
+    args = flags.parse(parser, argv)
     flags.check_at_least(parser, args, ("per_category",), 1)
     flags.check_at_least(parser, args, ("test_split", "show_wrong"), 0)
-    flags.check_name(parser, args)
     args.categories = [name for name in args.categories.split(",") if name]
     unknown = sorted(set(args.categories) - set(CATEGORIES))
     if unknown or not args.categories:
@@ -97,7 +87,6 @@ def report(scores, examples, show_wrong):
 
 def main(argv=None):
     """Score a model on the typed dates; print the table and write the JSON."""
-    argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     cpu = machine.cpu_info()
     print(machine.cpu_line(cpu))
@@ -110,7 +99,7 @@ def main(argv=None):
     path = results.write_json(
         flags.output_path(args),
         {
-            "command": results.command_line(__package__, argv),
+            "command": results.command_line(__package__, args.argv),
             "model": description,
             "seed": seed,
             "per_category": args.per_category,

@@ -1,10 +1,5 @@
-"""The time of the costliest inputs a text export accepts, against a plain sentence, one text per call.
+"""The command line of the study: `python -m benchmarks.translation.wild_input` (see `__init__`)."""
 
-The entry point of `python -m benchmarks.translation.wild_input`; the package's docstring says
-what it measures and how to read it.
-"""
-
-import argparse
 import statistics
 import sys
 import time
@@ -18,21 +13,16 @@ PLAIN = "plain sentence"
 
 
 def parse_args(argv=None):
-    """The command line's flags, checked."""
-    parser = argparse.ArgumentParser(
-        prog=f"python -m {__package__}",
-        description=__doc__.split("\n\n")[0],
-        formatter_class=flags.DefaultsHelpFormatter,
-    )
+    """The command line's flags, checked (`argv`: `sys.argv[1:]` when `None`)."""
+    parser = flags.study_parser(__package__)
     parser.add_argument(
         "--model", type=Path, required=True, help="SavedModel folder, or a model folder of integer versions."
     )
     parser.add_argument("--repeats", type=int, default=9, help="Timed calls per input (after one untimed call).")
     flags.add_seed_flags(parser, help="Seed of the random bytes.")
     flags.add_output_flags(parser, __package__, "wild_input")
-    args = parser.parse_args(argv)
+    args = flags.parse(parser, argv)
     flags.check_at_least(parser, args, ("repeats",), 1)
-    flags.check_name(parser, args)
     return args
 
 
@@ -64,7 +54,6 @@ def time_calls(call, repeats):
 
 def main(argv=None):
     """Time each input through the export; print the table and write the JSON."""
-    argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     cpu = machine.cpu_info()
     print(machine.cpu_line(cpu))
@@ -103,7 +92,7 @@ def main(argv=None):
     path = results.write_json(
         flags.output_path(args),
         {
-            "command": results.command_line(__package__, argv),
+            "command": results.command_line(__package__, args.argv),
             "model": str(version_dir),
             "repeats": args.repeats,
             "max_text_bytes": MAX_TEXT_BYTES,

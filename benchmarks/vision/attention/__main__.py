@@ -1,18 +1,8 @@
-"""Attention in vision: a small CNN against the same CNN with each kind of attention, on cluttered glyphs.
+"""The command line of the study: `python -m benchmarks.vision.attention` (see `__init__`)."""
 
-The entry point of `python -m benchmarks.vision.attention`: the command line and the whole run
-(`main`); the package's docstring says what it measures and how to read it.
-"""
-
-import argparse
-import os
 import sys
-import time
 
-import keras
-
-from benchmarks.harness import cluttered, flags, machine, results, vision_training
-from benchmarks.vision import attention as study
+from benchmarks.harness import cluttered, flags, results, timing, vision_training
 from benchmarks.vision.attention import figures, report, train
 from keras_transformer.vision import models as vision_models
 
@@ -24,11 +14,7 @@ DEFAULT_ATTENTIONS = ",".join(vision_models.ATTENTIONS)
 
 def build_parser():
     """The command line."""
-    parser = argparse.ArgumentParser(
-        prog=f"python -m {__package__}",
-        description=study.__doc__.split("\n\n")[0],
-        formatter_class=flags.DefaultsHelpFormatter,
-    )
+    parser = flags.study_parser(__package__)
     parser.add_argument(
         "--attentions",
         type=flags.parse_list(str, vision_models.ATTENTIONS),
@@ -50,13 +36,7 @@ def build_parser():
         help="The CNN's blocks: residual, relu(shortcut(x) + attention(branch(x))), or plain, attention(branch(x)).",
     )
     parser.add_argument("--glimpse", type=int, default=20, help="Side of the STN's glimpse in pixels.")
-    parser.add_argument(
-        "--curve-every",
-        type=int,
-        default=0,
-        help="Every this many steps, each run's accuracy on the validation canvases and its mean training loss "
-        "since the last point (a learning curve); 0: no curves and no validation canvases.",
-    )
+    vision_training.add_curve_flag(parser)
     flags.add_output_flags(parser, __package__, "vision_attention")
     return parser
 
@@ -64,14 +44,10 @@ def build_parser():
 def parse_args(argv=None):
     """The flags, checked (`argv`: `sys.argv[1:]` when `None`), with `argv` itself as `args.argv` (for the JSON)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
+    args = flags.parse(parser, argv)
     cluttered.check_task_flags(parser, args)
     flags.check_at_least(parser, args, ("glimpse",), 1)
-    flags.check_at_least(parser, args, ("curve_every",), 0)
-    flags.check_name(parser, args)
-    if keras.backend.backend() != "tensorflow":
-        parser.error(f"needs Keras on TensorFlow (KERAS_BACKEND=tensorflow). Received: {keras.backend.backend()}")
+    flags.check_tensorflow(parser)
     return args
 
 
@@ -90,14 +66,14 @@ def result_stem(args):
 
 
 def train_all(args, data, num_classes):
-    """Every run, seed by seed in the order of `vision_training.run_orders`, each printed as it finishes.
+    """Every run, seed by seed in the order of `timing.run_orders`, each printed as it finishes.
 
     Returns:
         `(runs, shown)`: the results of every run, and the test maps of each model's run with the
         first seed (for the figure of maps).
     """
     runs, shown = [], {}
-    for seed, attention in vision_training.run_orders(args.attentions, args.seeds):
+    for seed, attention in timing.run_orders(args.attentions, args.seeds):
         result, examples = train.train_one(args, attention, seed, data, num_classes)
         runs.append(result)
         if seed == args.seeds[0]:
@@ -111,10 +87,10 @@ def train_all(args, data, num_classes):
     return runs, shown
 
 
-def results_json(args, models, runs, load_start, started):
-    """The results JSON (the load average at the end and the wall seconds since `started` are read now)."""
-    order = [list(o) for o in vision_training.run_orders(args.attentions, args.seeds)]
-    header = results.record_header(__package__, args, started, load_start, dtype="float32", order=order)
+def results_json(args, models, runs, start):
+    """The results JSON (the load average at the end and the wall seconds since `start` are read now)."""
+    order = [list(o) for o in timing.run_orders(args.attentions, args.seeds)]
+    header = results.record_header(__package__, args, start, dtype="float32", order=order)
     return {**header, "models": models, "runs": runs}
 
 
@@ -134,23 +110,14 @@ def write_figures(args, models, test, shown, cpu):
 def main(argv=None):
     """Run the experiment; returns the exit status."""
     args = parse_args(argv)
-    cpu = machine.cpu_info()
-    load_start = os.getloadavg()
-    started = time.perf_counter()
-    sizes = {"train": args.train_size, "test": args.test_size}
-    if args.curve_every:
-        sizes["validation"] = args.validation_size  # its own random stream: train and test stay the same
-    data = cluttered.generate_task(args, sizes)
-    num_classes = data["train"].num_classes
-    print(
-        f"generated {args.train_size} + {args.test_size} canvases in {time.perf_counter() - started:.1f} s", flush=True
-    )
-    runs, shown = train_all(args, data, num_classes)
+    start = results.start()
+    data = cluttered.generate_task(args)  # the validation canvases with --curve-every only
+    runs, shown = train_all(args, data, data["train"].num_classes)
     models = report.summarise(runs, args.attentions)
-    report.print_report(args, models, cpu)
+    report.print_report(args, models, start.cpu)
     path = flags.output_path(args, extra=result_extra(args))
-    print(f"wrote {results.write_json(path, results_json(args, models, runs, load_start, started))}")
-    write_figures(args, models, data["test"], shown, cpu)
+    print(f"wrote {results.write_json(path, results_json(args, models, runs, start))}")
+    write_figures(args, models, data["test"], shown, start.cpu)
     return 0
 
 

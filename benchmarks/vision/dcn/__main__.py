@@ -1,29 +1,15 @@
-"""Dynamic Capacity Networks on cluttered glyphs: the DCN against coarse-only and fine-everywhere.
+"""The command line of the study: `python -m benchmarks.vision.dcn` (see `__init__`)."""
 
-The entry point of `python -m benchmarks.vision.dcn`: the command line and the run (`main`); the
-package's docstring says what it measures and how to read it.
-"""
-
-import argparse
-import os
 import sys
-import time
 
-import keras
-
-from benchmarks.harness import cluttered, flags, machine, results
-from benchmarks.vision import dcn as study
+from benchmarks.harness import cluttered, flags, results
 from benchmarks.vision.dcn import figures, report, train
 from keras_transformer.vision.dynamic_capacity import MODES, grid_size
 
 
 def build_parser():
     """The command line."""
-    parser = argparse.ArgumentParser(
-        prog=f"python -m {__package__}",
-        description=study.__doc__.split("\n\n")[0],
-        formatter_class=flags.DefaultsHelpFormatter,
-    )
+    parser = flags.study_parser(__package__)
     parser.add_argument(
         "--models",
         type=flags.parse_list(str, MODES),
@@ -88,8 +74,7 @@ def build_parser():
 def parse_args(argv=None):
     """The flags, checked, with the size's defaults filled in (`argv`: `sys.argv[1:]` when `None`)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
+    args = flags.parse(parser, argv)
     flags.check_at_least(parser, args, ("size",), 16)  # before the defaults that depend on it
     papers = args.size >= 60
     if args.object_scale is None:
@@ -102,9 +87,7 @@ def parse_args(argv=None):
     flags.check_at_least(
         parser, args, ("patch_size", "coarse_factor", "features", "top_units", "k", "figure_canvases"), 1
     )
-    for name in ("hint_weight", "coarse_weight", "k_tolerance"):
-        if not getattr(args, name) >= 0:
-            parser.error(f"--{name.replace('_', '-')} must be >= 0. Received: {getattr(args, name)}")
+    flags.check_at_least(parser, args, ("hint_weight", "coarse_weight", "k_tolerance"), 0)
     if args.patch_size % args.coarse_factor:
         parser.error(
             f"--patch-size must be a multiple of --coarse-factor ({args.coarse_factor}). Received: {args.patch_size}"
@@ -121,9 +104,7 @@ def parse_args(argv=None):
             f"--coarse-filters and --fine-filters must be positive. Received: {args.coarse_filters}, "
             f"{args.fine_filters}"
         )
-    flags.check_name(parser, args)
-    if keras.backend.backend() != "tensorflow":
-        parser.error(f"needs Keras on TensorFlow (KERAS_BACKEND=tensorflow). Received: {keras.backend.backend()}")
+    flags.check_tensorflow(parser)
     return args
 
 
@@ -140,12 +121,9 @@ def result_stem(args):
 def main(argv=None):
     """Run the experiment; returns the exit status."""
     args = parse_args(argv)
-    cpu = machine.cpu_info()
-    load_start = os.getloadavg()
-    started = time.perf_counter()
+    start = results.start()
     data = cluttered.generate_task(args)
     num_classes = data["train"].num_classes
-    print(f"generated the canvases in {time.perf_counter() - started:.1f} s", flush=True)
     runs, shown = [], None
     for seed in args.seeds:
         for mode in args.models:
@@ -154,9 +132,9 @@ def main(argv=None):
             if mode == "dcn" and shown is None:
                 shown = (seed, result["k_chosen"], details)
             print(report.run_line(result), flush=True)
-    report.print_report(args, runs, cpu)
+    report.print_report(args, runs, start.cpu)
     record = {
-        **results.record_header(__package__, args, started, load_start, dtype="float32"),
+        **results.record_header(__package__, args, start, dtype="float32"),
         "models": report.summarise(runs, args.models),
         "runs": runs,
     }

@@ -1,16 +1,9 @@
-"""The recurrent attention model against a CNN on cluttered glyphs: accuracy by number of glimpses, pixels read.
+"""The command line of the study: `python -m benchmarks.vision.ram` (see `__init__`)."""
 
-The entry point of `python -m benchmarks.vision.ram`: the command line and the run (`main`); the
-package's docstring says what it measures and how to read it.
-"""
-
-import argparse
 import sys
-import time
 from pathlib import Path
 
 from benchmarks.harness import flags, machine, results
-from benchmarks.vision import ram as study
 from benchmarks.vision.ram import figures, report, train
 from keras_transformer.layers.reinforce import BASELINES, Reinforce
 from keras_transformer.vision.cluttered import generate_splits
@@ -19,11 +12,7 @@ from keras_transformer.vision.recurrent import CORES, REWARDS
 
 def build_parser():
     """The flags, each with its help and default."""
-    parser = argparse.ArgumentParser(
-        prog=f"python -m {__package__}",
-        description=study.__doc__.split("\n\n")[0],
-        formatter_class=flags.DefaultsHelpFormatter,
-    )
+    parser = flags.study_parser(__package__)
     task = parser.add_argument_group("task")
     task.add_argument("--size", type=int, default=60, help="canvas side in pixels")
     task.add_argument(
@@ -79,7 +68,7 @@ def build_parser():
 def parse_args(argv=None):
     """The flags of `argv` (the command line's when None), checked: a bad value exits with a message naming it."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = flags.parse(parser, argv)
     flags.check_at_least(parser, args, ("steps", "batch_size", "patch_size", "scales", "samples"), 1)
     flags.check_at_least(parser, args, ("train_size", "test_size", "validation_size"), 1)
     flags.check_at_least(parser, args, ("clutter", "curve_every"), 0)
@@ -93,7 +82,6 @@ def parse_args(argv=None):
         parser.error(f"--fragment-size must be in [1, --size]. Received: {args.fragment_size}")
     if min(args.glimpses) < 1:
         parser.error(f"--glimpses must be >= 1. Received: {args.glimpses}")
-    flags.check_name(parser, args)
     try:
         args.reinforce = Reinforce(args.baseline, args.samples, normalize=not args.no_normalize)
     except ValueError as error:
@@ -103,10 +91,8 @@ def parse_args(argv=None):
 
 def main(argv=None):
     """Run the comparison of the flags `argv`: print the report, write the JSON and the figure; the exit status."""
-    argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
-    started = time.time()
-    cpu = machine.cpu_info()
+    start = results.start()
     data = generate_splits(
         {"train": args.train_size, "validation": args.validation_size, "test": args.test_size},
         seed=0,
@@ -128,18 +114,19 @@ def main(argv=None):
                 paths = locations
             print(f"seed {seed} ram T={glimpses}: {result['test_accuracy_percent']:.1f}%", flush=True)
     summary = report.summarise(runs)
-    report.print_report(args, summary, cpu)
-    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "reinforce"}
+    report.print_report(args, summary, start.cpu)
+    left_out = ("reinforce", "argv")  # the reinforce's config follows; the flags given are the command
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in left_out}
     settings["reinforce"] = args.reinforce.get_config()
     written = results.write_json(
         flags.output_path(args),
         {
             "benchmark": "vision_ram",
-            "command": results.command_line(__package__, argv),
+            "command": results.command_line(__package__, args.argv),
             "flags": {k: v for k, v in settings.items() if k != "out"},
-            **machine.machine(cpu),
+            **machine.machine(start.cpu),
             "packages": machine.package_versions({"tensorflow": "tensorflow", "keras": "keras", "numpy": "numpy"}),
-            "seconds": time.time() - started,
+            "seconds": start.seconds(),
             "summary": summary,
             "runs": runs,
         },

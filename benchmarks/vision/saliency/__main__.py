@@ -1,18 +1,8 @@
-"""Salient-object detection on cluttered glyphs: an encoder-decoder, with CBAM, with residual attention.
+"""The command line of the study: `python -m benchmarks.vision.saliency` (see `__init__`)."""
 
-The entry point of `python -m benchmarks.vision.saliency`: the command line and the whole run
-(`main`); the package's docstring says what it measures and how to read it.
-"""
-
-import argparse
-import os
 import sys
-import time
 
-import keras
-
-from benchmarks.harness import cluttered, flags, machine, results
-from benchmarks.vision import saliency as study
+from benchmarks.harness import cluttered, flags, results
 from benchmarks.vision.saliency import figures, report, train
 from keras_transformer.vision.saliency import SALIENCY_ATTENTIONS, SALIENCY_BLOCKS
 
@@ -21,11 +11,7 @@ PAPERS_SIZE = 60  # from this canvas side on, the defaults are the papers' small
 
 def build_parser():
     """The command line."""
-    parser = argparse.ArgumentParser(
-        prog=f"python -m {__package__}",
-        description=study.__doc__.split("\n\n")[0],
-        formatter_class=flags.DefaultsHelpFormatter,
-    )
+    parser = flags.study_parser(__package__)
     parser.add_argument(
         "--models",
         type=flags.parse_list(str, SALIENCY_ATTENTIONS),
@@ -75,8 +61,7 @@ def build_parser():
 def parse_args(argv=None):
     """The flags, checked, and the defaults that depend on `--size` resolved (`argv`: `sys.argv[1:]` when `None`)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
+    args = flags.parse(parser, argv)
     flags.check_at_least(parser, args, ("size",), 16)  # before the defaults that depend on it
     papers = args.size >= PAPERS_SIZE
     if args.clutter is None:
@@ -90,9 +75,7 @@ def parse_args(argv=None):
         parser.error(f"--eval-every must be <= --steps ({args.steps}). Received: {args.eval_every}")
     if len(args.filters) != 3 or min(args.filters) < 1:
         parser.error(f"--filters must be three positive ints. Received: {args.filters}")
-    flags.check_name(parser, args)
-    if keras.backend.backend() != "tensorflow":
-        parser.error(f"needs Keras on TensorFlow (KERAS_BACKEND=tensorflow). Received: {keras.backend.backend()}")
+    flags.check_tensorflow(parser)
     return args
 
 
@@ -115,12 +98,9 @@ def result_stem(args):
 def main(argv=None):
     """Run the experiment; returns the exit status."""
     args = parse_args(argv)
-    cpu = machine.cpu_info()
-    load_start = os.getloadavg()
-    started = time.perf_counter()
+    start = results.start()
     data = cluttered.generate_task(args)
     test = data["test"]
-    print(f"generated the canvases in {time.perf_counter() - started:.1f} s", flush=True)
     runs, shown = [], {}
     for seed in args.seeds:
         for name in args.models:
@@ -147,11 +127,11 @@ def main(argv=None):
     runs.extend(references.values())
     summary = report.summarise(runs)
     tolerance, chance = runs[0]["test"]["pointing_tolerance_px"], runs[0]["test"]["chance_hit_rate"]
-    report.print_report(args, summary, cpu, test, tolerance, chance)
+    report.print_report(args, summary, start.cpu, test, tolerance, chance)
     extra = result_extra(args)
     record = {
         **results.record_header(
-            __package__, args, started, load_start, dtype="float32", loss="binary cross-entropy", optimizer="Adam"
+            __package__, args, start, dtype="float32", loss="binary cross-entropy", optimizer="Adam"
         ),
         "test_mask_share": float(test.masks.mean()),
         "pointing_tolerance_px": tolerance,
@@ -162,7 +142,7 @@ def main(argv=None):
     print(f"wrote {results.write_json(flags.output_path(args, extra=extra), record)}")
     maps, scores = flags.output_path(args, "_maps.png", extra), flags.output_path(args, ".png", extra)
     figures.plot_maps(maps, args, test, shown, reference_images)
-    figures.plot_scores(scores, args, summary, cpu, chance)
+    figures.plot_scores(scores, args, summary, start.cpu, chance)
     print(f"wrote {maps} and {scores}")
     return 0
 

@@ -22,7 +22,7 @@ import time
 import keras
 import numpy as np
 
-from benchmarks.harness import vision_training
+from benchmarks.harness import timing, vision_training
 from keras_transformer.vision.models import build_classifier
 from keras_transformer.vision.saliency import SALIENCY_LABELS, build_saliency_model
 from keras_transformer.vision.saliency_metrics import saliency_scores
@@ -90,7 +90,7 @@ def train_saliency(args, attention, seed, data):
     model.compile(keras.optimizers.Adam(args.learning_rate), keras.losses.BinaryCrossentropy())
     model.optimizer.build(model.trainable_variables)  # eagerly: a lazy build slows the first step's trace
     train = data["train"]
-    timer, chooser = vision_training.StepTimer(), BestOnValidation(args.eval_every, data["validation"])
+    timer, chooser = timing.StepTimer(), BestOnValidation(args.eval_every, data["validation"])
     started = time.perf_counter()
     model.fit(
         mask_dataset(train, args.batch_size, seed),

@@ -32,7 +32,7 @@ quantiles).
 Each run: `model.fit` for `--steps` steps of `--batch-size` (shuffled with the seed), Adam with
 `--adam-learning-rate`, float32, no augmentation (`benchmarks.harness.vision_training.fit`); the seed
 also sets the initial weights. The runs go seed by seed in one process, the models rotated by
-one place from one seed to the next (`vision_training.run_orders`).
+one place from one seed to the next (`timing.run_orders`).
 
 Measured per run: test accuracy, overall and by tercile; parameters; FLOPs of one forward pass of
 one canvas (`vision_training.forward_flops`); ms per training step. For the fusions, the

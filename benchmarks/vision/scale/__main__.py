@@ -1,19 +1,10 @@
-"""Attention to scale on cluttered glyphs of threefold-varying size: one scale against three fusions of three.
+"""The command line of the study: `python -m benchmarks.vision.scale` (see `__init__`)."""
 
-The entry point of `python -m benchmarks.vision.scale`: the command line and the run (`main`);
-the package's docstring says what it measures and how to read it.
-"""
-
-import argparse
-import os
 import sys
-import time
 
-import keras
 import numpy as np
 
-from benchmarks.harness import cluttered, flags, machine, results, vision_training
-from benchmarks.vision import scale as study
+from benchmarks.harness import cluttered, flags, results, timing, vision_training
 from benchmarks.vision.scale import figures, report, train
 from benchmarks.vision.scale.train import MODELS, TERCILES
 
@@ -22,11 +13,7 @@ from benchmarks.vision.scale.train import MODELS, TERCILES
 
 def build_parser():
     """The command line."""
-    parser = argparse.ArgumentParser(
-        prog=f"python -m {__package__}",
-        description=study.__doc__.split("\n\n")[0],
-        formatter_class=flags.DefaultsHelpFormatter,
-    )
+    parser = flags.study_parser(__package__)
     parser.add_argument(
         "--models",
         type=flags.parse_list(str, MODELS),
@@ -59,13 +46,7 @@ def build_parser():
         "prediction (the shared pooling and dense layer on that scale's features), summed over the scales, added to "
         "the fused prediction's; 0: the fused prediction's cross-entropy alone.",
     )
-    parser.add_argument(
-        "--curve-every",
-        type=int,
-        default=0,
-        help="Every this many steps, each run's accuracy on the validation canvases and its mean training loss "
-        "since the last point (a learning curve); 0: no curves and no validation canvases.",
-    )
+    vision_training.add_curve_flag(parser)
     parser.add_argument(
         "--head-warmup",
         type=int,
@@ -80,34 +61,29 @@ def build_parser():
 def parse_args(argv=None):
     """The flags, checked (`argv`: `sys.argv[1:]` when `None`)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
+    args = flags.parse(parser, argv)
     cluttered.check_task_flags(parser, args)
-    flags.check_at_least(parser, args, ("curve_every",), 0)
     if not 0 <= args.head_warmup < args.steps:
         parser.error(f"--head-warmup must be >= 0 and < --steps ({args.steps}). Received: {args.head_warmup}")
-    if not args.extra_supervision >= 0:
-        parser.error(f"--extra-supervision must be >= 0. Received: {args.extra_supervision}")
+    flags.check_at_least(parser, args, ("extra_supervision",), 0)
     if len(args.factors) < 2 or args.factors[0] != 1 or min(args.factors) < 1:
         parser.error(f"--factors must be two or more positive ints, 1 first. Received: {args.factors}")
     if max(args.factors) > args.size // 4:
         parser.error(f"--factors must be at most --size / 4 ({args.size // 4}). Received: {args.factors}")
     if min(args.filters) < 1:
         parser.error(f"--filters must be positive. Received: {args.filters}")
-    flags.check_name(parser, args)
-    if keras.backend.backend() != "tensorflow":
-        parser.error(f"needs Keras on TensorFlow (KERAS_BACKEND=tensorflow). Received: {keras.backend.backend()}")
+    flags.check_tensorflow(parser)
     return args
 
 
 # ---------------------------------------------------------------- the run
 
 
-def results_json(args, models, runs, edges, load_start, started):
-    """The results JSON (the load average at the end and the wall seconds since `started` are read now)."""
-    order = [list(o) for o in vision_training.run_orders(args.models, args.seeds)]
+def results_json(args, models, runs, edges, start):
+    """The results JSON (the load average at the end and the wall seconds since `start` are read now)."""
+    order = [list(o) for o in timing.run_orders(args.models, args.seeds)]
     return {
-        **results.record_header(__package__, args, started, load_start, dtype="float32", order=order),
+        **results.record_header(__package__, args, start, dtype="float32", order=order),
         "tercile_edges_px": [float(e) for e in edges],
         "terciles": list(TERCILES),
         "models": models,
@@ -118,26 +94,20 @@ def results_json(args, models, runs, edges, load_start, started):
 def main(argv=None):
     """Run the experiment; returns the exit status."""
     args = parse_args(argv)
-    cpu = machine.cpu_info()
-    load_start = os.getloadavg()
-    started = time.perf_counter()
-    sizes = {"train": args.train_size, "test": args.test_size}
-    if args.curve_every:
-        sizes["validation"] = args.validation_size  # its own random stream: train and test stay the same
-    data = cluttered.generate_task(args, sizes)
+    start = results.start()
+    data = cluttered.generate_task(args)  # the validation canvases with --curve-every only
     num_classes = data["train"].num_classes
     edges = np.quantile(data["test"].heights, [1 / 3, 2 / 3])
-    print(f"generated {sum(sizes.values())} canvases in {time.perf_counter() - started:.1f} s", flush=True)
     runs, shown = [], None
-    for seed, name in vision_training.run_orders(args.models, args.seeds):
+    for seed, name in timing.run_orders(args.models, args.seeds):
         result, weights = train.train_one(args, name, seed, data, num_classes, edges)
         runs.append(result)
         if name == "attention" and seed == args.seeds[0]:
             shown = (result, weights)
         print(report.run_line(result), flush=True)
     models = report.summarise(runs, args.models)
-    report.print_report(args, models, runs, edges, cpu)
-    path = results.write_json(flags.output_path(args), results_json(args, models, runs, edges, load_start, started))
+    report.print_report(args, models, runs, edges, start.cpu)
+    path = results.write_json(flags.output_path(args), results_json(args, models, runs, edges, start))
     print(f"wrote {path}")
     if shown is not None:
         figure = flags.output_path(args, ".png")

@@ -27,7 +27,7 @@ to 4 px tall: to read it, the transform has to zoom in, and to zoom in on it, to
 Each run: `model.fit` for `--steps` steps of `--batch-size` (shuffled with the seed), Adam with
 `--adam-learning-rate`, float32, no augmentation (`benchmarks.harness.vision_training.fit`); the seed
 also sets the initial weights. Runs go seed by seed in one process, the models rotated by one
-place from one seed to the next (`vision_training.run_orders`). The budget was chosen on the validation split's
+place from one seed to the next (`timing.run_orders`). The budget was chosen on the validation split's
 curves (every `--curve-every` steps), never on the test split.
 
 Measured per run: test accuracy; trainable parameters; FLOPs of one forward pass

@@ -1,19 +1,10 @@
-"""The Spatial Transformer paper's ST-CNN on 60x60 cluttered glyphs: does its transform learn where to look?
+"""The command line of the study: `python -m benchmarks.vision.stn` (see `__init__`)."""
 
-The entry point of `python -m benchmarks.vision.stn`: the command line and the run (`main`); the
-package's docstring says what it measures and how to read it.
-"""
-
-import argparse
-import os
 import sys
-import time
 
-import keras
 import numpy as np
 
-from benchmarks.harness import cluttered, flags, machine, results, vision_training
-from benchmarks.vision import stn as study
+from benchmarks.harness import cluttered, flags, results, timing, vision_training
 from benchmarks.vision.stn import figures, report, train
 from keras_transformer.vision.st_cnn import TRANSFORMS
 
@@ -22,11 +13,7 @@ from keras_transformer.vision.st_cnn import TRANSFORMS
 
 def build_parser():
     """The command line."""
-    parser = argparse.ArgumentParser(
-        prog=f"python -m {__package__}",
-        description=study.__doc__.split("\n\n")[0],
-        formatter_class=flags.DefaultsHelpFormatter,
-    )
+    parser = flags.study_parser(__package__)
     parser.add_argument(
         "--models",
         type=flags.parse_list(str, TRANSFORMS),
@@ -59,9 +46,7 @@ def build_parser():
         default=0.1,
         help="How fast the transform moves relative to the rest (SpatialTransformer's localization_rate), in (0, 1].",
     )
-    parser.add_argument(
-        "--curve-every", type=int, default=1000, help="Steps between the points of the validation curves."
-    )
+    vision_training.add_curve_flag(parser, default=1000, help="Steps between the points of the validation curves.")
     flags.add_output_flags(parser, __package__, "vision_stn")
     return parser
 
@@ -69,10 +54,8 @@ def build_parser():
 def parse_args(argv=None):
     """The flags, checked (`argv`: `sys.argv[1:]` when `None`)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
+    args = flags.parse(parser, argv)
     cluttered.check_task_flags(parser, args)
-    flags.check_name(parser, args)
     flags.check_at_least(parser, args, ("glimpse", "units", "curve_every"), 1)
     if min(args.filters) < 1:
         parser.error(f"--filters must be positive. Received: {args.filters}")
@@ -80,8 +63,7 @@ def parse_args(argv=None):
         parser.error(f"--localization-rate must be in (0, 1]. Received: {args.localization_rate}")
     if args.curve_every > args.steps:
         parser.error(f"--curve-every must be at most --steps ({args.steps}). Received: {args.curve_every}")
-    if keras.backend.backend() != "tensorflow":
-        parser.error(f"needs Keras on TensorFlow (KERAS_BACKEND=tensorflow). Received: {keras.backend.backend()}")
+    flags.check_tensorflow(parser)
     return args
 
 
@@ -91,23 +73,20 @@ def parse_args(argv=None):
 def main(argv=None):
     """Run the comparison; returns the exit status."""
     args = parse_args(argv)
-    cpu = machine.cpu_info()
-    load_start = os.getloadavg()
-    started = time.perf_counter()
+    start = results.start()
     data = cluttered.generate_task(args)
     num_classes = data["train"].num_classes
-    print(f"generated the canvases in {time.perf_counter() - started:.1f} s", flush=True)
     runs, shown = [], None
-    for seed, name in vision_training.run_orders(args.models, args.seeds):
+    for seed, name in timing.run_orders(args.models, args.seeds):
         result, glimpses = train.train_one(args, name, seed, data, num_classes)
         runs.append(result)
         if name == "learned" and seed == args.seeds[0]:
             shown = glimpses
         print(report.run_line(result), flush=True)
     summary = report.summarise(runs, args.models)
-    report.print_report(args, summary, cpu)
-    order = [list(o) for o in vision_training.run_orders(args.models, args.seeds)]
-    header = results.record_header(__package__, args, started, load_start, dtype="float32", order=order)
+    report.print_report(args, summary, start.cpu)
+    order = [list(o) for o in timing.run_orders(args.models, args.seeds)]
+    header = results.record_header(__package__, args, start, dtype="float32", order=order)
     record = {**header, "models": summary, "runs": runs}
     print(f"wrote {results.write_json(flags.output_path(args), record)}")
     setting = f"{args.size}x{args.size} canvases, {args.glimpse}x{args.glimpse} glimpse"
