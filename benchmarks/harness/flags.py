@@ -23,8 +23,7 @@ import sys
 from pathlib import Path
 
 # The studies' one generator of config flags, and its type of booleans (true/false, yes/no, 1/0).
-from keras_transformer.cli.parser import _boolean as boolean  # noqa: F401
-from keras_transformer.cli.parser import add_config_flags  # noqa: F401
+from keras_transformer.cli.parser import add_config_flags, boolean  # noqa: F401
 
 # The repository's root: the studies' default output folders lie under it, whatever the working directory.
 REPOSITORY = Path(__file__).resolve().parents[2]

@@ -25,7 +25,8 @@ from keras_transformer.config.train import TASK_DEFAULTS, TASKS, task_default
 _BOOLEAN_CHOICES = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
 
 
-def _boolean(text):
+def boolean(text):
+    """The flags' true/false type: true, false, 1, 0, yes or no, in any case; `argparse.ArgumentTypeError` otherwise."""
     try:
         return _BOOLEAN_CHOICES[text.lower()]
     except KeyError:
@@ -110,7 +111,7 @@ def add_config_flags(parser, config_class, title, only=None, exclude=(), fields=
         # File paths: SOURCE TARGET for translation, one or more text files for a language model
         # (`TrainConfig.validate` checks the count for the task).
         paths = isinstance(field.default, tuple)
-        kind = str if paths else {int: int, float: float, bool: _boolean, str: str}[_value_type(field)]
+        kind = str if paths else {int: int, float: float, bool: boolean, str: str}[_value_type(field)]
         group.add_argument(
             *aliases,
             dest=field.name,
