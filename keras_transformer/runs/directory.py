@@ -21,20 +21,6 @@ MODEL_FILE = "model.keras"
 SUMMARY_FILE = "summary.json"
 CHECKPOINT_DIR = "checkpoints"
 LOGS_DIR = "logs"
-# Everything a run writes into RUN_DIR, and so all that `clear_run` (`train --overwrite`) removes; a
-# file being replaced is staged as ".staging-NAME" (`files.write_text_atomically`, the model), a
-# vocabulary being written as ".vocab-*.tmp" (`data.vocabulary`).
-RUN_FILES = (
-    TRAIN_CONFIG_FILE,
-    MODEL_CONFIG_FILE,
-    "source_vocab.txt",
-    "target_vocab.txt",
-    "vocab.txt",
-    CHECKPOINT_DIR,
-    MODEL_FILE,
-    LOGS_DIR,
-    SUMMARY_FILE,
-)
 # What a resumed run reads back from RUN_DIR: copied for workers other than the chief, so that
 # every worker restores the chief's state.
 RUN_STATE = (
@@ -45,6 +31,10 @@ RUN_STATE = (
     "vocab.txt",
     CHECKPOINT_DIR,
 )
+# Everything a run writes into RUN_DIR, and so all that `clear_run` (`train --overwrite`) removes; a
+# file being replaced is staged as ".staging-NAME" (`files.write_text_atomically`, the model), a
+# vocabulary being written as ".vocab-*.tmp" (`data.vocabulary`).
+RUN_FILES = (*RUN_STATE, MODEL_FILE, LOGS_DIR, SUMMARY_FILE)
 WARMUP_SENTENCES = 3  # validation sentences replayed by TF Serving before it serves a version
 # Settings that may change when a run is resumed; any other change would make the resumed
 # run a different experiment.
