@@ -11,25 +11,12 @@ import keras
 import pytest
 import tensorflow as tf
 from conftest import ROOT
+from test_benchmark_harness import X86_CPUINFO  # a /proc/cpuinfo of two processors
 
 from benchmarks.harness import machine
 from benchmarks.translation.multi30k import __main__ as multi30k
 from benchmarks.translation.multi30k import data, models, report, scoring, train
 from keras_transformer.config import variant_switches
-
-# A /proc/cpuinfo of two processors: the report names the first one's model and matmul flags.
-X86_CPUINFO = """processor\t: 0
-vendor_id\t: GenuineIntel
-cpu family\t: 6
-model\t\t: 143
-model name\t: Intel(R) Xeon(R) Platinum 8480+
-stepping\t: 8
-flags\t\t: fpu sse2 avx2 avx fma avx512f amx_bf16 avx512_bf16 amx_tile
-
-processor\t: 1
-model name\t: another model
-flags\t\t: fpu
-"""
 
 
 def fake_multi30k_result(name, parameters, steps, bleu, greedy_bleu=None):
