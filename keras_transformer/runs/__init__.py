@@ -1,7 +1,8 @@
 """A training run, end to end: corpus -> vocabularies -> tf.data -> `model.fit` -> evaluation -> export.
 
 One job for every task (`TrainConfig.task`): a run directory, the precision, the strategy,
-`model.fit` with periodic checkpoints and exact resume, the summary (`job`). What differs by task
+`model.fit` with periodic checkpoints and exact resume, the summary (`job`; its opening, the
+precision and the run directory made or reopened, in `opening`). What differs by task
 (the data, the model, its evaluation and its export) is a task object (the `tasks.Task`
 protocol), looked up by name in a registry (`tasks.task_of`): `translation.TranslationTask` for
 `translate`, `language.LanguageModelTask` for `lm` and `mlm`. A task is one module that
@@ -34,7 +35,7 @@ from keras_transformer.runs.directory import (
     WARMUP_SENTENCES,
     RunError,
 )
-from keras_transformer.runs.job import export_run, load_run, make_serving_module, prepare_run, settle_precision, train
+from keras_transformer.runs.job import export_run, load_run, make_serving_module, train
 from keras_transformer.runs.language import (
     VOCAB_FILE,
     LanguageModelTask,
@@ -45,6 +46,7 @@ from keras_transformer.runs.language import (
     sampler_settings,
     score_language_model,
 )
+from keras_transformer.runs.opening import prepare_run, settle_precision
 from keras_transformer.runs.tasks import Task, register_task, registered_tasks, task_of
 from keras_transformer.runs.translation import TranslationTask, make_translator
 from keras_transformer.runs.translation import _tokenizers as _tokenizers
