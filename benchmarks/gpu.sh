@@ -145,12 +145,14 @@ for job in "${JOBS[@]}"; do
 import os
 import sys
 
+from importlib.metadata import version
+
 import jax
 import keras
-import keras_hub
 
+# keras-hub's version from its metadata: importing it here would import TensorFlow where one is installed.
 print(f"python {sys.version.split()[0]}, jax {jax.__version__}, devices {jax.devices()}")
-print(f"keras {keras.__version__} (backend {keras.backend.backend()}), keras-hub {keras_hub.__version__}")
+print(f"keras {keras.__version__} (backend {keras.backend.backend()}), keras-hub {version('keras-hub')}")
 if os.environ["GPU_EXPECTED"] == "1" and jax.default_backend() != "gpu":
     sys.exit(f"nvidia-smi sees a GPU but JAX's default backend is {jax.default_backend()!r}: stopping")
 EOF
