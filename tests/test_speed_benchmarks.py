@@ -244,7 +244,8 @@ def test_decode_latency_serves_ours_and_keras_hubs_exports_greedy_and_beam():
 
 
 GPU_JOB_FLAGS = {
-    # One length: the sweep over several is test_a_length_sweep_keeps_the_tokens_per_step_and_each_length_gets_its_own_model's.
+    # One length: the sweep over several lengths has its own test
+    # (test_a_length_sweep_keeps_the_tokens_per_step_and_each_length_gets_its_own_model).
     "lm": ["--preset", "tiny", "--vocab-size", "100", "--length", "16", "--tokens-per-step", "32"]
     + ["--rounds", "1", "--steps", "2", "--peak-size", "128", "--precision", "float32"],
     "decode": ["--preset", "tiny", "--vocab-size", "40", "--batch-size", "3", "--source-len", "5"]
