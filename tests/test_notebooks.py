@@ -7,13 +7,15 @@ make (vocabularies, run directories, SavedModels). The notebooks carry their own
 executing them also checks what they teach.
 """
 
+import os
 from pathlib import Path
 
 import nbclient
 import nbformat
 import pytest
 
-NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOK_DIR = REPO / "notebooks"
 NOTEBOOKS = (
     "01_attention_mechanics",
     "02_train_and_translate",
@@ -38,6 +40,8 @@ def test_notebook_runs_top_to_bottom(name, tmp_path, monkeypatch):
     for cell in code_cells:  # only what this run produces counts: forget the committed outputs
         cell.outputs, cell.execution_count = [], None
     monkeypatch.setenv("NOTEBOOK_OUTPUT_DIR", str(tmp_path))  # inherited by the kernel process
+    # The kernel imports this checkout's package, whichever checkout an earlier `pip install -e` named.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     client = nbclient.NotebookClient(
         notebook,
         timeout=CELL_TIMEOUT_S,
