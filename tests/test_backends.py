@@ -8,17 +8,15 @@ must reproduce from the same weights. It saves the model it trained, which must 
 again with `safe_mode=True`, and give TensorFlow's trained logits.
 """
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from backends.backend_bundle import REFERENCE_ENV, SAVE_TO_ENV, check_trained_model, write_bundle
+from conftest import jax_cpu_env
 
 ROOT = Path(__file__).resolve().parents[1]
-# Runs pytest with TensorFlow unimportable (as if not installed), whatever a module tries.
-WITHOUT_TENSORFLOW = "import sys; sys.modules['tensorflow'] = None; import pytest; sys.exit(pytest.main(sys.argv[1:]))"
 # One process, no cache files, and no conftest.py above tests/backends (the suite's own imports TensorFlow).
 PYTEST_ARGS = ["tests/backends", "-n", "0", "-p", "no:cacheprovider", "--confcutdir", "tests/backends", "-q"]
 
@@ -31,17 +29,15 @@ def tensorflow_bundle(tmp_path_factory):
 
 
 def run_backend_tests(backend, reference, save_to):
-    """Run `tests/backends` on `backend` in a new process; returns the `CompletedProcess`."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_XDIST")}
-    # A tiny model's time on JAX goes mostly to XLA compiling it, and LLVM's optimizations cost
-    # more than they save (about 20 s of CPU instead of 33 for the bundle). One thread: the tensors
-    # are tiny, the suite's other worker has the other core, and PyTorch's waiting threads would
-    # spin on it (10 s of CPU for the PyTorch run instead of 17).
-    xla_flags = f"{env.get('XLA_FLAGS', '')} --xla_backend_optimization_level=0".strip()
-    env.update({"KERAS_BACKEND": backend, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": xla_flags, "OMP_NUM_THREADS": "1"})
+    """Run `tests/backends` on `backend` in a new process without TensorFlow; returns the `CompletedProcess`."""
+    # TensorFlow hidden and XLA's cheap compiles, as for JAX; one thread: the tensors are tiny, the
+    # suite's other worker has the other core, and PyTorch's waiting threads would spin on it (10 s
+    # of CPU for the PyTorch run instead of 17).
+    env = jax_cpu_env(save_to / "site")
+    env.update({"KERAS_BACKEND": backend, "OMP_NUM_THREADS": "1"})
     env.update({REFERENCE_ENV: str(reference), SAVE_TO_ENV: str(save_to)})
     return subprocess.run(
-        [sys.executable, "-c", WITHOUT_TENSORFLOW, *PYTEST_ARGS],
+        [sys.executable, "-m", "pytest", *PYTEST_ARGS],
         cwd=ROOT,
         env=env,
         capture_output=True,

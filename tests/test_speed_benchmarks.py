@@ -15,7 +15,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import run_main
+from conftest import jax_cpu_env, run_main
 
 from benchmarks.harness import machine, matmul_peak
 from benchmarks.harness import training_workload as throughput_models
@@ -256,9 +256,9 @@ GPU_JOB_FLAGS = {
 @pytest.mark.slow
 @pytest.mark.parametrize("job", sorted(GPU_JOB_FLAGS))
 def test_gpu_script_runs_a_job_end_to_end_on_jax_without_a_gpu(job, tmp_path):
-    """`benchmarks/gpu.sh JOB` on JAX's CPU, XLA-compiled: its log and its JSON."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_XDIST")}
-    env.update({"PYTHON": sys.executable, "OUT": str(tmp_path), "JAX_PLATFORMS": "cpu"})
+    """`benchmarks/gpu.sh JOB` on JAX's CPU, XLA-compiled, without TensorFlow (as on a GPU machine): log, JSON."""
+    env = jax_cpu_env(tmp_path / "site")
+    env.update({"PYTHON": sys.executable, "OUT": str(tmp_path)})
     env["PATH"] = f"{os.path.dirname(sys.executable)}:/usr/bin:/bin"  # no nvidia-smi: the GPU check is skipped
     result = subprocess.run(
         ["bash", "benchmarks/gpu.sh", job, *GPU_JOB_FLAGS[job]],

@@ -166,12 +166,17 @@ class KerasHubTransformer:
         return ops.zeros((batch, 2, length, self.num_heads, self.head_width), dtype=self.model.compute_dtype)
 
     def generate_uncached(self, source_ids, max_length):
-        """The reference: the whole model on the whole prefix at every step, argmax of the last logits."""
-        tokens = np.full((len(source_ids), 1), START_ID, dtype="int32")
-        for _ in range(max_length):
+        """The reference: the whole model on the whole prefix at every step, argmax of its last position's logits.
+
+        The prefix is padded to one length, `max_length` (the causal self-attention keeps the padding
+        after it from its logits), so every step runs the model on the same shapes: on JAX, each op
+        compiles once rather than once per step.
+        """
+        tokens = np.full((len(source_ids), max_length + 1), PAD_ID, dtype="int32")
+        tokens[:, 0] = START_ID
+        for step in range(max_length):
             with warnings.catch_warnings():  # Keras warns of the softmax over one key at the first step
                 warnings.filterwarnings("ignore", message="You are using a softmax over axis", category=UserWarning)
-                logits = self.model([source_ids, tokens], training=False)  # (B, t, V)
-            next_token = np.argmax(ops.convert_to_numpy(logits[:, -1, :]), axis=-1).astype("int32")
-            tokens = np.concatenate([tokens, next_token[:, None]], axis=1)
+                logits = self.model([source_ids, tokens[:, :max_length]], training=False)  # (B, max_length, V)
+            tokens[:, step + 1] = np.argmax(ops.convert_to_numpy(logits[:, step, :]), axis=-1)
         return tokens[:, 1:]
