@@ -23,6 +23,8 @@ model and the task are backend-neutral. `benchmarks.attention_family.lookup` run
 seeds and writes their tables, JSON and figures.
 """
 
+import weakref
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -93,16 +95,29 @@ def score_gradient(model, inputs, answers):
     Returns:
         float64 NumPy vector; zeros where no gradient reaches a weight.
     """
-    with tf.GradientTape() as tape:  # watches the trainable variables (the argmax control's are not)
-        loss = model.compute_loss(y=answers, y_pred=model(inputs, training=True), training=True)
-    variables = score_weights(model)
-    gradients = tape.gradient(loss, variables)
-    return np.concatenate(
-        [
-            np.zeros(np.prod(variable.shape)) if gradient is None else np.ravel(tf.convert_to_tensor(gradient))
-            for variable, gradient in zip(variables, gradients)
-        ]
-    ).astype("float64")
+    inputs = {name: tf.constant(ids) for name, ids in inputs.items()}
+    gradients = _gradient_function(model)(inputs, tf.constant(answers))
+    return np.concatenate([np.ravel(gradient.numpy()) for gradient in gradients]).astype("float64")
+
+
+# One traced gradient per model: a study measures the noise at dozens of points of each training.
+_GRADIENT_FUNCTIONS = weakref.WeakKeyDictionary()
+
+
+def _gradient_function(model):
+    """`fn(inputs, answers) -> [gradient of each of score_weights(model)]`, a `tf.function` traced once per model."""
+    if model not in _GRADIENT_FUNCTIONS:
+
+        @tf.function(reduce_retracing=True, autograph=False)
+        def gradients(inputs, answers):
+            with tf.GradientTape() as tape:  # watches the trainable variables (the argmax control's are not)
+                loss = model.compute_loss(y=answers, y_pred=model(inputs, training=True), training=True)
+            variables = score_weights(model)  # after the call, which builds a model not yet built
+            found = tape.gradient(loss, variables)
+            return [tf.zeros(v.shape) if g is None else tf.convert_to_tensor(g) for v, g in zip(variables, found)]
+
+        _GRADIENT_FUNCTIONS[model] = gradients
+    return _GRADIENT_FUNCTIONS[model]
 
 
 def gradient_noise(model, examples, batch_size):
