@@ -1,5 +1,6 @@
-"""Writing files so that a process killed at any moment leaves the old version or the new one."""
+"""Files: written so that a process killed at any moment leaves the old version or the new one; hashed."""
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -26,3 +27,12 @@ def write_text_atomically(path, text):
     staging.write_text(text, encoding="utf-8")
     fsync_path(staging)
     os.replace(staging, path)
+
+
+def sha256_of(path):
+    """The SHA-256 of a file's bytes, as a hex string (read a megabyte at a time)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -149,11 +149,12 @@ def main(argv=None, own_process=False):
     try:
         startup.start_tensorflow()  # before anything imports TensorFlow: its start-up notices kept quiet
         from keras_transformer.data.parallel_text import CorpusError  # imports TensorFlow: Ctrl-C may come here
+        from keras_transformer.export import DamagedExportError
         from keras_transformer.runs import RunError
 
         try:
             return _COMMANDS[args.command](args)
-        except (RunError, CorpusError, FileNotFoundError) as error:
+        except (RunError, CorpusError, FileNotFoundError, DamagedExportError) as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
     except KeyboardInterrupt:

@@ -152,6 +152,12 @@ def _call_text_signature(signature, texts, command=_TRANSLATE):
     ]
 
 
+def _say_skipped(version_dir, problems):
+    """The warning line of a damaged export version passed over for an older one."""
+    print(f"warning: skipped version {Path(version_dir).name} of {Path(version_dir).parent}, damaged: "
+          f"{'; '.join(problems)}", file=sys.stderr)  # fmt: skip
+
+
 def translate(args):
     """`keras-transformer translate`: the sentences of the arguments or of `--input`; the exit status."""
     return _run_text_command(args, args.text, _TRANSLATE)
@@ -174,7 +180,7 @@ def _run_text_command(args, arguments, command):
         raise RunError(f"give the {command.arguments} as arguments or with --input, not both")
     if args.input not in (None, "-") and not Path(args.input).is_file():
         raise FileNotFoundError(f"--input: no such file: {args.input}")
-    export_dir = latest_version_dir(args.model)
+    export_dir = latest_version_dir(args.model, on_skip=_say_skipped)
     _check_task(args.model, export_dir, command)  # before loading it: a wrong model is refused at once
     loaded = tf.saved_model.load(str(export_dir))
     signature = loaded.signatures.get(SIGNATURE_KEY)

@@ -5,6 +5,7 @@
                            /variables/...
                            /assets/source_vocab.txt, target_vocab.txt, model_config.json
                            /assets.extra/tf_serving_warmup_requests
+                           /checksums.sha256   every other file's SHA-256 (`integrity.py`)
     EXPORT_DIR/MODEL_NAME/2/...   (the highest integer version is served)
 
 What is exported: a translation model (`translation.py`: `Translator`, `IdsTranslator`), a causal
@@ -12,16 +13,20 @@ language model and a masked one (`language.py`: `TextGenerator`, `IdsGenerator`,
 the signatures' names are defined here. Decoding (a translation's beam size, length penalty and
 output length; a language model's sampler) is fixed at export time. A new version is written to a
 staging folder beside the versions and renamed into place, so a model server never sees half a
-model.
+model; a version damaged later on disk is found by its checksums and passed over
+(`latest_version_dir`).
 """
 
 import os
 import re
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 
 import tensorflow as tf
+
+from keras_transformer.export.integrity import CHECKSUMS_FILE, DamagedExportError, version_problems, write_checksums
 
 SIGNATURE_KEY = "serving_default"
 IDS_SIGNATURE_KEY = "translate_ids"
@@ -112,6 +117,7 @@ def export_module(module, export_dir, model_name, warmup_inputs=None):
         tf.saved_model.save(module, str(staging), signatures=module.signatures())
         if warmup_inputs:
             write_warmup_requests(staging / WARMUP_FILE, model_name, warmup_inputs)
+        write_checksums(staging)  # last: it covers every file of the version
         while True:
             version_dir = model_dir / str(next_version(model_dir))
             try:
@@ -174,17 +180,49 @@ def write_models_config(export_dir, serving_root="/models"):
     return path
 
 
-def latest_version_dir(path):
-    """`path` itself if it holds a `saved_model.pb`, else its highest integer version folder."""
+def latest_version_dir(path, on_skip=None):
+    """The export version to read at `path`: `path` itself if it is a version, else its newest intact version.
+
+    A version is intact when every file its `checksums.sha256` names has its bytes
+    (`integrity.version_problems`); damaged versions are passed over for the next newest.
+
+    Args:
+        path: a version folder (holding `saved_model.pb` or `checksums.sha256`) or a model folder
+            of integer version folders.
+        on_skip: called as `on_skip(version_dir, problems)` for each damaged version passed over
+            (default: a `UserWarning`).
+
+    Returns:
+        `Path` of the version folder.
+
+    Raises:
+        FileNotFoundError: no SavedModel at `path`.
+        DamagedExportError: `path` is a damaged version, or every version of `path` is damaged.
+    """
     path = Path(path)
-    if (path / "saved_model.pb").is_file():
+    if (path / "saved_model.pb").is_file() or (path / CHECKSUMS_FILE).is_file():
+        problems = version_problems(path)
+        if problems:
+            raise DamagedExportError(f"{path} is damaged: {'; '.join(problems)}")
         return path
     if not path.is_dir():
         raise FileNotFoundError(f"No SavedModel at {path}")
-    version = next_version(path) - 1
-    if version < 1:
+    versions = sorted(_versions(path), reverse=True)
+    if not versions:
         raise FileNotFoundError(f"No SavedModel at {path}: no saved_model.pb and no integer version folders")
-    return path / str(version)
+    damaged = []
+    for version in versions:
+        problems = version_problems(path / str(version))
+        if not problems:
+            for version_dir, its_problems in damaged:
+                if on_skip is None:
+                    warnings.warn(f"skipped damaged version {version_dir}: {'; '.join(its_problems)}", stacklevel=2)
+                else:
+                    on_skip(version_dir, its_problems)
+            return path / str(version)
+        damaged.append((path / str(version), problems))
+    listed = "; ".join(f"version {version_dir.name}: {', '.join(problems)}" for version_dir, problems in damaged)
+    raise DamagedExportError(f"No intact version in {path}: {listed}")
 
 
 def saved_model_op_types(export_dir) -> set[str]:

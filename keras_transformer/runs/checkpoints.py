@@ -21,7 +21,6 @@ which a weights file leaves out, in one write (docs/training.md gives its speed)
 Backend-neutral: Keras and NumPy only.
 """
 
-import hashlib
 import json
 import os
 import re
@@ -32,7 +31,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from keras_transformer.files import fsync_path
+from keras_transformer.files import fsync_path, sha256_of
 
 STATE_FILE = "state.npz"
 MANIFEST_FILE = "manifest.json"
@@ -43,14 +42,6 @@ _STAGING_PREFIX = ".staging-"
 
 class CheckpointError(Exception):
     """Checkpoints exist but none can be restored (each one's problem is in the message)."""
-
-
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _dtype(variable):
@@ -110,7 +101,7 @@ def save_checkpoint(model, directory, step, keep=2):
     manifest = {
         "format": FORMAT_VERSION,
         "step": int(step),
-        "file": {"bytes": (staging / STATE_FILE).stat().st_size, "sha256": _sha256(staging / STATE_FILE)},
+        "file": {"bytes": (staging / STATE_FILE).stat().st_size, "sha256": sha256_of(staging / STATE_FILE)},
         "variables": [
             {"path": variable.path, "shape": list(value.shape), "dtype": _dtype(variable)}
             for variable, value in zip(variables, values)
@@ -154,7 +145,7 @@ def _verified_manifest(folder):
         raise ValueError(f"{STATE_FILE} is missing")
     if path.stat().st_size != written["bytes"]:
         raise ValueError(f"{STATE_FILE} has {path.stat().st_size} bytes, {written['bytes']} were written")
-    if _sha256(path) != written["sha256"]:
+    if sha256_of(path) != written["sha256"]:
         raise ValueError(f"{STATE_FILE} does not match its checksum")
     return manifest
 
