@@ -11,11 +11,14 @@ that imports only TensorFlow.
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
+from keras_transformer.export import CHECKSUMS_FILE, version_problems
 from keras_transformer.vision.cluttered import generate_splits
 from keras_transformer.vision.export import export_classifier
 from keras_transformer.vision.models import ATTENTIONS, GlimpseFootprint, build_classifier, channel_weights_by_class
@@ -211,6 +214,8 @@ def test_the_saved_model_serves_class_and_map_in_a_process_with_tensorflow_only(
     images = np.random.default_rng(1).uniform(size=(3, 20, 20, 1)).astype("float32")
     np.save(tmp_path / "images.npy", images)
     export_classifier(classifier.attention_model, tmp_path / "export")
+    assert version_problems(tmp_path / "export") == [] and (tmp_path / "export" / CHECKSUMS_FILE).is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export", "images.npy"]  # no staging folder left
     with pytest.raises(FileExistsError, match="Will not overwrite"):
         export_classifier(classifier.attention_model, tmp_path / "export")
     result = subprocess.run(
@@ -231,6 +236,20 @@ def test_the_saved_model_serves_class_and_map_in_a_process_with_tensorflow_only(
     )
     assert served["odd_size"] == {"class_ids": [1], "probabilities": [1, 4], "attention_map": [1, 13, 7]}
     assert served["modules"] == []  # the project was never imported
+
+
+def test_an_export_that_fails_leaves_nothing_at_its_path(tmp_path, monkeypatch):
+    classifier = build_classifier("se", **TINY)
+    (tmp_path / "export").mkdir()  # an empty folder may be asked for
+
+    def fail(module, path, signatures):
+        (Path(path) / "saved_model.pb").write_bytes(b"half")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(tf.saved_model, "save", fail)
+    with pytest.raises(OSError, match="disk full"):
+        export_classifier(classifier.attention_model, tmp_path / "export")
+    assert [p.name for p in tmp_path.iterdir()] == ["export"] and not any((tmp_path / "export").iterdir())
 
 
 @pytest.mark.parametrize("fusion", ["attention", "average", "max"])

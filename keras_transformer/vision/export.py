@@ -10,11 +10,18 @@ TensorFlow only. `export_classifier(classifier.attention_model, path)` writes a 
 
 The graph holds only core TensorFlow ops (the layers are `keras.ops`), so a process that imports
 nothing but `tensorflow` loads and serves it: `tf.saved_model.load(path).signatures["serving_default"]`.
+Like the translation export it is written beside `path` and renamed into place (no half-written
+model is ever at `path`), with `checksums.sha256` of its files (`keras_transformer.export.integrity`).
 """
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import tensorflow as tf
+
+from keras_transformer.export.integrity import write_checksums
 
 
 class ClassifierExport(tf.Module):
@@ -65,5 +72,15 @@ def export_classifier(attention_model, path, channels=None):
         raise FileExistsError(f"Will not overwrite {path}: choose a new or empty folder")
     channels = attention_model.inputs[0].shape[-1] if channels is None else channels
     module = ClassifierExport(attention_model, channels)
-    tf.saved_model.save(module, str(path), signatures={"serving_default": module.serve})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".staging-{path.name}-", dir=path.parent))
+    try:
+        tf.saved_model.save(module, str(staging), signatures={"serving_default": module.serve})
+        write_checksums(staging)
+        if path.exists():
+            path.rmdir()  # the empty folder asked for
+        os.rename(staging, path)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return path
