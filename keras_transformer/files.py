@@ -1,7 +1,10 @@
 """Files: written so that a process killed at any moment leaves the old version or the new one; hashed."""
 
+import contextlib
 import hashlib
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 
@@ -36,3 +39,26 @@ def sha256_of(path):
         for block in iter(lambda: file.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def staging_folder(parent, prefix=".staging-"):
+    """A new, empty folder in `parent` to write into before it is renamed into place.
+
+    The body renames it where it belongs; if the body raises (or is interrupted), the folder and
+    whatever was written into it are removed, so no half-written folder is left behind.
+
+    Args:
+        parent: the folder to make it in (made if missing); the rename target should be in it too.
+        prefix: the start of its name.
+
+    Yields:
+        `Path` of the folder.
+    """
+    Path(parent).mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

@@ -154,8 +154,9 @@ def _call_text_signature(signature, texts, command=_TRANSLATE):
 
 def _say_skipped(version_dir, problems):
     """The warning line of a damaged export version passed over for an older one."""
-    print(f"warning: skipped version {Path(version_dir).name} of {Path(version_dir).parent}, damaged: "
-          f"{'; '.join(problems)}", file=sys.stderr)  # fmt: skip
+    version_dir = Path(version_dir)
+    message = f"skipped version {version_dir.name} of {version_dir.parent}, damaged: {'; '.join(problems)}"
+    print(f"warning: {message}", file=sys.stderr)
 
 
 def translate(args):

@@ -19,14 +19,13 @@ model; a version damaged later on disk is found by its checksums and passed over
 
 import os
 import re
-import shutil
-import tempfile
 import warnings
 from pathlib import Path
 
 import tensorflow as tf
 
 from keras_transformer.export.integrity import CHECKSUMS_FILE, DamagedExportError, version_problems, write_checksums
+from keras_transformer.files import staging_folder
 
 SIGNATURE_KEY = "serving_default"
 IDS_SIGNATURE_KEY = "translate_ids"
@@ -111,9 +110,7 @@ def export_module(module, export_dir, model_name, warmup_inputs=None):
         `Path` of the new version folder.
     """
     model_dir = Path(export_dir) / model_name
-    model_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=model_dir))
-    try:
+    with staging_folder(model_dir) as staging:
         tf.saved_model.save(module, str(staging), signatures=module.signatures())
         if warmup_inputs:
             write_warmup_requests(staging / WARMUP_FILE, model_name, warmup_inputs)
@@ -126,9 +123,6 @@ def export_module(module, export_dir, model_name, warmup_inputs=None):
             except OSError:
                 if not version_dir.exists():
                     raise
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     write_models_config(export_dir)
     return version_dir
 
@@ -210,19 +204,21 @@ def latest_version_dir(path, on_skip=None):
     versions = sorted(_versions(path), reverse=True)
     if not versions:
         raise FileNotFoundError(f"No SavedModel at {path}: no saved_model.pb and no integer version folders")
+    on_skip = on_skip or _warn_skipped
     damaged = []
     for version in versions:
         problems = version_problems(path / str(version))
         if not problems:
             for version_dir, its_problems in damaged:
-                if on_skip is None:
-                    warnings.warn(f"skipped damaged version {version_dir}: {'; '.join(its_problems)}", stacklevel=2)
-                else:
-                    on_skip(version_dir, its_problems)
+                on_skip(version_dir, its_problems)
             return path / str(version)
         damaged.append((path / str(version), problems))
     listed = "; ".join(f"version {version_dir.name}: {', '.join(problems)}" for version_dir, problems in damaged)
     raise DamagedExportError(f"No intact version in {path}: {listed}")
+
+
+def _warn_skipped(version_dir, problems):
+    warnings.warn(f"skipped damaged version {version_dir}: {'; '.join(problems)}", stacklevel=3)
 
 
 def saved_model_op_types(export_dir) -> set[str]:

@@ -15,13 +15,12 @@ model is ever at `path`), with `checksums.sha256` of its files (`keras_transform
 """
 
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import tensorflow as tf
 
 from keras_transformer.export.integrity import write_checksums
+from keras_transformer.files import staging_folder
 
 
 class ClassifierExport(tf.Module):
@@ -72,15 +71,10 @@ def export_classifier(attention_model, path, channels=None):
         raise FileExistsError(f"Will not overwrite {path}: choose a new or empty folder")
     channels = attention_model.inputs[0].shape[-1] if channels is None else channels
     module = ClassifierExport(attention_model, channels)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".staging-{path.name}-", dir=path.parent))
-    try:
+    with staging_folder(path.parent, prefix=f".staging-{path.name}-") as staging:
         tf.saved_model.save(module, str(staging), signatures={"serving_default": module.serve})
         write_checksums(staging)
         if path.exists():
             path.rmdir()  # the empty folder asked for
         os.rename(staging, path)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return path
