@@ -27,7 +27,11 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
         step = ops.cast(step, "float32") + 1.0
         rising = step * self.warmup_steps**-1.5
         decaying = ops.rsqrt(step)
-        return self.scale * self.d_model**-0.5 * ops.minimum(rising, decaying)
+        return self.factor() * ops.minimum(rising, decaying)
+
+    def factor(self):
+        """`scale * d_model^-0.5`, the factor of every step's rate (a float; a subclass may return a variable)."""
+        return self.scale * self.d_model**-0.5
 
     def get_config(self):
         return {"d_model": self.d_model, "warmup_steps": self.warmup_steps, "scale": self.scale}

@@ -223,10 +223,11 @@ def compare_pretraining(
     # scratch arm takes its encoder from the masked LM before training, not from the seed.
     initial = _build(mlm_config, settings)
     pretrained, pretraining = _pretrain(mlm_config, data, settings)
+    classifiers = [_Classifier(class_config, settings, probe) for probe in (False, True)]
+    starts = {"fine_tuned": pretrained, "scratch": initial, "probe": pretrained}
     curve = {}
     for count in label_counts:
-        starts = {"fine_tuned": pretrained, "scratch": initial, "probe": pretrained}
-        curve[str(count)] = _label_count(class_config, starts, data, count, settings, before_fine_tuning)
+        curve[str(count)] = _label_count(classifiers, starts, data, count, settings, before_fine_tuning)
         pretraining["copied_layers"] = curve[str(count)].pop("copied_layers")
     return {"settings": settings, "pretraining": pretraining, "curve": curve}
 
@@ -310,8 +311,8 @@ def _rows(ids, labels, seq_len):
     return inputs.numpy(), answers.numpy()
 
 
-def _adam(d_model, warmup_steps, scale):
-    return keras.optimizers.Adam(NoamSchedule(d_model, warmup_steps, scale), beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+def _adam(schedule):
+    return keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
 
 
 def _compile(model, optimizer, loss, metrics):
@@ -329,6 +330,63 @@ def _build(config, settings):
         return build_encoder_only(config)
 
 
+class _RescaledNoam(NoamSchedule):
+    """The Noam schedule with its scale in a variable: one traced training step serves every scale."""
+
+    def __init__(self, d_model, warmup_steps):
+        super().__init__(d_model, warmup_steps)
+        self._factor = keras.Variable(NoamSchedule.factor(self), dtype="float32", trainable=False, name="noam_factor")
+
+    def rescale(self, scale):
+        """Make every later step's rate that of `NoamSchedule(d_model, warmup_steps, scale)`."""
+        self.scale = scale
+        self._factor.assign(NoamSchedule.factor(self))
+
+    def factor(self):
+        return self._factor
+
+
+class _Classifier:
+    """A compiled classifier of the study (`classifier_of`), trained again and again from the same start.
+
+    Tracing a training step costs more than the few steps an arm trains, so the classifier of a
+    set of trainable weights (all, or the probe's head) is built and compiled once. `restart`
+    puts every variable of the model and its optimizer back to its value after building (the
+    head, the encoder, the dropout seeds, Adam's moments and step count), then copies a start's
+    encoder in and sets the schedule's scale: the training that follows is that of a classifier
+    built anew from the study's seed.
+
+    Args:
+        config: the classifier's `LanguageModelConfig`.
+        settings: `compare_pretraining`'s arguments, by name.
+        probe: whether only the head (`class_logits`) trains.
+    """
+
+    def __init__(self, config, settings, probe):
+        self._model = _build(config, settings)  # the same head for every arm
+        if probe:
+            for layer in self._model.layers:
+                layer.trainable = layer.name == "class_logits"
+        self._schedule = _RescaledNoam(config.d_model, settings["finetune_warmup_steps"])
+        self.classifier = _compile(
+            classifier_of(self._model),
+            _adam(self._schedule),
+            keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            [],
+        )
+        self._initial = [keras.ops.convert_to_numpy(v) for v in self._variables()]
+
+    def _variables(self):
+        return [*self.classifier.variables, *self.classifier.optimizer.variables]
+
+    def restart(self, start, scale):
+        """Back to the built weights, `start`'s encoder copied in, the schedule at `scale`; the copied layers."""
+        for variable, value in zip(self._variables(), self._initial, strict=True):
+            variable.assign(value)
+        self._schedule.rescale(scale)
+        return copy_weights_by_name(start, self._model)
+
+
 def _pretrain(config, data, settings):
     """Pre-train an encoder as a masked language model until its validation accuracy levels off.
 
@@ -342,9 +400,8 @@ def _pretrain(config, data, settings):
         the copied layers.
     """
     pretrained = _build(config, settings)  # the same initial weights as the study's `initial`
-    _compile(
-        pretrained, _adam(config.d_model, settings["pretrain_warmup_steps"], 1.0), MaskedLabelSmoothedLoss(0.0), []
-    )
+    schedule = NoamSchedule(config.d_model, settings["pretrain_warmup_steps"])
+    _compile(pretrained, _adam(schedule), MaskedLabelSmoothedLoss(0.0), [])
     curve = MaskedLMCurve(*data.mlm_validation, settings["every"], settings["plateau"])
     timer = tf.timestamp()
     history = pretrained.fit(
@@ -374,11 +431,11 @@ def _accuracy(classifier, token_ids, labels, batch_size=512):
     return correct / len(labels)
 
 
-def _label_count(config, starts, data, count, settings, before_fine_tuning):
+def _label_count(classifiers, starts, data, count, settings, before_fine_tuning):
     """Train every arm at every scale on the first `count` labelled examples; choose each arm's scale on validation.
 
     Args:
-        config: the classifier's `LanguageModelConfig`.
+        classifiers: the `_Classifier` that trains all weights and the probe's, in that order.
         starts: `{arm: the model whose encoder it starts from}`, the pre-trained masked LM or the
             masked LM before training.
         data: the study's `_StudyData`.
@@ -396,17 +453,8 @@ def _label_count(config, starts, data, count, settings, before_fine_tuning):
     for arm in ARMS:
         timer, validation, test = tf.timestamp(), [], []
         for scale in settings["finetune_scales"]:
-            model = _build(config, settings)  # the same head for every arm
-            copied_layers = copy_weights_by_name(starts[arm], model)
-            if arm == "probe":
-                for layer in model.layers:
-                    layer.trainable = layer.name == "class_logits"
-            classifier = _compile(
-                classifier_of(model),
-                _adam(config.d_model, settings["finetune_warmup_steps"], scale),
-                keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                [],
-            )
+            copied_layers = classifiers[arm == "probe"].restart(starts[arm], scale)
+            classifier = classifiers[arm == "probe"].classifier
             if before_fine_tuning is not None:
                 before_fine_tuning(arm, classifier, starts["fine_tuned"])
             batches = classification_dataset(
