@@ -24,6 +24,7 @@ LM_SAMPLERS = ("greedy", "beam", "top_k", "top_p", "random")
 DECODING_FIELDS = (
     "beam_size",
     "length_penalty",
+    "xla_decoding",
     "sampler",
     "num_beams",
     "temperature",
@@ -221,6 +222,12 @@ class TrainConfig(_JsonConfig):
     )
     beam_size: int = _field(4, "Beam size of evaluation and of the exported translator; 1 is greedy decoding.")
     length_penalty: float = _field(0.6, "Beam search's GNMT length-penalty alpha (0 ranks by log-probability).")
+    xla_decoding: bool = _field(
+        False,
+        "Decode translations as one XLA computation, in evaluation and in the exported translator: a few times "
+        "faster per sentence on CPUs; one compile per batch size, and TF Serving must run with "
+        "--xla_cpu_compilation_enabled=true.",
+    )
     sampler: str = _field(
         "greedy",
         "How the exported --task lm model chooses each next token (keras-hub's samplers; the evaluation's logged "
@@ -347,6 +354,7 @@ _TASK_SETTINGS = (
             "validation_bleu_sentences",
             "beam_size",
             "length_penalty",
+            "xla_decoding",
         ),
         ("translate",),
     ),

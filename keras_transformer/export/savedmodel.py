@@ -102,9 +102,10 @@ def export_module(module, export_dir, model_name, warmup_inputs=None):
             a `tf.Module` whose `signatures()` gives the signatures to save.
         export_dir: export root.
         model_name: folder and served name of the model.
-        warmup_inputs: optional `{signature name: {input name: array}}`; each becomes a warm-up
-            request in `assets.extra/tf_serving_warmup_requests`, which TF Serving replays
-            before it serves the version (so the first user does not wait for graph set-up).
+        warmup_inputs: optional `{signature name: {input name: array}}`, or a list of such
+            `{input name: array}` per signature; each becomes a warm-up request in
+            `assets.extra/tf_serving_warmup_requests`, which TF Serving replays before it serves
+            the version (so the first user does not wait for graph set-up).
 
     Returns:
         `Path` of the new version folder.
@@ -133,7 +134,7 @@ def export_translator(translator, export_dir, model_name, warmup_inputs=None):
 
 
 def write_warmup_requests(path, model_name, warmup_inputs):
-    """Write `PredictionLog` warm-up records (TF Serving's format) for each signature's inputs."""
+    """Write `PredictionLog` warm-up records (TF Serving's format) for each signature's inputs (`export_module`)."""
     from tensorflow_serving.apis import prediction_log_pb2
 
     from keras_transformer.export.clients import predict_request
@@ -141,10 +142,11 @@ def write_warmup_requests(path, model_name, warmup_inputs):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with tf.io.TFRecordWriter(str(path)) as writer:
-        for signature_name, inputs in warmup_inputs.items():
-            request = predict_request(model_name, inputs, signature_name=signature_name)
-            log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
-            writer.write(log.SerializeToString())
+        for signature_name, requests in warmup_inputs.items():
+            for inputs in [requests] if isinstance(requests, dict) else requests:
+                request = predict_request(model_name, inputs, signature_name=signature_name)
+                log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+                writer.write(log.SerializeToString())
 
 
 def write_models_config(export_dir, serving_root="/models"):

@@ -11,6 +11,13 @@ Two kinds of export, because a SavedModel is loaded whole (one unknown op fails 
   tensorflow-text; its `serving_default` is `translate_ids`, and the vocabularies ride along as
   assets for the client to tokenize with.
 
+With `jit_compile=True` (`TrainConfig.xla_decoding`) the decoding runs as one XLA computation
+(`tf.function(jit_compile=True)`: the while loop and every step in it compiled together, instead of
+TensorFlow running each of a step's ops in turn), on source ids padded to `max_source_len`: one
+compile per batch size, at the first request of that size (the export's warm-up requests make
+the first single-sentence request's). The graph holds the same ops; a model server must compile
+it: TF Serving runs it only with `--xla_cpu_compilation_enabled=true`.
+
 Defined results for awkward input: a text with no tokens (empty, whitespace only) and a row of
 ids that is all padding translate to `""` / all padding with score 0; input longer than the
 model's `max_source_len` is cut to it and flagged `truncated`; so is a text longer than
@@ -45,13 +52,17 @@ class IdsTranslator(ExportModule):
         vocab_paths: the source and target vocabulary files to ship as assets.
         beam_size: int, 1 for greedy decoding.
         length_penalty: float, the beam search's GNMT alpha.
+        jit_compile: bool, decode as one XLA computation (see the module's docstring).
     """
 
-    def __init__(self, model, model_config, config_path, vocab_paths=(), beam_size=4, length_penalty=0.6):
+    def __init__(
+        self, model, model_config, config_path, vocab_paths=(), beam_size=4, length_penalty=0.6, jit_compile=False
+    ):
         check_int("beam_size", beam_size, 1)
         super().__init__(model, model_config, config_path, vocab_paths, name="translator")
         self.beam_size = beam_size
         self.length_penalty = length_penalty
+        self.jit_compile = bool(jit_compile)
 
     def signatures(self):
         """`{signature name: tf.function}` to save."""
@@ -73,8 +84,17 @@ class IdsTranslator(ExportModule):
 
     def _decode(self, source_ids):
         """int32 `[B, S <= max_source_len]` -> `{"output_ids": [B, L], "score": [B]}`."""
-        # At least one source position, so that a batch of empty inputs still has keys.
-        source_ids = tf.pad(source_ids, [[0, 0], [0, tf.maximum(1 - tf.shape(source_ids)[1], 0)]])
+        # At least one source position, so that a batch of empty inputs still has keys; under XLA
+        # `max_source_len` of them, so that only the batch size makes a new shape to compile.
+        length = self.model_config.max_source_len if self.jit_compile else 1
+        source_ids = tf.pad(source_ids, [[0, 0], [0, tf.maximum(length - tf.shape(source_ids)[1], 0)]])
+        if self.jit_compile:
+            # Made while `translate_ids` is traced: saved inside its graph, not as a function of its own.
+            return tf.function(self._decode_padded, jit_compile=True, autograph=False)(source_ids)
+        return self._decode_padded(source_ids)
+
+    def _decode_padded(self, source_ids):
+        """int32 `[B, S >= 1]` -> `{"output_ids": [B, L], "score": [B]}`."""
         max_length = self.model_config.max_target_len
         if self.beam_size == 1:
             output_ids, scores = greedy_decode(self.model, source_ids, max_length)
@@ -91,15 +111,23 @@ class Translator(IdsTranslator):
     """Text to text: tensorflow-text tokenization, decoding and detokenization in one graph.
 
     Args:
-        model, model_config, config_path, beam_size, length_penalty: see `IdsTranslator`.
+        model, model_config, config_path, beam_size, length_penalty, jit_compile: see `IdsTranslator`.
         source_tokenizer, target_tokenizer: `SubwordTokenizer`s of the run (their vocabularies
             are saved as assets).
     """
 
     def __init__(
-        self, model, model_config, source_tokenizer, target_tokenizer, config_path, beam_size=4, length_penalty=0.6
+        self,
+        model,
+        model_config,
+        source_tokenizer,
+        target_tokenizer,
+        config_path,
+        beam_size=4,
+        length_penalty=0.6,
+        jit_compile=False,
     ):
-        super().__init__(model, model_config, config_path, (), beam_size, length_penalty)
+        super().__init__(model, model_config, config_path, (), beam_size, length_penalty, jit_compile)
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
 
@@ -116,6 +144,7 @@ class Translator(IdsTranslator):
             vocab_paths,
             self.beam_size,
             self.length_penalty,
+            self.jit_compile,
         )
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")], autograph=False)

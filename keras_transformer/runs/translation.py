@@ -252,7 +252,7 @@ def _check_global_batch(train_config, model_config, replicas):
 def make_translator(
     model, model_config, source_tokenizer, target_tokenizer, run_dir, train_config, beam_size=None, length_penalty=None
 ):
-    """The run's `Translator`, decoding with the run's `beam_size` and `length_penalty` unless given."""
+    """The run's `Translator`: its `beam_size` and `length_penalty` unless given, and its `xla_decoding`."""
     return Translator(
         model,
         model_config,
@@ -261,17 +261,23 @@ def make_translator(
         Path(run_dir) / MODEL_CONFIG_FILE,
         beam_size=beam_size or train_config.beam_size,
         length_penalty=train_config.length_penalty if length_penalty is None else length_penalty,
+        jit_compile=train_config.xla_decoding,
     )
 
 
 def _export_translator(translator, train_config, export_dir=None, ids_only=False):
     sources = load_corpus(train_config, "validation").sources
     texts = tf.constant(sources[:WARMUP_SENTENCES] + [""])
-    warmup = {IDS_SIGNATURE_KEY: {"source_ids": translator.source_tokenizer.tokenize(texts).to_tensor().numpy()}}
+    source_ids = translator.source_tokenizer.tokenize(texts).to_tensor().numpy()
+    ids_requests, text_requests = [{"source_ids": source_ids}], [{"text": texts.numpy()}]
+    if translator.jit_compile:  # XLA compiles per batch size: a single sentence's too
+        ids_requests.append({"source_ids": source_ids[:1]})
+        text_requests.append({"text": texts.numpy()[:1]})
+    warmup = {IDS_SIGNATURE_KEY: ids_requests}
     model_name = train_config.model_name
     if ids_only:
         translator, model_name = translator.ids_only(), f"{model_name}_ids"
-        warmup = {SIGNATURE_KEY: warmup[IDS_SIGNATURE_KEY]}
+        warmup = {SIGNATURE_KEY: ids_requests}
     else:
-        warmup[SIGNATURE_KEY] = {"text": texts.numpy()}
+        warmup[SIGNATURE_KEY] = text_requests
     return export_translator(translator, export_dir or train_config.export_dir, model_name, warmup)
