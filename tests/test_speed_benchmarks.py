@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import keras
@@ -216,7 +215,7 @@ def test_decode_flags_have_the_configs_names_and_are_checked(capsys):
 
 
 @pytest.mark.slow
-def test_decode_latency_serves_ours_and_keras_hubs_exports_greedy_and_beam():
+def test_decode_latency_serves_ours_and_keras_hubs_exports_greedy_and_beam(tmp_path):
     from benchmarks.harness.peers import KerasHubTransformer
     from benchmarks.speed.decode import latency as decode
 
@@ -224,21 +223,21 @@ def test_decode_latency_serves_ours_and_keras_hubs_exports_greedy_and_beam():
     config = preset("tiny", source_vocab_size=40, target_vocab_size=40, max_source_len=6, max_target_len=5)
     model, hub = build_transformer(config), KerasHubTransformer(config)
     source_ids = np.random.default_rng(0).integers(4, 40, size=(2, 6), dtype="int32")
-    latency = decode.measure_latency(model, config, hub, source_ids, requests=2)
+    latency = decode.measure_latency(model, config, hub, source_ids, requests=2, folder=tmp_path)
 
-    assert set(latency) == {"beam1", "beam4", "keras_hub_beam1", "keras_hub_beam4"}
+    assert set(latency) == {"beam1", "beam4", "beam1_xla", "beam4_xla", "keras_hub_beam1", "keras_hub_beam4"}
     for result in latency.values():
         assert len(result["raw_ms"]) == 2 and 0 < result["p50_ms"] <= result["p95_ms"]
         assert 1 <= result["mean_output_tokens"] <= result["max_output_tokens"] == 5
     for beam_size in (1, 4):
         ours, peer = latency[f"beam{beam_size}"], latency[f"keras_hub_beam{beam_size}"]
         assert ours["keras_hub_p50_over_ours"] == pytest.approx(peer["p50_ms"] / ours["p50_ms"])
+        xla = latency[f"beam{beam_size}_xla"]
+        assert xla["default_p50_over_xla"] == pytest.approx(ours["p50_ms"] / xla["p50_ms"])
 
     # The peer's export serves what its generation gives in this process.
-    with tempfile.TemporaryDirectory() as folder:
-        exports = decode.export_latency_models(model, config, hub, folder)
-        serve = tf.saved_model.load(str(exports["keras_hub_beam4"][2])).signatures["serving_default"]
-        served = serve(source_ids=tf.constant(source_ids))["output_ids"].numpy()
+    serve = tf.saved_model.load(str(tmp_path / "keras_hub_beam4")).signatures["serving_default"]
+    served = serve(source_ids=tf.constant(source_ids))["output_ids"].numpy()
     in_process = hub.generate(tf.constant(source_ids), 5, end_id=decode.END_ID, num_beams=4)
     np.testing.assert_array_equal(served, keras.ops.convert_to_numpy(in_process))
 

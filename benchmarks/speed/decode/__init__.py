@@ -23,9 +23,11 @@ ids (`--batch-size` sentences of `--source-len` ids in `[4, V)`):
   `--output-tokens` tokens and "tokens/s" is exact: sentences/s x output tokens.
 - the single-sentence latency, decoding until `</s>` or `max_target_len` = `--output-tokens`,
   greedy (beam 1) and beam 4, ours and the peer's. On TensorFlow, of SavedModels as a model server
-  would run them (no XLA): ours, the
+  would run them: ours, the
   ids-only export (`IdsTranslator` -> `export_translator` -> `tf.saved_model.load` ->
-  `serving_default`), and the peer's, its generation above with keras-hub's `GreedySampler` or
+  `serving_default`), by default and with XLA decoding (`jit_compile=True`, the export of
+  `--xla-decoding true`, compiled at its first request and served by TF Serving with
+  `--xla_cpu_compilation_enabled=true`), and the peer's, its generation above with keras-hub's `GreedySampler` or
   `BeamSampler(4)` saved the same way (`keras_hub_serving`; keras-hub's beam search ranks by
   log-probability, without our length penalty). Requests cycle through the batch's sentences, one
   sentence each, and through the four exports in a rotating order. On the other backends (no

@@ -48,7 +48,8 @@ def build_parser():
         "--latency-requests",
         type=int,
         default=50,
-        help=f"Timed single-sentence requests to each of the four, after {LATENCY_WARMUPS} warm-ups (0 skips).",
+        help=f"Timed single-sentence requests to each of the six exports (four compiled decoders off "
+        f"TensorFlow), after {LATENCY_WARMUPS} warm-ups (0 skips).",
     )
     flags.add_seed_flags(study, help="Seed of the weights and of the source ids.")
     flags.add_output_flags(study, __package__, "decode")

@@ -1,8 +1,10 @@
 """The single-sentence latency, ours and keras-hub's, greedy and beam 4: of SavedModels, or compiled decoders.
 
-On TensorFlow, of the exports a model server would load: ours (`IdsTranslator`) and the peer's
-generation saved the same way (`keras_hub_serving`). On the other backends, of the batch decoders
-compiled with `</s>` as the end token (`decoders.decoders`).
+On TensorFlow, of the exports a model server would load: ours (`IdsTranslator`), by default and
+with XLA decoding (`jit_compile=True`, what `--xla-decoding true` exports; served by TF Serving with
+`--xla_cpu_compilation_enabled=true`), and the peer's generation saved the same way
+(`keras_hub_serving`). On the other backends, of the batch decoders compiled with `</s>` as the end
+token (`decoders.decoders`).
 """
 
 import tempfile
@@ -44,7 +46,7 @@ def export_latency_models(model, model_config, hub, folder):
 
     Returns:
         `{name: (beam_size, seconds the export took, version folder)}`, names `beam1`, `beam4`,
-        `keras_hub_beam1`, `keras_hub_beam4`.
+        `beam1_xla`, `beam4_xla` (ours with XLA decoding), `keras_hub_beam1`, `keras_hub_beam4`.
     """
     import tensorflow as tf
 
@@ -54,12 +56,13 @@ def export_latency_models(model, model_config, hub, folder):
     model_config.save(config_path)
     exports = {}
     for beam_size in (1, BEAM_SIZE):
-        start = time.perf_counter()
-        translator = IdsTranslator(
-            model, model_config, config_path, vocab_paths=(), beam_size=beam_size, length_penalty=LENGTH_PENALTY
-        )
-        version_dir = export_translator(translator, Path(folder) / f"beam{beam_size}", "bench")
-        exports[f"beam{beam_size}"] = (beam_size, time.perf_counter() - start, version_dir)
+        for name, xla in ((f"beam{beam_size}", False), (f"beam{beam_size}_xla", True)):
+            start = time.perf_counter()
+            translator = IdsTranslator(
+                model, model_config, config_path, beam_size=beam_size, length_penalty=LENGTH_PENALTY, jit_compile=xla
+            )
+            version_dir = export_translator(translator, Path(folder) / name, "bench")
+            exports[name] = (beam_size, time.perf_counter() - start, version_dir)
         start = time.perf_counter()
         peer = keras_hub_serving(hub, model_config.max_target_len, beam_size)
         peer_dir = Path(folder) / f"keras_hub_beam{beam_size}"
@@ -98,16 +101,20 @@ def latency_functions(model, model_config, hub, folder, jit):
     }
 
 
-def measure_latency(model, model_config, hub, source_ids, requests, jit=False):
+def measure_latency(model, model_config, hub, source_ids, requests, jit=False, folder=None):
     """p50/p95 ms of single-sentence requests, ours and keras-hub's, greedy and beam 4 (`latency_functions`).
 
-    All four are warmed up first; then request i goes to each of them, in an order rotated by i,
-    so that load from other processes falls on all of them alike.
+    All of them are warmed up first; then request i goes to each of them, in an order rotated by
+    i, so that load from other processes falls on all of them alike. The exports go to `folder`
+    (kept), or to a temporary folder.
     """
     sentences = [ops.convert_to_tensor(source_ids[i : i + 1]) for i in range(len(source_ids))]  # int32 (1, S) each
     serving, results = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, (beam_size, export_seconds, serve) in latency_functions(model, model_config, hub, tmp, jit).items():
+        exports = tmp if folder is None else folder
+        for name, (beam_size, export_seconds, serve) in latency_functions(
+            model, model_config, hub, exports, jit
+        ).items():
             for i in range(LATENCY_WARMUPS):
                 serve(sentences[i % len(sentences)])
             serving[name] = serve
@@ -134,6 +141,10 @@ def measure_latency(model, model_config, hub, source_ids, requests, jit=False):
     for beam_size in (1, BEAM_SIZE):
         ours, peer = results[f"beam{beam_size}"], results[f"keras_hub_beam{beam_size}"]
         ours["keras_hub_p50_over_ours"] = peer["p50_ms"] / ours["p50_ms"]
+        if f"beam{beam_size}_xla" in results:
+            xla = results[f"beam{beam_size}_xla"]
+            xla["default_p50_over_xla"] = ours["p50_ms"] / xla["p50_ms"]
+            xla["keras_hub_p50_over_ours"] = peer["p50_ms"] / xla["p50_ms"]
     return results
 
 

@@ -44,10 +44,10 @@ def print_report(args, params, first_call, medians, ratios, latency, checks, cpu
         f"argmax decode on {checks['keras_hub_checked_sentences']} sentences"
     )
     if latency:
-        served = "loaded SavedModels (no XLA)" if keras.backend.backend() == "tensorflow" else "compiled decoders"
+        served = "loaded SavedModels" if keras.backend.backend() == "tensorflow" else "compiled decoders"
         print(f"single-sentence latency, {served}, {args.latency_requests} requests:")
         for name, result in latency.items():
-            who = "keras-hub" if name.startswith("keras_hub") else "ours"
+            who = "keras-hub" if name.startswith("keras_hub") else "ours, XLA" if name.endswith("_xla") else "ours"
             print(
                 f"  {who:<9} beam {result['beam_size']}: p50 {result['p50_ms']:.1f} ms, p95 {result['p95_ms']:.1f} ms, "
                 f"mean output {result['mean_output_tokens']:.1f} of {result['max_output_tokens']} tokens"
@@ -55,6 +55,9 @@ def print_report(args, params, first_call, medians, ratios, latency, checks, cpu
         for beam_size in (1, BEAM_SIZE):
             ratio = latency[f"beam{beam_size}"]["keras_hub_p50_over_ours"]
             print(f"  keras-hub p50 / ours p50, beam {beam_size}: " + results.format_ratio(ratio))
+            if f"beam{beam_size}_xla" in latency:
+                ratio = latency[f"beam{beam_size}_xla"]["default_p50_over_xla"]
+                print(f"  ours p50 / ours with XLA p50, beam {beam_size}: " + results.format_ratio(ratio))
 
 
 def results_json(args, model_config, params, cpu, measured):
