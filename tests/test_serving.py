@@ -1,6 +1,6 @@
 """`keras_transformer.export.clients` clients against a stand-in TF Serving, on small SavedModels made here.
 
-The stand-in is `stand_in_server.py`: the real model server cannot be installed here.
+The stand-in is `benchmarks/harness/stand_in_server.py`: the real model server cannot be installed here.
 """
 
 import json
@@ -15,9 +15,9 @@ import grpc
 import numpy as np
 import pytest
 import tensorflow as tf
-from stand_in_server import StandInServer
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
+from benchmarks.harness.stand_in_server import StandInServer
 from keras_transformer.export.clients import (
     UNNAMED_OUTPUT_KEY,
     GrpcClient,

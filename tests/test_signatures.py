@@ -10,8 +10,8 @@ from concurrent import futures
 import numpy as np
 import pytest
 import tensorflow as tf
-from stand_in_server import StandInServer
 
+from benchmarks.harness.stand_in_server import StandInServer
 from keras_transformer.export import MAX_TEXT_BYTES
 from keras_transformer.export.clients import GrpcClient, RestClient
 

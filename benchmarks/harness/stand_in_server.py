@@ -57,6 +57,7 @@ class ServingStatus(Exception):
 
 
 def invalid(message):
+    """An INVALID_ARGUMENT `ServingStatus` with TF Serving's `message`."""
     return ServingStatus(grpc.StatusCode.INVALID_ARGUMENT, message)
 
 
@@ -332,3 +333,31 @@ class _PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer)
             if not request.output_filter or name in request.output_filter:
                 response.outputs[name].CopyFrom(tf.make_tensor_proto(array))
         return response
+
+
+def main(argv=None):
+    """Serve models in this process until its standard input closes.
+
+    `python -m benchmarks.harness.stand_in_server NAME=BASE_PATH [NAME=BASE_PATH ...]` prints one
+    JSON line, `{"rest_url": ..., "grpc_target": ...}`, once it serves, then serves until the
+    process that started it closes its standard input (or it is killed).
+    """
+    import argparse
+    import json
+    import sys
+
+    import tensorflow_text  # noqa: F401  (registers the tokenizer ops of a text export)
+
+    parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="+", metavar="NAME=BASE_PATH", help="a model's name and its folder of versions")
+    args = parser.parse_args(argv)
+    if not all("=" in model for model in args.models):
+        parser.error(f"each model is NAME=BASE_PATH. Received: {args.models}")
+    with StandInServer(dict(model.split("=", 1) for model in args.models)) as server:
+        print(json.dumps({"rest_url": server.rest_url, "grpc_target": server.grpc_target}), flush=True)
+        sys.stdin.read()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
