@@ -22,7 +22,7 @@ every `--memory-every` seconds): first, last, peak and the slope of a straight l
 against requests done, in MiB per 1,000 requests (flat: near 0). With several models, each one's
 p50 and throughput against the first's. JSON in `--out`.
 
-    python train.py && keras-transformer export --run-dir runs/builtin --export-dir saved_models_xla --xla-decoding true
-    python -m benchmarks.serving.load --models saved_models/transformer saved_models_xla/transformer
+    python train.py && keras-transformer export --run-dir runs/builtin --export-dir saved_models/xla --xla-decoding true
+    python -m benchmarks.serving.load --models saved_models/transformer saved_models/xla/transformer
     python -m benchmarks.serving.load --models saved_models/transformer --requests 200   # a quick check
 """
