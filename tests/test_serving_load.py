@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+import tensorflow as tf
 from conftest import run_main
 
 from benchmarks.serving.load import __main__ as load
@@ -52,3 +53,39 @@ def test_a_missing_or_repeated_model_folder_is_named_before_anything_starts(tmp_
     with pytest.raises(SystemExit):
         load.parse_args(["--models", str(tmp_path), str(tmp_path)])
     assert "--models: a folder given twice" in capsys.readouterr().err
+
+
+def test_batching_runs_concurrent_requests_together_with_the_answers_they_get_alone(loaded_export, trained_run):
+    """The stand-in's batching: concurrent requests share a call; one bad request in a batch fails alone."""
+    from concurrent import futures
+
+    from benchmarks.harness.stand_in_server import Batching, StandInServer
+    from keras_transformer.export.clients import RestClient, ServingError
+
+    _, summary = trained_run
+    texts = [f"{day} march 19{80 + day}" for day in range(1, 13)]
+    alone = [loaded_export.signatures["serving_default"](text=[text])["translation"].numpy()[0] for text in texts]
+    batching = Batching(max_batch_size=4, batch_timeout_micros=50_000, allowed_batch_sizes=(1, 2, 4))
+    with StandInServer({"dates": Path(summary["export_path"]).parent}, batching) as server:
+        text_client = RestClient(server.rest_url, model_name="dates")
+        ids_client = RestClient(server.rest_url, model_name="dates", signature_name="translate_ids")
+
+        def translate(text):
+            return text_client.predict({"text": [text]})["translation"][0]
+
+        def ids(source_ids):
+            try:
+                return ids_client.predict({"source_ids": source_ids})["output_ids"].tolist()
+            except ServingError as error:
+                return error.code
+
+        with futures.ThreadPoolExecutor(12) as pool:
+            served = list(pool.map(translate, texts))
+        assert served == alone
+        assert max(batching.batch_sizes) > 1 and sum(batching.batch_sizes) == len(texts)
+
+        good, bad = [[5, 6, 7]], [[5, 10**6]]
+        with futures.ThreadPoolExecutor(2) as pool:
+            answers = list(pool.map(ids, [good, bad]))
+    expected = loaded_export.signatures["translate_ids"](source_ids=tf.constant(good))["output_ids"].numpy().tolist()
+    assert answers == [expected, 400] and batching.batch_sizes[-1] == 2  # one batch, failed, then run alone

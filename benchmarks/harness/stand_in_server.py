@@ -15,8 +15,10 @@ Formats, status codes and error messages follow TF Serving's sources (`util/json
 details a client must survive: a signature with one output answers REST without the output's name,
 and string outputs go into the JSON as raw bytes (valid UTF-8 or not) unless the output's name ends
 in `_bytes`, which are sent as `{"b64": ...}`. As in TF Serving, gRPC inputs must already have the
-signature's dtypes, while REST inputs (JSON has no dtypes) are converted to them. Not imitated:
-version labels, model metadata, classify/regress, batching, config reloading.
+signature's dtypes, while REST inputs (JSON has no dtypes) are converted to them. Request batching
+as TF Serving's `--enable_batching` does it, when asked for (`Batching`): concurrent requests to one
+signature are run as one batch, padded to an allowed batch size. Not imitated: version labels,
+model metadata, classify/regress, config reloading.
 
     with StandInServer({"toy": "/path/to/saved_models/toy"}) as server:
         RestClient(server.rest_url, model_name="toy").predict(...)
@@ -27,12 +29,14 @@ import base64
 import json
 import re
 import threading
+import time
 import urllib.parse
 from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import grpc
+import numpy as np
 import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
@@ -61,16 +65,131 @@ def invalid(message):
     return ServingStatus(grpc.StatusCode.INVALID_ARGUMENT, message)
 
 
+class Batching:
+    """TF Serving's request batching (its `batching_parameters_file`'s settings), imitated.
+
+    Requests to one signature that arrive while a batch is forming are run as one call: the batch
+    closes at `max_batch_size` rows or `batch_timeout_micros` after its first request, its inputs
+    are concatenated (a longer second axis padded with 0 or b""), its rows padded to the next of
+    `allowed_batch_sizes`, and each request gets its own rows of the outputs. A batch that fails
+    is run again request by request, so that one bad request fails alone. One batching thread.
+
+    Attributes: `batch_sizes`, the rows of each batch run (before padding), for tests and reports.
+    """
+
+    def __init__(self, max_batch_size=8, batch_timeout_micros=2000, allowed_batch_sizes=(1, 2, 4, 8)):
+        if not allowed_batch_sizes or sorted(allowed_batch_sizes)[-1] != max_batch_size:
+            raise ValueError(
+                f"allowed_batch_sizes must end with max_batch_size={max_batch_size}. Received: {allowed_batch_sizes}"
+            )
+        self.max_batch_size, self.timeout = max_batch_size, batch_timeout_micros / 1e6
+        self.allowed = sorted(allowed_batch_sizes)
+        self.batch_sizes = []
+        self._pending = []  # [(function, tensors, rows, arrival, slot)], oldest first
+        self._ready = threading.Condition()
+        self._stop = False
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def run(self, function, tensors, call):
+        """`call(function, tensors)` inside a batch: its outputs, or the exception it raised alone."""
+        if any(tensor.shape.rank == 0 for tensor in tensors.values()):
+            return call(function, tensors)
+        rows = int(next(iter(tensors.values())).shape[0])
+        if not 0 < rows <= self.max_batch_size:
+            return call(function, tensors)
+        slot = {"done": threading.Event()}
+        with self._ready:
+            self._pending.append((function, tensors, rows, time.monotonic(), slot))
+            self._ready.notify()
+        slot["done"].wait()
+        if "error" in slot:
+            raise slot["error"]
+        return slot["outputs"]
+
+    def close(self):
+        """Stop the batching thread (requests still waiting are not answered)."""
+        with self._ready:
+            self._stop = True
+            self._ready.notify()
+        self._thread.join()
+
+    def _loop(self):
+        while True:
+            with self._ready:
+                while not self._pending and not self._stop:
+                    self._ready.wait()
+                if self._stop:
+                    return
+                function, _, _, arrival, _ = self._pending[0]
+                while not self._stop:  # until full or timed out
+                    same = [item for item in self._pending if item[0] is function]
+                    left = arrival + self.timeout - time.monotonic()
+                    if sum(item[2] for item in same) >= self.max_batch_size or left <= 0:
+                        break
+                    self._ready.wait(left)
+                batch, rows = [], 0
+                for item in [item for item in self._pending if item[0] is function]:
+                    if rows + item[2] <= self.max_batch_size:
+                        batch.append(item)
+                        rows += item[2]
+                for item in batch:
+                    self._pending.remove(item)
+            self._run_batch(function, batch, rows)
+
+    def _run_batch(self, function, batch, rows):
+        self.batch_sizes.append(rows)
+        size = next(allowed for allowed in self.allowed if allowed >= rows)
+        try:
+            outputs = StandInServer.call(function, _stack([item[1] for item in batch], size))
+        except ServingStatus:
+            for item in batch:  # one bad request fails alone
+                try:
+                    item[4]["outputs"] = StandInServer.call(function, item[1])
+                except ServingStatus as error:
+                    item[4]["error"] = error
+                item[4]["done"].set()
+            return
+        start = 0
+        for item in batch:
+            item[4]["outputs"] = {name: value[start : start + item[2]] for name, value in outputs.items()}
+            start += item[2]
+            item[4]["done"].set()
+
+
+def _stack(requests, size):
+    """The inputs of `requests` (`[{name: tf.Tensor}]`) as one batch of `size` rows, padded with 0 or b""."""
+    stacked = {}
+    for name in requests[0]:
+        arrays = [request[name].numpy() for request in requests]
+        shape = [max(dims) for dims in zip(*(array.shape for array in arrays))]
+        rows = sum(array.shape[0] for array in arrays)
+        fill = b"" if arrays[0].dtype == object else 0
+        out = np.full([size, *shape[1:]], fill, dtype=arrays[0].dtype)
+        start = 0
+        for array in arrays:
+            out[(slice(start, start + array.shape[0]), *(slice(0, n) for n in array.shape[1:]))] = array
+            start += array.shape[0]
+        assert start == rows
+        stacked[name] = tf.constant(out, dtype=requests[0][name].dtype)
+    return stacked
+
+
 class StandInServer:
     """Serves `{model name: base path}` over REST and gRPC on 127.0.0.1, on free ports.
 
+    Args:
+        models: `{model name: base path}`, each a folder of integer versions.
+        batching: a `Batching`, or None to run every request on its own.
+
     Attributes (once started): `rest_url` ("http://127.0.0.1:<port>"), `grpc_target`
-    ("127.0.0.1:<port>"), `models` (`{name: {version: loaded SavedModel}}`).
+    ("127.0.0.1:<port>"), `models` (`{name: {version: loaded SavedModel}}`), `batching`.
     """
 
-    def __init__(self, models):
+    def __init__(self, models, batching=None):
         self.models = {name: self._load_versions(Path(path)) for name, path in models.items()}
         self.rest_url = self.grpc_target = None
+        self.batching = batching
 
     @staticmethod
     def _load_versions(base_path):
@@ -96,6 +215,8 @@ class StandInServer:
         return self
 
     def __exit__(self, *exc_info):
+        if self.batching is not None:
+            self.batching.close()
         self._grpc.stop(grace=None).wait()
         self._http.shutdown()
         self._http.server_close()
@@ -140,9 +261,16 @@ class StandInServer:
         """`{input name: tf.TensorSpec}` of a loaded signature."""
         return function.structured_input_signature[1]
 
+    def run(self, function, tensors):
+        """Call a signature on `{input name: tf.Tensor}` (in a batch when batching); `{output name: np.ndarray}`."""
+        self.check_inputs(function, tensors)
+        if self.batching is None:
+            return self.call(function, tensors)
+        return self.batching.run(function, tensors, self.call)
+
     @staticmethod
-    def run(function, tensors):
-        """Call a signature on `{input name: tf.Tensor}`; returns `{output name: np.ndarray}`."""
+    def check_inputs(function, tensors):
+        """Raise TF Serving's INVALID_ARGUMENT for inputs the signature does not take."""
         specs = StandInServer.input_specs(function)
         missing, extra = sorted(set(specs) - set(tensors)), sorted(set(tensors) - set(specs))
         if extra:
@@ -157,6 +285,10 @@ class StandInServer:
                 raise invalid(f"Expects arg[{name}] to be {specs[name].dtype.name} but {tensor.dtype.name} is provided")
             if not specs[name].shape.is_compatible_with(tensor.shape):
                 raise invalid(f"input {name}: shape {tensor.shape} is not compatible with {specs[name].shape}")
+
+    @staticmethod
+    def call(function, tensors):
+        """Run a signature on checked inputs; `{output name: np.ndarray}`, INVALID_ARGUMENT if the graph fails."""
         try:
             outputs = function(**tensors)
         except tf.errors.InvalidArgumentError as error:  # raised while running the graph
@@ -350,10 +482,16 @@ def main(argv=None):
 
     parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
     parser.add_argument("models", nargs="+", metavar="NAME=BASE_PATH", help="a model's name and its folder of versions")
+    parser.add_argument("--max-batch-size", type=int, default=0, help="batch concurrent requests (0: never)")
+    parser.add_argument("--batch-timeout-micros", type=int, default=2000, help="how long a batch waits to fill")
     args = parser.parse_args(argv)
     if not all("=" in model for model in args.models):
         parser.error(f"each model is NAME=BASE_PATH. Received: {args.models}")
-    with StandInServer(dict(model.split("=", 1) for model in args.models)) as server:
+    batching = None
+    if args.max_batch_size > 0:  # allowed sizes: the powers of 2 below it, and it
+        sizes = sorted({min(2**i, args.max_batch_size) for i in range(args.max_batch_size.bit_length() + 1)})
+        batching = Batching(args.max_batch_size, args.batch_timeout_micros, sizes)
+    with StandInServer(dict(model.split("=", 1) for model in args.models), batching) as server:
         print(json.dumps({"rest_url": server.rest_url, "grpc_target": server.grpc_target}), flush=True)
         sys.stdin.read()
     return 0

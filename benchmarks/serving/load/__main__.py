@@ -26,16 +26,32 @@ def parse_args(argv=None):
         default=[Path("saved_models/transformer")],
         help="Model folders of integer versions (text exports), served in turn; ratios are against the first.",
     )
+    parser.add_argument(
+        "--max-batch-size",
+        type=flags.parse_list(int),
+        default=[0],
+        help="Comma-separated: each model is served once per value, batching concurrent requests up to that many "
+        "rows (padded to a power of 2; 0: no batching), as TF Serving's --enable_batching does.",
+    )
+    parser.add_argument("--batch-timeout-micros", type=int, default=2000, help="How long a batch waits to fill.")
     parser.add_argument("--clients", type=int, default=8, help="Concurrent clients, one request at a time each.")
     parser.add_argument("--requests", type=int, default=10000, help="Requests per model, all clients together.")
     parser.add_argument("--bad-every", type=int, default=50, help="Every N-th request is a bad one (0: none).")
     parser.add_argument("--memory-every", type=float, default=0.5, help="Seconds between two samples of VmRSS.")
     parser.add_argument("--timeout", type=float, default=60.0, help="Seconds a client waits for one answer.")
+    parser.add_argument(
+        "--warmup-requests",
+        type=int,
+        default=200,
+        help="Untimed requests first, from all clients (XLA compiles once per batch size: not in the figures).",
+    )
     flags.add_seed_flags(parser, help="Seed of the sentences' order.")
     flags.add_output_flags(parser, __package__, "load")
     args = flags.parse(parser, argv)
     flags.check_at_least(parser, args, ("clients", "requests"), 1)
-    flags.check_at_least(parser, args, ("bad_every",), 0)
+    flags.check_at_least(parser, args, ("bad_every", "batch_timeout_micros", "warmup_requests"), 0)
+    if min(args.max_batch_size) < 0:
+        parser.error(f"--max-batch-size must be >= 0. Received: {args.max_batch_size}")
     if len({model.resolve() for model in args.models}) < len(args.models):
         parser.error(f"--models: a folder given twice. Received: {[str(model) for model in args.models]}")
     for model in args.models:
@@ -112,12 +128,13 @@ class StandInProcess:
     Attributes (once entered): `url` (its REST address), `pid`.
     """
 
-    def __init__(self, name, path):
+    def __init__(self, name, path, max_batch_size=0, batch_timeout_micros=2000):
         self.name, self.path = name, path
+        self.batching = [f"--max-batch-size={max_batch_size}", f"--batch-timeout-micros={batch_timeout_micros}"]
 
     def __enter__(self):
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.harness.stand_in_server", f"{self.name}={self.path}"],
+            [sys.executable, "-m", "benchmarks.harness.stand_in_server", f"{self.name}={self.path}", *self.batching],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -225,21 +242,26 @@ def main(argv=None):
     started = results.start()
     print(machine.cpu_line(started.cpu))
     plan = request_plan(args.requests, args.bad_every, args.seed)
-    runs = {}
-    for path in args.models:
-        with StandInProcess(path.name, path.resolve()) as server:
+    runs, first = {}, None
+    for path, max_batch_size in [(path, size) for path in args.models for size in args.max_batch_size]:
+        batching = f"batches of up to {max_batch_size}" if max_batch_size else "no batching"
+        label = str(path) if len(args.max_batch_size) == 1 else f"{path}, {batching}"
+        first = first or label
+        with StandInProcess(path.name, path.resolve(), max_batch_size, args.batch_timeout_micros) as server:
 
             def memory(pid=server.pid):
                 return resident_mib(pid)
 
             memory.every = args.memory_every
-            send(server.url, path.name, ("good", "march 21, 1987"), args.timeout)  # one untimed request first
+            warmup = [("good", "march 21, 1987")] + [request for request in plan if request[0] == "good"]
+            run_load(server.url, path.name, warmup[: max(args.warmup_requests, 1)], args.clients, args.timeout)
             outcomes, latencies, wall, samples = run_load(
                 server.url, path.name, plan, args.clients, args.timeout, memory
             )
-        runs[str(path)] = summary = summarize(plan, outcomes, latencies, wall, samples)
+        runs[label] = summary = summarize(plan, outcomes, latencies, wall, samples)
+        summary["max_batch_size"] = max_batch_size
         print(
-            f"{path}: {summary['requests']} requests from {args.clients} clients in {wall:.1f} s, "
+            f"{label}: {summary['requests']} requests from {args.clients} clients in {wall:.1f} s, "
             f"{summary['requests_per_s']:.1f}/s; good {summary['good_answered']}, bad with a defined error "
             f"{summary['bad_with_defined_error']} of {summary['bad_sent']}, failed {summary['failed']}"
         )
@@ -257,7 +279,7 @@ def main(argv=None):
             )
         for failure in summary["failures"]:
             print(f"  failure: {failure}")
-    first = runs[str(args.models[0])]
+    first_label, first = first, runs[first]
     ratios = {}
     for name, summary in list(runs.items())[1:]:
         ratios[name] = {
@@ -265,7 +287,7 @@ def main(argv=None):
             "this_requests_per_s_over_first": summary["requests_per_s"] / first["requests_per_s"],
         }
         print(
-            f"{name} against {args.models[0]}: p50 {results.format_ratio(ratios[name]['first_p50_over_this'])} "
+            f"{name} against {first_label}: p50 {results.format_ratio(ratios[name]['first_p50_over_this'])} "
             f"faster, throughput {results.format_ratio(ratios[name]['this_requests_per_s_over_first'])}"
         )
     path = results.write_json(
@@ -275,6 +297,7 @@ def main(argv=None):
             "server": "the project's stand-in for TF Serving's model server (benchmarks.harness.stand_in_server)",
             "clients": args.clients,
             "bad_every": args.bad_every,
+            "batch_timeout_micros": args.batch_timeout_micros,
             "machine": machine.machine(started.cpu),
             "load_average": results.load_average(started),
             "versions": machine.package_versions({"tensorflow": "tensorflow", "tensorflow_text": "tensorflow-text"}),
