@@ -22,8 +22,8 @@ latency of the good requests (ms, from the client's send to its parsed answer) a
 p50, requests per second over the run, the counts of good, defined-error and failed requests, and
 the server's resident memory (its `VmRSS`, sampled every `--memory-every` seconds): first, last,
 peak and the slope of a straight line fitted to it against requests done, in MiB per 1,000 requests
-(flat: near 0). With several models, each one's p50 and throughput against the first's. `--max-
-batch-size 0,8` serves each model twice, without and with the stand-in's request batching
+(flat: near 0). With several models, each one's p50 and throughput against the first's.
+`--max-batch-size 0,8` serves each model twice, without and with the stand-in's request batching
 (concurrent requests to one signature run as one call of up to 8 rows, as TF Serving's
 `--enable_batching` would). JSON in `--out`.
 
