@@ -91,13 +91,13 @@ class Batching:
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
 
-    def run(self, function, tensors, call):
-        """`call(function, tensors)` inside a batch: its outputs, or the exception it raised alone."""
+    def run(self, function, tensors):
+        """`StandInServer.call(function, tensors)` inside a batch: its outputs, or the error it raised alone."""
         if any(tensor.shape.rank == 0 for tensor in tensors.values()):
-            return call(function, tensors)
+            return StandInServer.call(function, tensors)
         rows = int(next(iter(tensors.values())).shape[0])
         if not 0 < rows <= self.max_batch_size:
-            return call(function, tensors)
+            return StandInServer.call(function, tensors)
         slot = {"done": threading.Event()}
         with self._ready:
             self._pending.append((function, tensors, rows, time.monotonic(), slot))
@@ -163,14 +163,12 @@ def _stack(requests, size):
     for name in requests[0]:
         arrays = [request[name].numpy() for request in requests]
         shape = [max(dims) for dims in zip(*(array.shape for array in arrays))]
-        rows = sum(array.shape[0] for array in arrays)
         fill = b"" if arrays[0].dtype == object else 0
         out = np.full([size, *shape[1:]], fill, dtype=arrays[0].dtype)
         start = 0
         for array in arrays:
             out[(slice(start, start + array.shape[0]), *(slice(0, n) for n in array.shape[1:]))] = array
             start += array.shape[0]
-        assert start == rows
         stacked[name] = tf.constant(out, dtype=requests[0][name].dtype)
     return stacked
 
@@ -266,7 +264,7 @@ class StandInServer:
         self.check_inputs(function, tensors)
         if self.batching is None:
             return self.call(function, tensors)
-        return self.batching.run(function, tensors, self.call)
+        return self.batching.run(function, tensors)
 
     @staticmethod
     def check_inputs(function, tensors):

@@ -167,10 +167,11 @@ def _read_line(stream, timeout):
     return found[0] if found else ""
 
 
-def run_load(url, model_name, plan, clients, timeout, memory=None):
+def run_load(url, model_name, plan, clients, timeout, memory=None, memory_every=0.5):
     """Send `plan` with `clients` threads; `(outcomes, seconds per request, wall seconds, memory samples)`.
 
-    `memory`: a `callable() -> MiB`, sampled with the count of requests done, or None.
+    `memory`: a `callable() -> MiB`, sampled every `memory_every` seconds with the count of requests
+    done, or None.
     """
     outcomes, latencies = [None] * len(plan), [0.0] * len(plan)
     next_index, lock, done = [0], threading.Lock(), threading.Event()
@@ -194,7 +195,7 @@ def run_load(url, model_name, plan, clients, timeout, memory=None):
     threads = [threading.Thread(target=client) for _ in range(clients)]
     if memory is not None:
         samples.append((0, memory()))
-        threads.append(threading.Thread(target=sampler, args=(memory.every,), daemon=True))
+        threads.append(threading.Thread(target=sampler, args=(memory_every,), daemon=True))
     for thread in threads:
         thread.start()
     for thread in threads[:clients]:
@@ -242,22 +243,17 @@ def main(argv=None):
     started = results.start()
     print(machine.cpu_line(started.cpu))
     plan = request_plan(args.requests, args.bad_every, args.seed)
-    runs, first = {}, None
+    runs = {}
     for path, max_batch_size in [(path, size) for path in args.models for size in args.max_batch_size]:
         batching = f"batches of up to {max_batch_size}" if max_batch_size else "no batching"
         label = str(path) if len(args.max_batch_size) == 1 else f"{path}, {batching}"
-        first = first or label
         with StandInProcess(path.name, path.resolve(), max_batch_size, args.batch_timeout_micros) as server:
-
-            def memory(pid=server.pid):
-                return resident_mib(pid)
-
-            memory.every = args.memory_every
             warmup = [("good", "march 21, 1987")] + [request for request in plan if request[0] == "good"]
             run_load(server.url, path.name, warmup[: max(args.warmup_requests, 1)], args.clients, args.timeout)
             outcomes, latencies, wall, samples = run_load(
-                server.url, path.name, plan, args.clients, args.timeout, memory
-            )
+                server.url, path.name, plan, args.clients, args.timeout,
+                lambda pid=server.pid: resident_mib(pid), args.memory_every,
+            )  # fmt: skip
         runs[label] = summary = summarize(plan, outcomes, latencies, wall, samples)
         summary["max_batch_size"] = max_batch_size
         print(
@@ -279,7 +275,8 @@ def main(argv=None):
             )
         for failure in summary["failures"]:
             print(f"  failure: {failure}")
-    first_label, first = first, runs[first]
+    first_label = next(iter(runs))
+    first = runs[first_label]
     ratios = {}
     for name, summary in list(runs.items())[1:]:
         ratios[name] = {
