@@ -19,6 +19,12 @@ from pathlib import Path
 from keras_transformer.files import sha256_of, write_text_atomically
 
 CHECKSUMS_FILE = "checksums.sha256"
+# The formats an export writes: each one's model file (which every version must hold and list) and
+# its name in messages.
+EXPORT_FORMATS = {
+    "savedmodel": ("saved_model.pb", "SavedModel"),
+    "ctranslate2": ("model.bin", "CTranslate2 model"),
+}
 _LINE = re.compile(r"^([0-9a-f]{64}) [ *](.+)$")
 
 
@@ -42,22 +48,24 @@ def write_checksums(version_dir):
     return version_dir / CHECKSUMS_FILE
 
 
-def version_problems(version_dir):
+def version_problems(version_dir, export_format="savedmodel"):
     """What is wrong with an export version: a list of short sentences, empty where it is intact.
 
     Checks every file `checksums.sha256` names against its SHA-256; without that file, only that
-    `saved_model.pb` is there.
+    the format's model file (`saved_model.pb`) is there.
 
     Args:
         version_dir: a version folder (`EXPORT_DIR/MODEL_NAME/N`) or any SavedModel folder.
+        export_format: a key of `EXPORT_FORMATS`: `"savedmodel"` or `"ctranslate2"` (`model.bin`).
 
     Returns:
         list of str, e.g. `["variables/variables.index is missing"]`.
     """
+    model_file, _ = EXPORT_FORMATS[export_format]
     version_dir = Path(version_dir)
     checksums = version_dir / CHECKSUMS_FILE
     if not checksums.is_file():
-        return [] if (version_dir / "saved_model.pb").is_file() else ["saved_model.pb is missing"]
+        return [] if (version_dir / model_file).is_file() else [f"{model_file} is missing"]
     try:
         lines = checksums.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as error:
@@ -75,6 +83,6 @@ def version_problems(version_dir):
             problems.append(f"{name} is missing")
         elif sha256_of(path) != expected:
             problems.append(f"{name} does not match its checksum ({path.stat().st_size} bytes now)")
-    if "saved_model.pb" not in listed:
-        problems.append(f"{CHECKSUMS_FILE} does not list saved_model.pb")
+    if model_file not in listed:
+        problems.append(f"{CHECKSUMS_FILE} does not list {model_file}")
     return problems

@@ -24,7 +24,13 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from keras_transformer.export.integrity import CHECKSUMS_FILE, DamagedExportError, version_problems, write_checksums
+from keras_transformer.export.integrity import (
+    CHECKSUMS_FILE,
+    EXPORT_FORMATS,
+    DamagedExportError,
+    version_problems,
+    write_checksums,
+)
 from keras_transformer.files import staging_folder
 
 SIGNATURE_KEY = "serving_default"
@@ -115,17 +121,30 @@ def export_module(module, export_dir, model_name, warmup_inputs=None):
         tf.saved_model.save(module, str(staging), signatures=module.signatures())
         if warmup_inputs:
             write_warmup_requests(staging / WARMUP_FILE, model_name, warmup_inputs)
-        write_checksums(staging)  # last: it covers every file of the version
-        while True:
-            version_dir = model_dir / str(next_version(model_dir))
-            try:
-                os.rename(staging, version_dir)  # atomic; fails if another writer took the number
-                break
-            except OSError:
-                if not version_dir.exists():
-                    raise
+        version_dir = publish_version(staging, model_dir)
     write_models_config(export_dir)
     return version_dir
+
+
+def publish_version(staging, model_dir):
+    """Write the checksums of a complete staging folder, then rename it into `model_dir` as its next version.
+
+    Args:
+        staging: a folder from `files.staging_folder(model_dir)` holding every file of the version.
+        model_dir: the model's folder of integer versions.
+
+    Returns:
+        `Path` of the new version folder.
+    """
+    write_checksums(staging)  # last: it covers every file of the version
+    while True:
+        version_dir = Path(model_dir) / str(next_version(model_dir))
+        try:
+            os.rename(staging, version_dir)  # atomic; fails if another writer took the number
+            return version_dir
+        except OSError:
+            if not version_dir.exists():
+                raise
 
 
 def export_translator(translator, export_dir, model_name, warmup_inputs=None):
@@ -152,8 +171,8 @@ def write_warmup_requests(path, model_name, warmup_inputs):
 def write_models_config(export_dir, serving_root="/models"):
     """Write `export_dir/models.config`, the model server's `--model_config_file`.
 
-    It lists every model folder under `export_dir` that holds versions, at `serving_root/<name>`
-    (where the Docker command in docs/serving.md mounts `export_dir`). Replaced atomically.
+    It lists every model folder under `export_dir` that holds SavedModel versions, at
+    `serving_root/<name>` (where the Docker command in docs/serving.md mounts `export_dir`). Replaced atomically.
 
     Args:
         export_dir: export root, one folder per model.
@@ -163,7 +182,12 @@ def write_models_config(export_dir, serving_root="/models"):
         `Path` of the file.
     """
     export_dir = Path(export_dir)
-    names = sorted(p.name for p in export_dir.iterdir() if p.is_dir() and _versions(p))
+    # Only folders of SavedModel versions: another format's (a CTranslate2 export) is not TF Serving's.
+    names = sorted(
+        p.name
+        for p in export_dir.iterdir()
+        if p.is_dir() and any((p / str(version) / "saved_model.pb").is_file() for version in _versions(p))
+    )
     entries = "".join(
         f'  config {{\n    name: "{name}"\n    base_path: "{serving_root}/{name}"\n'
         f'    model_platform: "tensorflow"\n  }}\n'
@@ -176,7 +200,7 @@ def write_models_config(export_dir, serving_root="/models"):
     return path
 
 
-def latest_version_dir(path, on_skip=None):
+def latest_version_dir(path, on_skip=None, export_format="savedmodel"):
     """The export version to read at `path`: `path` itself if it is a version, else its newest intact version.
 
     A version is intact when every file its `checksums.sha256` names has its bytes
@@ -187,29 +211,32 @@ def latest_version_dir(path, on_skip=None):
             of integer version folders.
         on_skip: called as `on_skip(version_dir, problems)` for each damaged version passed over
             (default: a `UserWarning`).
+        export_format: a key of `integrity.EXPORT_FORMATS`: `"savedmodel"`, or `"ctranslate2"`
+            (versions hold `model.bin` instead of `saved_model.pb`).
 
     Returns:
         `Path` of the version folder.
 
     Raises:
-        FileNotFoundError: no SavedModel at `path`.
+        FileNotFoundError: no model of the format at `path`.
         DamagedExportError: `path` is a damaged version, or every version of `path` is damaged.
     """
+    model_file, kind = EXPORT_FORMATS[export_format]
     path = Path(path)
-    if (path / "saved_model.pb").is_file() or (path / CHECKSUMS_FILE).is_file():
-        problems = version_problems(path)
+    if (path / model_file).is_file() or (path / CHECKSUMS_FILE).is_file():
+        problems = version_problems(path, export_format)
         if problems:
             raise DamagedExportError(f"{path} is damaged: {'; '.join(problems)}")
         return path
     if not path.is_dir():
-        raise FileNotFoundError(f"No SavedModel at {path}")
+        raise FileNotFoundError(f"No {kind} at {path}")
     versions = sorted(_versions(path), reverse=True)
     if not versions:
-        raise FileNotFoundError(f"No SavedModel at {path}: no saved_model.pb and no integer version folders")
+        raise FileNotFoundError(f"No {kind} at {path}: no {model_file} and no integer version folders")
     on_skip = on_skip or _warn_skipped
     damaged = []
     for version in versions:
-        problems = version_problems(path / str(version))
+        problems = version_problems(path / str(version), export_format)
         if not problems:
             for version_dir, its_problems in damaged:
                 on_skip(version_dir, its_problems)

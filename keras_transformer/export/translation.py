@@ -155,14 +155,7 @@ class Translator(IdsTranslator):
         `truncated` is true where the text has more than `max_source_len` tokens or more than
         `MAX_TEXT_BYTES` bytes: only its beginning was translated.
         """
-        too_long = tf.strings.length(text) > MAX_TEXT_BYTES  # (B,)
-        text = tf.strings.substr(text, 0, MAX_TEXT_BYTES)  # a character cut in two reads as U+FFFD
-        max_source_len = self.model_config.max_source_len
-        # One word more than fits: every word gives at least one piece, so that extra word
-        # shows whether the text is longer than `max_source_len` pieces.
-        pieces = self.source_tokenizer.tokenize(text, max_words=max_source_len + 1)  # (B, (S))
-        truncated = tf.logical_or(too_long, pieces.row_lengths() > max_source_len)
-        source_ids = pieces[:, :max_source_len].to_tensor(default_value=PAD_ID)  # (B, S), S <= max_source_len
+        source_ids, truncated = source_ids_of_text(self.source_tokenizer, text, self.model_config.max_source_len)
         # Through the ids signature's function: one decoder graph in the SavedModel (and one trace
         # when saving), shared by both signatures.
         outputs = self.translate_ids(source_ids)
@@ -171,3 +164,25 @@ class Translator(IdsTranslator):
             "score": outputs["score"],
             "truncated": truncated,
         }
+
+
+def source_ids_of_text(tokenizer, text, max_source_len):
+    """The source ids a translation reads from texts, and which texts it reads only in part.
+
+    Args:
+        tokenizer: the source `SubwordTokenizer`.
+        text: string tensor `[B]`.
+        max_source_len: int, the most source ids the model reads.
+
+    Returns:
+        `(source_ids, truncated)`: int32 `[B, S]` (`S <= max_source_len`, 0 = padding) and bool
+        `[B]`, true where the text has more than `max_source_len` pieces or more than
+        `MAX_TEXT_BYTES` bytes.
+    """
+    too_long = tf.strings.length(text) > MAX_TEXT_BYTES  # (B,)
+    text = tf.strings.substr(text, 0, MAX_TEXT_BYTES)  # a character cut in two reads as U+FFFD
+    # One word more than fits: every word gives at least one piece, so that extra word shows
+    # whether the text is longer than `max_source_len` pieces.
+    pieces = tokenizer.tokenize(text, max_words=max_source_len + 1)  # (B, (S))
+    truncated = tf.logical_or(too_long, pieces.row_lengths() > max_source_len)
+    return pieces[:, :max_source_len].to_tensor(default_value=PAD_ID), truncated  # (B, S), (B,)
