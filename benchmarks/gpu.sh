@@ -13,7 +13,8 @@
 #   lm      the same sweep with --task lm: our decoder-only LM against keras-hub's GPT2Backbone
 #   decode  python -m benchmarks.speed.decode: cached greedy and beam-4 decoding of 64 sentences,
 #           the greedy ones against keras-hub's GreedySampler, and single-sentence latency, greedy
-#           and beam 4, against keras-hub's GreedySampler and BeamSampler
+#           and beam 4, against keras-hub's GreedySampler and BeamSampler (CTranslate2 is
+#           left out, --ctranslate2 false: it is the CPU study's peer; append --ctranslate2 true to add it)
 #   profile python -m benchmarks.speed.step_breakdown: where a training step's time goes at
 #           lengths 64, 256 and 1,024 (the step against its parts, each timed alone), and a JAX
 #           profiler trace of it
@@ -125,7 +126,7 @@ run_job() {
         lm) "$PYTHON" -m benchmarks.speed.train_throughput --task lm "${SWEEP[@]}" --out "$out" --name gpu_lm "$@" ;;
         decode) "$PYTHON" -m benchmarks.speed.decode --jit-compile true --preset base --vocab-size 8000 \
             --batch-size 64 --source-len 32 --output-tokens 64 --repeats 5 --latency-requests 50 \
-            --out "$out" --name gpu_decode "$@" ;;
+            --ctranslate2 false --out "$out" --name gpu_decode "$@" ;;
         profile) "$PYTHON" -m benchmarks.speed.step_breakdown --preset base --vocab-size 8000 \
             --length 64 256 1024 --tokens-per-step 16384 --precision mixed_bfloat16 --trace "$out/gpu_profile_trace" \
             --out "$out" --name gpu_profile "$@" ;;

@@ -97,6 +97,7 @@ def test_train_help_documents_every_config_field_with_its_help_and_default(capsy
                 "--run-dir": "run directory written by `train`",
                 "--export-dir": "export root (default: the run's export_dir)",
                 "--ids-only": "without tensorflow-text ops",
+                "--format": "ctranslate2 (the CTranslate2 engine's; translation runs)",
             },
         ),
         (
@@ -282,7 +283,9 @@ def test_each_task_exports_under_its_own_default_name(fake_train, tmp_path, monk
     assert TrainConfig().model_name == "transformer" and TrainConfig(task="mlm").model_name == "transformer-mlm"
     # models.config lists each task's model.
     for train_config, _ in fake_train[:2]:
-        (tmp_path / train_config.export_dir / train_config.model_name / "1").mkdir(parents=True)
+        version = tmp_path / train_config.export_dir / train_config.model_name / "1"
+        version.mkdir(parents=True)
+        (version / "saved_model.pb").write_bytes(b"")
     listed = write_models_config(tmp_path / "saved_models").read_text()
     assert '"transformer"' in listed and '"transformer-lm"' in listed
 

@@ -7,8 +7,10 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import tiny_config, tiny_model, trained_like_betas
+from conftest import run_main, tiny_config, tiny_model, trained_like_betas
 
+from keras_transformer import cli, runs
+from keras_transformer.config import TrainConfig
 from keras_transformer.data.parallel_text import load_corpus
 from keras_transformer.data.special_tokens import END_ID, RESERVED_TOKENS, START_ID
 from keras_transformer.decoding import beam_search, greedy_decode
@@ -212,3 +214,41 @@ def test_save_refuses_a_folder_that_holds_files(tmp_path):
     with pytest.raises(FileExistsError, match="is not empty"):
         save_ctranslate2_model(tiny_model(), config, tmp_path / "source.txt", tmp_path / "target.txt", folder)
     assert [p.name for p in folder.iterdir()] == ["notes.txt"]
+
+
+@pytest.mark.slow
+def test_the_cli_exports_for_the_engine_and_translates_with_it(trained_run, loaded_run, tmp_path, capsys):
+    train_config, _ = trained_run
+    _, model_config, model, translator = loaded_run
+    status, printed = run_main(
+        cli.main,
+        ["export", "--run-dir", train_config.run_dir, "--export-dir", str(tmp_path), "--format", "ctranslate2"],
+        capsys,
+    )
+    model_dir = tmp_path / "dates_ctranslate2"
+    assert status == 0 and printed == f"Exported to {model_dir / '1'}\n"
+    assert not (tmp_path / MODELS_CONFIG_FILE).exists()  # nothing TF Serving could load
+
+    sources = load_corpus(train_config, "test").sources[:6]
+    status, printed = run_main(cli.main, ["translate", "--model", str(model_dir), *sources, ""], capsys)
+    source_ids = translator.source_tokenizer.tokenize(tf.constant(sources)).to_tensor().numpy()
+    ours, _ = beam_search(model, source_ids, model_config.max_target_len, beam_size=train_config.beam_size, alpha=0.0)
+    expected = [text.decode() for text in translator.target_tokenizer.detokenize(ours).numpy()]
+    assert status == 0 and printed.split("\n") == [*expected, "", ""]
+
+    assert cli.main(["generate", "--model", str(model_dir), "a prompt"]) == 2
+    assert "holds a translation model (task translate, version 1); generate needs" in capsys.readouterr().err
+
+
+def test_the_cli_refuses_an_ids_only_engine_export(trained_run, tmp_path, capsys):
+    train_config, _ = trained_run
+    argv = ["export", "--run-dir", train_config.run_dir, "--export-dir", str(tmp_path), "--format", "ctranslate2"]
+    assert cli.main([*argv, "--ids-only"]) == 2
+    assert "--ids-only is a SavedModel export" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+def test_an_engine_export_of_a_language_model_run_is_refused(tmp_path):
+    lm = TrainConfig(task="lm", run_dir=str(tmp_path / "lm"))
+    with pytest.raises(runs.RunError, match="a CTranslate2 export is of a translation run"):
+        runs.export_run(None, lm, tmp_path, export_format="ctranslate2")

@@ -193,7 +193,7 @@ def test_decode_json_records_the_cpu_beside_the_versions():
     cpu = machine.parse_cpuinfo(X86_CPUINFO)
     results = results_json(args, model_config, {}, cpu, {"ratios": {}})
     assert results["config"]["cpu"] == cpu and results["config"]["cpu_count"] == os.cpu_count()
-    assert set(results["config"]["versions"]) == {"python", "tensorflow", "jax", "keras", "keras_hub"}
+    assert set(results["config"]["versions"]) == {"python", "tensorflow", "jax", "keras", "keras_hub", "ctranslate2"}
     assert results["config"]["backend"] == "tensorflow"
     assert results["config"]["command"] == "python -m benchmarks.speed.decode --preset tiny"
     assert results["ratios"] == {}
@@ -240,6 +240,55 @@ def test_decode_latency_serves_ours_and_keras_hubs_exports_greedy_and_beam(tmp_p
     served = serve(source_ids=tf.constant(source_ids))["output_ids"].numpy()
     in_process = hub.generate(tf.constant(source_ids), 5, end_id=decode.END_ID, num_beams=4)
     np.testing.assert_array_equal(served, keras.ops.convert_to_numpy(in_process))
+
+
+def test_the_ctranslate2_peer_decodes_our_weights_as_our_decoders_do(tmp_path):
+    from benchmarks.speed.decode import ctranslate2_peer as peer
+    from benchmarks.speed.decode.ctranslate2_worker import Engine
+    from keras_transformer.decoding import beam_search, greedy_decode
+
+    keras.utils.set_random_seed(1)
+    config = preset("tiny", source_vocab_size=40, target_vocab_size=30, max_source_len=5, max_target_len=6)
+    model = build_transformer(config)
+    source_ids = np.random.default_rng(1).integers(4, 30, size=(3, 5), dtype="int32")
+    seconds = peer.convert(model, config, tmp_path / "engine")
+
+    engine = Engine(tmp_path / "engine", "float32", 1)  # what each worker runs
+    ours = {
+        1: keras.ops.convert_to_numpy(greedy_decode(model, source_ids, 6)[0]),
+        4: keras.ops.convert_to_numpy(beam_search(model, source_ids, 6, beam_size=4, alpha=0.0)[0]),
+    }
+    for beam_size, expected in ours.items():  # until </s>, as the latency runs decode
+        np.testing.assert_array_equal(engine.decode(source_ids, beam_size, 6, forced=False), expected)
+    forced = {beam: engine.decode(source_ids, beam, 6, forced=True) for beam in (1, 4)}  # as the batch runs do
+    assert forced[1].shape == (3, 6) and forced[1].min() >= 4  # six real tokens, no </s> and no padding
+
+    medians = {"greedy_cached": 0.5, "beam4_cached": 1.0}
+    outputs = {"greedy_cached": forced[1], "beam4_cached": forced[4]}
+    batches, latency = peer.measure(tmp_path / "engine", seconds, source_ids, 6, 2, 4, outputs, medians)
+    names = {
+        peer.setting_name(kind, threads, beam) for kind in ("float32", "int8") for threads in (1, 2) for beam in (1, 4)
+    }
+    assert set(batches) == set(latency) == names
+    for name in ("ctranslate2_float32_1t_beam1", "ctranslate2_float32_2t_beam4"):
+        result = batches[name]
+        assert len(result["raw_seconds"]) == 2 and result["equal_to_ours_token_fraction"] == 1.0
+        ours_median = medians["greedy_cached" if result["beam_size"] == 1 else "beam4_cached"]
+        assert result["ours_cached_median_over_it"] == pytest.approx(ours_median / result["median_seconds_per_batch"])
+    for result in latency.values():
+        assert len(result["raw_ms"]) == 4 and result["export_seconds"] == seconds
+        assert 1 <= result["mean_output_tokens"] <= result["max_output_tokens"] == 6
+
+    p50 = {name: 1.0 + i for i, name in enumerate(sorted(names))} | {"beam1": 8.0, "beam1_xla": 4.0, "beam4": 9.0}
+    ratios = peer.latency_ratios({name: {"p50_ms": ms} for name, ms in p50.items()})
+    assert ratios["beam1"]["float32"] == {
+        "best": "ctranslate2_float32_1t_beam1",
+        "p50_ms": p50["ctranslate2_float32_1t_beam1"],
+        "ours_p50_over_it": 8.0 / p50["ctranslate2_float32_1t_beam1"],
+        "ours_xla_p50_over_it": 4.0 / p50["ctranslate2_float32_1t_beam1"],
+    }
+    assert ratios["beam4"]["int8"]["best"] == "ctranslate2_int8_1t_beam4"
+    assert "ours_xla_p50_over_it" not in ratios["beam4"]["int8"]
 
 
 GPU_JOB_FLAGS = {

@@ -84,8 +84,11 @@ def _evaluate(args):
 def _export(args):
     from keras_transformer import runs
 
+    if args.format == "ctranslate2" and args.ids_only:
+        raise runs.RunError("--ids-only is a SavedModel export; a CTranslate2 export always takes token strings")
     train_config, translator = _load_run_for_decoding(args)
-    print(f"Exported to {runs.export_run(translator, train_config, args.export_dir, ids_only=args.ids_only)}")
+    path = runs.export_run(translator, train_config, args.export_dir, ids_only=args.ids_only, export_format=args.format)
+    print(f"Exported to {path}")
     return 0
 
 

@@ -199,17 +199,29 @@ def _add_run_commands(commands):
     export = commands.add_parser(
         "export",
         formatter_class=_HelpFormatter,
-        help="export a finished run as a new SavedModel version",
+        help="export a finished run as a new SavedModel (or CTranslate2) version",
         description="Write EXPORT_DIR/MODEL_NAME/VERSION (text in, translation out; needs a model server "
         "with tensorflow-text ops), or with --ids-only EXPORT_DIR/MODEL_NAME_ids/VERSION (token ids in and "
-        "out, core TensorFlow ops only). Both rewrite EXPORT_DIR/models.config.",
+        "out, core TensorFlow ops only). Both rewrite EXPORT_DIR/models.config. With --format ctranslate2, "
+        "write a translation run's weights for the CTranslate2 engine instead, "
+        "EXPORT_DIR/MODEL_NAME_ctranslate2/VERSION, which `keras-transformer translate --model` reads (needs "
+        'pip install "keras-transformer[ctranslate2]"; beams are ranked by log-probability there).',
     )
     export.add_argument("--run-dir", required=True, type=Path, help="run directory written by `train`")
     export.add_argument("--export-dir", type=Path, help="export root (default: the run's export_dir)")
     export.add_argument(
         "--ids-only", action="store_true", help="export token ids -> token ids without tensorflow-text ops"
     )
+    export.add_argument(
+        "--format",
+        choices=EXPORT_FORMATS,
+        default="savedmodel",
+        help="savedmodel (TF Serving's, the default) or ctranslate2 (the CTranslate2 engine's; translation runs)",
+    )
     add_config_flags(export, TrainConfig, "decoding", only=DECODING_FIELDS)
+
+
+EXPORT_FORMATS = ("savedmodel", "ctranslate2")  # `export --format`
 
 
 def _add_generate_command(commands):

@@ -137,15 +137,18 @@ def _call_text_signature(signature, texts, command=_TRANSLATE):
     """
     import tensorflow as tf
 
+    from keras_transformer.export.ctranslate2_export import EngineError
+
     try:
         outputs = signature(**{command.input_name: tf.constant(texts, dtype=tf.string)})
-    except tf.errors.OpError as error:
+    except (tf.errors.OpError, EngineError) as error:
         if len(texts) > 1:
             half = len(texts) // 2
             return _call_text_signature(signature, texts[:half], command) + _call_text_signature(
                 signature, texts[half:], command
             )
-        return [(None, False, (error.message.strip() or type(error).__name__).splitlines()[0])]
+        message = error.message if isinstance(error, tf.errors.OpError) else str(error)
+        return [(None, False, (message.strip() or type(error).__name__).splitlines()[0])]
     translations = outputs[command.output_name].numpy().tolist()
     return [
         (translation, truncated, None) for translation, truncated in zip(translations, outputs["truncated"].numpy())
@@ -175,18 +178,24 @@ def _run_text_command(args, arguments, command):
     import tensorflow_text  # noqa: F401  (registers the tokenizer ops the SavedModel uses)
 
     from keras_transformer.export import MAX_TEXT_BYTES, SIGNATURE_KEY, latest_version_dir
+    from keras_transformer.export.ctranslate2_export import CTranslate2Translator, is_ctranslate2_export
     from keras_transformer.runs import RunError
 
     if arguments and args.input is not None:
         raise RunError(f"give the {command.arguments} as arguments or with --input, not both")
     if args.input not in (None, "-") and not Path(args.input).is_file():
         raise FileNotFoundError(f"--input: no such file: {args.input}")
-    export_dir = latest_version_dir(args.model, on_skip=_say_skipped)
-    _check_task(args.model, export_dir, command)  # before loading it: a wrong model is refused at once
-    loaded = tf.saved_model.load(str(export_dir))
-    signature = loaded.signatures.get(SIGNATURE_KEY)
-    if signature is None or command.input_name not in signature.structured_input_signature[1]:
-        raise RunError(f"{export_dir} {command.missing}")
+    if is_ctranslate2_export(args.model):  # a translation export for the CTranslate2 engine
+        export_dir = latest_version_dir(args.model, on_skip=_say_skipped, export_format="ctranslate2")
+        _check_task(args.model, export_dir, command)
+        signature = CTranslate2Translator(export_dir, intra_threads=0).text_signature
+    else:
+        export_dir = latest_version_dir(args.model, on_skip=_say_skipped)
+        _check_task(args.model, export_dir, command)  # before loading it: a wrong model is refused at once
+        loaded = tf.saved_model.load(str(export_dir))
+        signature = loaded.signatures.get(SIGNATURE_KEY)
+        if signature is None or command.input_name not in signature.structured_input_signature[1]:
+            raise RunError(f"{export_dir} {command.missing}")
 
     with contextlib.ExitStack() as stack:
         if arguments:

@@ -31,11 +31,13 @@ from keras_transformer.config import ModelConfig
 from keras_transformer.data.special_tokens import PAD_ID, RESERVED_TOKENS, START_ID
 from keras_transformer.data.tokenizers import SubwordTokenizer
 from keras_transformer.data.vocabulary import read_vocabulary
+from keras_transformer.export.integrity import EXPORT_FORMATS
 from keras_transformer.export.savedmodel import publish_version
 from keras_transformer.export.translation import source_ids_of_text
 from keras_transformer.files import staging_folder
 from keras_transformer.models.ctranslate2_spec import import_ctranslate2, transformer_spec
 
+MODEL_FILE, _ = EXPORT_FORMATS["ctranslate2"]  # "model.bin", the engine's weights
 FOLDER_SUFFIX = "_ctranslate2"  # the model folder: EXPORT_DIR/MODEL_NAME_ctranslate2
 OPTIONS_FILE = "translation_options.json"
 ASSETS = "assets"
@@ -43,6 +45,16 @@ COMPUTE_TYPES = ("default", "float32", "int8", "int8_float32")  # what `CTransla
 # Never emitted, as in `keras_transformer.decoding` (`forbid_never_emitted`): padding and <s>; <unk>
 # by the engine's `disable_unk`.
 _SUPPRESSED = [[RESERVED_TOKENS[PAD_ID]], [RESERVED_TOKENS[START_ID]]]
+
+
+def is_ctranslate2_export(path):
+    """Whether `path` is a CTranslate2 export: a version folder holding `model.bin`, or a model folder of them."""
+    path = Path(path)
+    if (path / MODEL_FILE).is_file():
+        return True
+    return path.is_dir() and any(
+        (child / MODEL_FILE).is_file() for child in path.iterdir() if child.is_dir() and child.name.isdigit()
+    )
 
 
 class EngineError(RuntimeError):
@@ -200,6 +212,11 @@ class CTranslate2Translator:
                 output_ids[i, : len(ids)] = ids
                 scores[i] = result.scores[0]
         return {"output_ids": output_ids, "score": scores}
+
+    def text_signature(self, text):
+        """`translate` in the shape of the SavedModel's text signature: string tensor `[B]` -> dict of tensors."""
+        outputs = self.translate(text.numpy().tolist())
+        return {name: tf.constant(value) for name, value in outputs.items()}
 
     def translate(self, texts):
         """Translate texts, as the SavedModel's text signature does.

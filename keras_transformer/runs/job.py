@@ -377,18 +377,49 @@ def make_serving_module(model, model_config, tokenizers, run_dir, train_config):
     return task_of(train_config).serving_module(model, model_config, tokenizers, run_dir, train_config)
 
 
-def export_run(translator, train_config, export_dir=None, ids_only=False):
+def export_run(translator, train_config, export_dir=None, ids_only=False, export_format="savedmodel"):
     """Export a run's serving module (text, or `ids_only`) with warm-up requests made of a few validation texts.
 
-    The ids-only model is named `MODEL_NAME_ids`.
+    The ids-only model is named `MODEL_NAME_ids`. With `export_format="ctranslate2"`, a translation
+    run's weights go to the CTranslate2 engine's export instead, `MODEL_NAME_ctranslate2`
+    (`export.ctranslate2_export.export_ctranslate2`), decoding with the translator's beam size.
 
     Args:
         translator: the run's `Translator` (or, for a language model, its module of `load_run`).
         train_config: the run's `TrainConfig`: task, validation corpus, model name, export root.
         export_dir: export root; `train_config.export_dir` when None.
         ids_only: export the ids-in, ids-out model instead of the text one.
+        export_format: `"savedmodel"` or `"ctranslate2"`.
 
     Returns:
         `Path` of the new version folder.
+
+    Raises:
+        RunError: a CTranslate2 export of a language model, or of a model the engine cannot run.
     """
+    if export_format == "ctranslate2":
+        return _export_ctranslate2(translator, train_config, export_dir)
     return task_of(train_config).export(translator, train_config, export_dir, ids_only)
+
+
+def _export_ctranslate2(translator, train_config, export_dir):
+    from keras_transformer.export.ctranslate2_export import export_ctranslate2
+    from keras_transformer.models import UnsupportedModelError
+
+    if train_config.task != "translate":
+        raise RunError(
+            f"a CTranslate2 export is of a translation run; {train_config.run_dir} is a --task {train_config.task} run"
+        )
+    try:
+        return export_ctranslate2(
+            translator.model,
+            translator.model_config,
+            translator.source_tokenizer,
+            translator.target_tokenizer,
+            Path(train_config.run_dir) / MODEL_CONFIG_FILE,
+            export_dir or train_config.export_dir,
+            train_config.model_name,
+            translator.beam_size,
+        )
+    except (UnsupportedModelError, ImportError) as error:
+        raise RunError(str(error)) from None

@@ -1,6 +1,8 @@
 """The command line of the study: `python -m benchmarks.speed.decode` (see `__init__`)."""
 
 import sys
+import tempfile
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -8,6 +10,7 @@ from keras import ops
 
 from benchmarks.harness import flags, machine, results
 from benchmarks.harness.peers import KerasHubTransformer
+from benchmarks.speed.decode import ctranslate2_peer
 from benchmarks.speed.decode.decoders import (
     FIRST_REGULAR_ID,
     LABELS,
@@ -51,6 +54,14 @@ def build_parser():
         help=f"Timed single-sentence requests to each of the six exports (four compiled decoders off "
         f"TensorFlow), after {LATENCY_WARMUPS} warm-ups (0 skips).",
     )
+    study.add_argument(
+        "--ctranslate2",
+        type=flags.boolean,
+        default=True,
+        metavar="CTRANSLATE2",
+        help="Also time the CTranslate2 engine on our weights (true or false; needs the ctranslate2 extra): "
+        "float32 and int8, 1 and 2 threads, in the batch and the single-sentence runs.",
+    )
     flags.add_seed_flags(study, help="Seed of the weights and of the source ids.")
     flags.add_output_flags(study, __package__, "decode")
     return parser
@@ -64,6 +75,14 @@ def parse_args(argv=None):
     if args.vocab_size <= FIRST_REGULAR_ID:
         parser.error(f"--vocab-size must be > {FIRST_REGULAR_ID} (ids 0-3 are reserved). Received: {args.vocab_size}")
     flags.check_at_least(parser, args, ("latency_requests",), 0)
+    if args.ctranslate2:
+        try:
+            import ctranslate2  # noqa: F401
+        except ImportError:
+            parser.error(
+                '--ctranslate2 true needs CTranslate2: pip install "keras-transformer[ctranslate2]" (or pass '
+                "--ctranslate2 false)"
+            )
     if args.jit_compile and keras.backend.backend() not in ("tensorflow", "jax"):
         parser.error(f"--jit-compile compiles with XLA, on TensorFlow or JAX; Keras runs {keras.backend.backend()}")
     # --preset, --batch-size and --seed, checked by TrainConfig's own rules.
@@ -109,10 +128,26 @@ def main(argv=None):
     checks = check_outputs(args, hub, source_ids, outputs)
     medians = {name: float(np.median(seconds)) for name, seconds in times.items()}
     ratios = decoder_ratios(medians)
-    latency = {}
+    latency, engine = {}, {}
     if args.latency_requests:
         latency = measure_latency(model, model_config, hub, source_ids, args.latency_requests, args.jit_compile)
-    print_report(args, params, first_call, medians, ratios, latency, checks, cpu)
+    if args.ctranslate2:  # after ours, each setting in a process of its own (see ctranslate2_peer)
+        with tempfile.TemporaryDirectory() as folder:
+            seconds = ctranslate2_peer.convert(model, model_config, Path(folder) / "model")
+            engine["batches"], engine_latency = ctranslate2_peer.measure(
+                Path(folder) / "model",
+                seconds,
+                source_ids,
+                tokens,
+                args.repeats,
+                args.latency_requests,
+                outputs,
+                medians,
+            )
+        if engine_latency:
+            latency.update(engine_latency)
+            engine["latency"] = ctranslate2_peer.latency_ratios(latency)
+    print_report(args, params, first_call, medians, ratios, latency, checks, cpu, engine)
 
     decoder_results = {
         name: {
@@ -125,7 +160,13 @@ def main(argv=None):
         }
         for name in fns
     }
-    measured = {"decoders": decoder_results, "ratios": ratios, "checks": checks, "latency": latency}
+    measured = {
+        "decoders": decoder_results,
+        "ratios": ratios,
+        "checks": checks,
+        "latency": latency,
+        "ctranslate2": engine,
+    }
     path = results.write_json(flags.output_path(args), results_json(args, model_config, params, cpu, measured))
     print(f"wrote {path}")
     return 0

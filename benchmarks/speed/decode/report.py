@@ -8,8 +8,11 @@ from benchmarks.harness import machine, results
 from benchmarks.speed.decode.decoders import BEAM_SIZE, LABELS
 
 
-def print_report(args, params, first_call, medians, ratios, latency, checks, cpu):
-    """The table of the batch decoders, their ratios and checks, then the export's latency."""
+def print_report(args, params, first_call, medians, ratios, latency, checks, cpu, engine=None):
+    """The table of the batch decoders, their ratios and checks, then the export's latency.
+
+    `engine`: the CTranslate2 peer's `{"batches": .., "latency": ..}` (`ctranslate2_peer`), or empty.
+    """
     tokens = args.output_tokens
     print()
     print(
@@ -43,14 +46,29 @@ def print_report(args, params, first_call, medians, ratios, latency, checks, cpu
         f"{checks['ours_cached_equals_uncached_token_fraction']:.1%} of tokens; keras-hub cached == its uncached "
         f"argmax decode on {checks['keras_hub_checked_sentences']} sentences"
     )
+    engine = engine or {}
+    if engine.get("batches"):
+        print(f"CTranslate2 on our weights, the same batch ({tokens} tokens per sentence):")
+        for name, result in engine["batches"].items():
+            print(
+                f"  {name:<32} {result['median_seconds_per_batch']:>7.3f} s/batch "
+                f"{result['sentences_per_second']:>8.1f} sentences/s; ours cached / it: "
+                f"{results.format_ratio(result['ours_cached_median_over_it'])}; "
+                f"equal to ours on {result['equal_to_ours_token_fraction']:.1%} of tokens"
+            )
     if latency:
         served = "loaded SavedModels" if keras.backend.backend() == "tensorflow" else "compiled decoders"
         print(f"single-sentence latency, {served}, {args.latency_requests} requests:")
         for name, result in latency.items():
-            who = "keras-hub" if name.startswith("keras_hub") else "ours, XLA" if name.endswith("_xla") else "ours"
+            if name.startswith("ctranslate2"):
+                who = name.removeprefix("ctranslate2_").rsplit("_beam", 1)[0].replace("_", " ")  # "float32 1t"
+                who = f"CT2 {who}"
+            else:
+                who = "keras-hub" if name.startswith("keras_hub") else "ours, XLA" if name.endswith("_xla") else "ours"
             print(
-                f"  {who:<9} beam {result['beam_size']}: p50 {result['p50_ms']:.1f} ms, p95 {result['p95_ms']:.1f} ms, "
-                f"mean output {result['mean_output_tokens']:.1f} of {result['max_output_tokens']} tokens"
+                f"  {who:<14} beam {result['beam_size']}: p50 {result['p50_ms']:.1f} ms, "
+                f"p95 {result['p95_ms']:.1f} ms, mean output {result['mean_output_tokens']:.1f} of "
+                f"{result['max_output_tokens']} tokens"
             )
         for beam_size in (1, BEAM_SIZE):
             ratio = latency[f"beam{beam_size}"]["keras_hub_p50_over_ours"]
@@ -58,6 +76,13 @@ def print_report(args, params, first_call, medians, ratios, latency, checks, cpu
             if f"beam{beam_size}_xla" in latency:
                 ratio = latency[f"beam{beam_size}_xla"]["default_p50_over_xla"]
                 print(f"  ours p50 / ours with XLA p50, beam {beam_size}: " + results.format_ratio(ratio))
+        for beam, by_type in engine.get("latency", {}).items():
+            for compute_type, best in by_type.items():
+                line = f"  CTranslate2 {compute_type} at its best ({best['best']}), {beam}: p50 {best['p50_ms']:.1f} ms"
+                for key, label in (("ours_p50_over_it", "ours"), ("ours_xla_p50_over_it", "ours with XLA")):
+                    if key in best:
+                        line += f"; {label} p50 / it: {results.format_ratio(best[key])}"
+                print(line)
 
 
 def results_json(args, model_config, params, cpu, measured):
@@ -72,11 +97,18 @@ def results_json(args, model_config, params, cpu, measured):
         "jit_compile": args.jit_compile,
         "repeats": args.repeats,
         "latency_requests": args.latency_requests,
+        "ctranslate2": args.ctranslate2,
         "seed": args.seed,
         "parameters": params,
         "backend": keras.backend.backend(),
         "versions": machine.package_versions(
-            {"tensorflow": "tensorflow", "jax": "jax", "keras": "keras", "keras_hub": "keras-hub"}
+            {
+                "tensorflow": "tensorflow",
+                "jax": "jax",
+                "keras": "keras",
+                "keras_hub": "keras-hub",
+                "ctranslate2": "ctranslate2",
+            }
         ),
         **machine.machine(cpu),
         "command": results.command_line(__package__, args.argv),
