@@ -6,9 +6,10 @@ A module the library imports but `install_requires` does not name works in the t
 scan of `keras_transformer/`), finds the distribution that provides each module
 (`importlib.metadata.packages_distributions`), and requires it in setup.cfg's `install_requires`.
 
-The one exception: `jax` and `torch` are imported only inside functions that run under
-`KERAS_BACKEND=jax` or `torch`, where Keras itself needs them installed; they must stay inside
-functions and be named in the `backends` extra.
+The exceptions are the optional modules, each imported only inside the functions that need it
+and named in its extra: `jax` and `torch` (the `backends` extra), which run only under
+`KERAS_BACKEND=jax` or `torch`, where Keras itself needs them installed, and `ctranslate2` (the
+`ctranslate2` extra), which only the CTranslate2 export and its translator use.
 """
 
 import ast
@@ -22,8 +23,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "keras_transformer"
-# Modules imported only when Keras runs on their backend -> the extra that installs them.
-BACKEND_MODULES = {"jax": "backends", "torch": "backends"}
+# Optional modules, imported only inside the functions that need them -> the extra that installs them.
+OPTIONAL_MODULES = {"jax": "backends", "torch": "backends", "ctranslate2": "ctranslate2"}
 
 
 def requirement_names(lines):
@@ -82,11 +83,11 @@ def unlisted_imports(imports, install_requires, extras):
         distributions = {normalized(name) for name in providers.get(module, [])}
         if not distributions:
             problems.append(f"{module}: imported, but no installed distribution provides it")
-        elif module in BACKEND_MODULES:
+        elif module in OPTIONAL_MODULES:
             if not inside_a_function:
-                problems.append(f"{module}: a backend's module must be imported inside a function")
-            if not distributions & extras.get(BACKEND_MODULES[module], set()):
-                problems.append(f"{module}: {sorted(distributions)} missing from the {BACKEND_MODULES[module]!r} extra")
+                problems.append(f"{module}: an optional module must be imported inside a function")
+            if not distributions & extras.get(OPTIONAL_MODULES[module], set()):
+                problems.append(f"{module}: {sorted(distributions)} missing from the {OPTIONAL_MODULES[module]!r} extra")
         elif not distributions & install_requires:
             problems.append(f"{module}: {sorted(distributions)} missing from install_requires")
     return problems
@@ -112,7 +113,7 @@ def test_every_third_party_module_the_package_imports_is_in_install_requires():
     [
         ("import keras_hub\n", "keras_hub: ['keras-hub'] missing from install_requires"),
         ("from keras_hub.samplers import GreedySampler\n", "keras_hub: ['keras-hub'] missing from install_requires"),
-        ("import jax\n", "jax: a backend's module must be imported inside a function"),
+        ("import jax\n", "jax: an optional module must be imported inside a function"),
         ("import no_such_module_anywhere\n", "no_such_module_anywhere: imported, but no installed distribution"),
     ],
     ids=["import", "from_import", "backend_at_top_level", "not_installed"],

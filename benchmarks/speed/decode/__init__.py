@@ -19,6 +19,10 @@ ids (`--batch-size` sentences of `--source-len` ids in `[4, V)`):
                        way keras-hub's BART `generate_step` does it (`KerasHubTransformer` in
                        `benchmarks.harness.peers`)
     keras-hub beam 4   the same peer with `keras_hub.samplers.BeamSampler(4)`
+  and the CTranslate2 peer, our model's weights converted (`keras_transformer.models.transformer_spec`)
+  and run by that engine at `compute_type` float32 and int8 by 1 and 2 threads, each setting in a
+  worker process of its own after ours are timed (`ctranslate2_peer`; `--ctranslate2 false` leaves
+  it out), giving exactly `--output-tokens` tokens per sentence too.
   Every decoder runs with no end token (`end_id=None`), so every sentence gets exactly
   `--output-tokens` tokens and "tokens/s" is exact: sentences/s x output tokens.
 - the single-sentence latency, decoding until `</s>` or `max_target_len` = `--output-tokens`,
@@ -33,6 +37,8 @@ ids (`--batch-size` sentences of `--source-len` ids in `[4, V)`):
   sentence each, and through the four exports in a rotating order. On the other backends (no
   SavedModel), of the same four decoders compiled as the batch decoders are (`jax.jit` with
   `--jit-compile true`), called on one sentence: what an application serving from JAX would run.
+  Then each CTranslate2 setting's, in its worker; the report names each compute type's fastest
+  setting and how many times faster it is than ours, default and with XLA decoding.
 
 How to read it: "median s/batch" is the median over the repeats of one decoder call on the whole
 batch; sentences/s and tokens/s follow from it. The ratios compare medians of the same run:
@@ -50,5 +56,6 @@ runs, and look at the raw times in the JSON (`--out`/`--name`.json, by default t
 
 The modules: `__main__` holds the command line, the models and `main`; `decoders` the batch
 decoders, their timing and checks; `latency` the single-sentence latency and the exports;
-`report` the table and the JSON.
+`ctranslate2_peer` the engine's conversion, sweep and ratios, `ctranslate2_worker` the process
+that runs one setting; `report` the table and the JSON.
 """
