@@ -86,8 +86,9 @@ def unlisted_imports(imports, install_requires, extras):
         elif module in OPTIONAL_MODULES:
             if not inside_a_function:
                 problems.append(f"{module}: an optional module must be imported inside a function")
-            if not distributions & extras.get(OPTIONAL_MODULES[module], set()):
-                problems.append(f"{module}: {sorted(distributions)} missing from the {OPTIONAL_MODULES[module]!r} extra")
+            extra = OPTIONAL_MODULES[module]
+            if not distributions & extras.get(extra, set()):
+                problems.append(f"{module}: {sorted(distributions)} missing from the {extra!r} extra")
         elif not distributions & install_requires:
             problems.append(f"{module}: {sorted(distributions)} missing from install_requires")
     return problems
