@@ -54,6 +54,14 @@ COLORS = {
 HEAD_COLORS = ("#e67e22", "#2e86c1", "#28b463", "#8e44ad")
 
 
+_SUBSCRIPTS = str.maketrans("0123456789+-ahlt", "₀₁₂₃₄₅₆₇₈₉₊₋ₐₕₗₜ")
+
+
+def _sub(name, index):
+    """`name` with `index` as Unicode subscripts, as text shows them without TeX: `_sub("l", "t-1")` is `lₜ₋₁`."""
+    return f"{name}{str(index).translate(_SUBSCRIPTS)}"
+
+
 def canvas(ax, width, height):
     """Make `ax` a blank drawing area with coordinates `0..width` by `0..height`."""
     ax.set_xlim(0, width)
@@ -198,9 +206,9 @@ def multi_head(ax, heads=2):
     return ax
 
 
-def _sublayer(ax, x, y, width, name, function, color, residual=True):
+def _sublayer(ax, x, y, width, name, function, color, residual=True, fontsize=8):
     """One sublayer box with its add & norm box above it and the residual arrow around both."""
-    box(ax, (x, y), (width, 0.9), f"{name}\n{function}", color, fontsize=8)
+    box(ax, (x, y), (width, 0.9), f"{name}\n{function}", color, fontsize=fontsize)
     box(ax, (x, y + 0.95), (width, 0.45), "add & norm: normalize(x + sublayer(x))", COLORS["norm"], fontsize=7)
     arrow(ax, (x, y + 0.45), (x, y + 0.72))
     if residual:
@@ -230,7 +238,7 @@ def transformer(ax):
     width, enc_x, dec_x = 4.6, 3.7, 11.3
     for x, side, ids in (
         (enc_x, "source", "source_ids [B, S]"),
-        (dec_x, "target", "target_in_ids [B, T]: <s> y_1 ..."),
+        (dec_x, "target", "target_in_ids [B, T]: <s> $y_1$ ..."),
     ):
         box(ax, (x, 0.5), (width, 0.6), ids, COLORS["data"], fontsize=8)
         box(
@@ -264,6 +272,7 @@ def transformer(ax):
         "masked multi-head self-attention",
         "multihead_attention(dec, dec, causality=True)",
         COLORS["attention"],
+        fontsize=7.2,  # the longest call: at 8 points it runs over the box's edges
     )
     ax.text(dec_x + width / 2 + 0.4, 3.45, "masks: padding\n+ tril (no future)", fontsize=7.5, va="center")
     arrow(ax, (dec_x, top - 0.05), (dec_x, top + 0.45))
@@ -287,7 +296,7 @@ def transformer(ax):
         ax,
         (dec_x, 10.75),
         (width, 0.8),
-        "linear: logits [B, T, V_t]\ntf.layers.dense(dec, V_t)",
+        "linear: logits [B, T, $V_t$]\ntf.layers.dense(dec, $V_t$)",
         COLORS["output"],
         fontsize=8,
     )
@@ -476,7 +485,7 @@ def spatial_transformer(ax):
     ax.text(*glyph_at, "4", ha="center", va="center", fontsize=30, color="#7f8c8d", rotation=-20)
     ax.add_patch(Polygon(corners, closed=True, facecolor=COLORS["sampling"], alpha=0.35, edgecolor=SAMPLING_EDGE))
     ax.plot(*on_input(theta @ grid).T, "o", color=SAMPLING_EDGE, markersize=2.5)
-    _label(ax, center[0], center[1] + half - 0.15, "sampling grid T_θ(G)", color=SAMPLING_EDGE)
+    _label(ax, center[0], center[1] + half - 0.15, "sampling grid $T_\\theta(G)$", color=SAMPLING_EDGE)
     _label(ax, center[0], center[1] - half - 0.15, "input U\nH x W x C")
     # The output and its regular grid G.
     out, out_half = np.array([17.6, 3.7]), 1.5
@@ -496,14 +505,14 @@ def spatial_transformer(ax):
         ax,
         (12.9, row),
         (4.0, 1.0),
-        "grid generator T_θ(G)\n(x_s, y_s) = θ (x_t, y_t, 1)",
+        "grid generator $T_\\theta(G)$\n$(x_s, y_s) = \\theta\\,(x_t, y_t, 1)$",
         COLORS["sampling"],
         fontsize=8,
     )
     arrow(ax, (9.8, row), (10.9, row))
     box(ax, (12.9, center[1]), (2.4, 1.0), "sampler\nbilinear", COLORS["sampling"], fontsize=8)
     arrow(ax, (12.9, row - 0.5), (12.9, center[1] + 0.5))
-    ax.text(13.05, 5.25, "one (x_s, y_s)\nper pixel of V", fontsize=7.5, va="center")
+    ax.text(13.05, 5.25, "one $(x_s, y_s)$\nper pixel of V", fontsize=7.5, va="center")
     arrow(ax, (center[0] + half, center[1]), (11.7, center[1]))
     _label(ax, 7.9, center[1] + 0.1, "U", va="bottom")
     arrow(ax, (14.1, center[1]), (out[0] - out_half, center[1]))
@@ -586,8 +595,8 @@ def selective_kernel(ax):
     left, right, bottom, top = feature_maps(ax, (0.95, mid_y), (1.3, 1.3), count=4)
     _label(ax, 1.15, bottom - 0.15, "X\nH x W x C'")
     branches = (
-        (top_y, 1, "conv 3x3\nReLU", "U_1: 3x3 field\nH x W x C"),
-        (bottom_y, -1, "conv 3x3, dilation 2\nReLU", "U_2: 5x5 field\nH x W x C"),
+        (top_y, 1, "conv 3x3\nReLU", "$U_1$: 3x3 field\nH x W x C"),
+        (bottom_y, -1, "conv 3x3, dilation 2\nReLU", "$U_2$: 5x5 field\nH x W x C"),
     )
     for y, sign, conv, name in branches:
         box(ax, (4.45, y), (3.7, 1.1), conv, COLORS["convolution"], fontsize=8)
@@ -610,12 +619,12 @@ def selective_kernel(ax):
     # Select: an FC per branch, a softmax across the branches per channel, the weighted sum.
     softmax_x = 18.85
     for y in (mid_y + 1.2, mid_y - 1.2):
-        name = "FC A_1: z → C" if y > mid_y else "FC A_2: z → C"
+        name = "FC $A_1$: z → C" if y > mid_y else "FC $A_2$: z → C"
         box(ax, (16.2, y), (2.6, 0.8), name, COLORS["feed_forward"], fontsize=8)
         route(ax, [(14.4, mid_y), (14.6, mid_y), (14.6, y), (14.9, y)])
         arrow(ax, (17.5, y), (softmax_x - 1.05, y))
     box(ax, (softmax_x, mid_y), (2.1, 3.4), "softmax\nacross\nbranches,\nper\nchannel", COLORS["attention"], fontsize=8)
-    for y, sign, name in ((top_y, 1, "a_1"), (bottom_y, -1, "a_2")):
+    for y, sign, name in ((top_y, 1, "$a_1$"), (bottom_y, -1, "$a_2$")):
         operation(ax, (20.7, y), "×")
         route(ax, [(softmax_x + 1.05, mid_y + sign * 1.2), (20.7, mid_y + sign * 1.2), (20.7, y - sign * 0.3)])
         ax.text(20.55, mid_y + sign * 1.75, name, ha="right", va="center", fontsize=8)
@@ -626,7 +635,7 @@ def selective_kernel(ax):
     ax.text(
         11.8,
         0.2,
-        "a_1 + a_2 = 1 for each channel:  V = a_1 × U_1 + a_2 × U_2.   L = 32 (the paper's), r = 16.",
+        "$a_1 + a_2 = 1$ for each channel:  $V = a_1 \\times U_1 + a_2 \\times U_2$.   L = 32 (the paper's), r = 16.",
         ha="center",
         va="bottom",
         fontsize=8,
@@ -653,7 +662,7 @@ def cbam(ax):
     shades = (0.9, 0.25, 0.6, 1.0)
     # 1. Channel attention.
     y = 6.7
-    ax.text(0.2, y + 2.35, "1. channel attention M_c: which feature maps", fontsize=9, weight="bold", va="bottom")
+    ax.text(0.2, y + 2.35, "1. channel attention $M_c$: which feature maps", fontsize=9, weight="bold", va="bottom")
     left, right, bottom, top = feature_maps(ax, (1.2, y), (1.4, 1.4), count=4, fill=COLORS["feed_forward"])
     _label(ax, 1.4, bottom - 0.15, "F\nH x W x C")
     for pool_y, name in ((y + 0.9, "global avg pool"), (y - 0.9, "global max pool")):
@@ -668,7 +677,7 @@ def cbam(ax):
     arrow(ax, (10.5, y), (11.15, y))
     _vector(ax, (13.7, y), 4, 0.3, COLORS["attention"], shades=shades)
     arrow(ax, (12.85, y), (13.55, y))
-    _label(ax, 13.7, y - 0.75, "M_c\n1 x 1 x C")
+    _label(ax, 13.7, y - 0.75, "$M_c$\n1 x 1 x C")
     operation(ax, (15.0, y), "×")
     arrow(ax, (13.85, y), (14.7, y))
     route(ax, [(1.2, top), (1.2, y + 2.0), (15.0, y + 2.0), (15.0, y + 0.3)])
@@ -676,10 +685,10 @@ def cbam(ax):
         ax, (17.2, y), (1.2, 1.2), count=4, fill=COLORS["feed_forward"], shades=shades
     )
     arrow(ax, (15.3, y), (left, y))
-    _label(ax, 17.4, top + 0.1, "F' = M_c × F\nH x W x C", va="bottom")
+    _label(ax, 17.4, top + 0.1, "$F' = M_c \\times F$\nH x W x C", va="bottom")
     # 2. Spatial attention, on F'.
     y, wrap = 2.0, 4.6
-    ax.text(1.5, y + 1.85, "2. spatial attention M_s: where", fontsize=9, weight="bold", va="bottom")
+    ax.text(1.5, y + 1.85, "2. spatial attention $M_s$: where", fontsize=9, weight="bold", va="bottom")
     route(ax, [(17.2, bottom), (17.2, y + 0.3)])
     _junction(ax, (17.2, wrap))
     route(ax, [(17.2, wrap), (1.2, wrap), (1.2, y - 0.9), (1.85, y - 0.9)])
@@ -701,12 +710,12 @@ def cbam(ax):
     spatial.update({(2, 1): _tint(COLORS["attention"], 0.6), (2, 2): _tint(COLORS["attention"], 0.5)})
     cells(ax, 13.6, y - 0.6, 4, 4, 0.3, fills=spatial)
     arrow(ax, (13.05, y), (13.6, y))
-    _label(ax, 14.2, y - 0.75, "M_s\nH x W x 1")
+    _label(ax, 14.2, y - 0.75, "$M_s$\nH x W x 1")
     operation(ax, (17.2, y), "×")
     arrow(ax, (14.8, y), (16.9, y))
     left, right, bottom, top = feature_maps(ax, (19.1, y), (1.2, 1.2), count=4, fill=COLORS["feed_forward"])
     arrow(ax, (17.5, y), (left, y))
-    _label(ax, 19.3, bottom - 0.15, "F'' = M_s × F'\nH x W x C")
+    _label(ax, 19.3, bottom - 0.15, "$F'' = M_s \\times F'$\nH x W x C")
     return ax
 
 
@@ -723,8 +732,8 @@ def recurrent_attention(ax):
     the location network.
     """
     canvas(ax, 20, 10)
-    # The glimpse sensor on the image: nested squares around l_{t-1}, each resized to g x g.
-    _label(ax, 2.8, 9.3, "glimpse sensor ρ(x, l_{t-1})", va="bottom", fontsize=9, weight="bold")
+    # The glimpse sensor on the image: nested squares around l at t-1, each resized to g x g.
+    _label(ax, 2.8, 9.3, f"glimpse sensor ρ(x, {_sub('l', 't-1')})", va="bottom", fontsize=9, weight="bold")
     ax.add_patch(Rectangle((0.6, 4.4), 4.4, 4.4, facecolor=COLORS["data"], edgecolor=INK))
     location = (3.2, 6.8)
     ax.text(location[0] + 0.2, location[1] + 0.1, "3", ha="center", va="center", fontsize=15, color="#7f8c8d")
@@ -740,20 +749,20 @@ def recurrent_attention(ax):
         ax.add_patch(Rectangle((x - 0.5, 2.2), 1.0, 1.0, facecolor="none", edgecolor=color, linewidth=1.8))
         _label(ax, x, 3.3, f"scale {2**scale}", va="bottom", color=color)
     ax.plot(*location, "o", color=SAMPLING_EDGE, markersize=4)
-    _label(ax, location[0], location[1] - 0.6, "l_{t-1}", va="center", color=SAMPLING_EDGE)
+    _label(ax, location[0], location[1] - 0.6, _sub("l", "t-1"), va="center", color=SAMPLING_EDGE)
     _label(ax, 2.8, 2.05, "k = 3 patches, each resized\nto the same g x g pixels")
     # Unrolled: sensor -> glimpse net -> core -> location net (or, at the end, action net).
     width, rows = 3.4, {"sensor": 1.2, "glimpse": 3.1, "core": 5.1, "head": 7.1}
     columns = (7.9, 12.6, 17.3)
     for step, x in enumerate(columns, start=1):
         _label(ax, x, 9.3, f"t = {step}", va="bottom", fontsize=10, weight="bold")
-        previous = f"l_{step - 1}"
+        previous = _sub("l", step - 1)
         box(ax, (x, rows["sensor"]), (width, 0.9), f"glimpse sensor\nρ(x, {previous})", COLORS["sampling"], fontsize=8)
         box(
             ax,
             (x, rows["glimpse"]),
             (width, 1.0),
-            f"glimpse net g_{step}\nwhat: ρ, where: {previous}",
+            f"glimpse net {_sub('g', step)}\nwhat: ρ, where: {previous}",
             COLORS["embedding"],
             fontsize=8,
         )
@@ -761,7 +770,7 @@ def recurrent_attention(ax):
             ax,
             (x, rows["core"]),
             (width, 0.9),
-            f"recurrent core\nh_{step} = f_h(h_{step - 1}, g_{step})",
+            f"recurrent core\n{_sub('h', step)} = {_sub('f', 'h')}({_sub('h', step - 1)}, {_sub('g', step)})",
             COLORS["recurrent"],
             fontsize=8,
         )
@@ -769,7 +778,7 @@ def recurrent_attention(ax):
         arrow(ax, (x, rows["glimpse"] + 0.5), (x, rows["core"] - 0.45))
         arrow(ax, (x, rows["core"] + 0.45), (x, rows["head"] - 0.5))
         if step < len(columns):
-            head = f"location net\nl_{step} ~ N(f_l(h_{step}), σ²)"
+            head = f"location net\n{_sub('l', step)} ~ N({_sub('f', 'l')}({_sub('h', step)}), σ²)"
             box(ax, (x, rows["head"]), (width, 1.0), head, COLORS["feed_forward"], fontsize=8)
             turn = x + width / 2 + 0.65
             following = columns[step] - width / 2
@@ -784,15 +793,15 @@ def recurrent_attention(ax):
             )
             arrow(ax, (turn, rows["glimpse"]), (following, rows["glimpse"]))
             _junction(ax, (turn, rows["glimpse"]))
-            ax.text(turn + 0.1, rows["head"] - 0.2, f"l_{step}", fontsize=8, va="top")
+            ax.text(turn + 0.1, rows["head"] - 0.2, _sub("l", step), fontsize=8, va="top")
             arrow(ax, (x + width / 2, rows["core"]), (following, rows["core"]))
-            ax.text(x + width / 2 + 0.05, rows["core"] + 0.1, f"h_{step}", fontsize=8, va="bottom")
+            ax.text(x + width / 2 + 0.05, rows["core"] + 0.1, _sub("h", step), fontsize=8, va="bottom")
         else:
             box(
                 ax,
                 (x, rows["head"]),
                 (width, 1.0),
-                f"action net f_a(h_{step})\nclass scores, softmax",
+                f"action net {_sub('f', 'a')}({_sub('h', step)})\nclass scores, softmax",
                 COLORS["output"],
                 fontsize=8,
             )
@@ -800,7 +809,7 @@ def recurrent_attention(ax):
     route(ax, [(first - 0.6, rows["head"] - 0.5), (first - 0.6, rows["sensor"]), (first, rows["sensor"])])
     arrow(ax, (first - 0.6, rows["glimpse"]), (first, rows["glimpse"]))
     _junction(ax, (first - 0.6, rows["glimpse"]))
-    _label(ax, first - 0.6, rows["head"] - 0.4, "l_0", va="bottom")
+    _label(ax, first - 0.6, rows["head"] - 0.4, _sub("l", 0), va="bottom")
     ax.text(
         columns[-1],
         8.0,
@@ -844,9 +853,9 @@ def dynamic_capacity(ax):
     # Coarse path (top) and fine path (bottom).
     net_x, grid_x, top_x, out_x = 5.6, 8.9, 12.4, 16.6
     high, middle, low = 7.4, 4.5, 1.7
-    box(ax, (net_x, high), (3.5, 1.0), "coarse layers f_c\nwhole image, cheap", COLORS["convolution"], fontsize=8)
+    box(ax, (net_x, high), (3.5, 1.0), "coarse layers $f_c$\nwhole image, cheap", COLORS["convolution"], fontsize=8)
     route(ax, [(2.0, image_bottom + side), (2.0, high), (net_x - 1.75, high)])
-    box(ax, (net_x, low), (3.5, 1.0), "fine layers f_f\nk patches only, costly", COLORS["convolution"], fontsize=8)
+    box(ax, (net_x, low), (3.5, 1.0), "fine layers $f_f$\nk patches only, costly", COLORS["convolution"], fontsize=8)
     route(ax, [(2.0, image_bottom), (2.0, low), (net_x - 1.75, low)])
     ax.text(1.85, (image_bottom + low) / 2, "k patches,\np x p each", ha="right", va="center", fontsize=8)
     cell = 0.4

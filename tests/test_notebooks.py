@@ -5,9 +5,16 @@ rewritten) by a fresh `python3` kernel, with `notebooks/` as its working directo
 `NOTEBOOK_OUTPUT_DIR` pointing at a temporary folder, where the notebooks write everything they
 make (vocabularies, run directories, SavedModels). The notebooks carry their own `assert`s, so
 executing them also checks what they teach.
+
+Every figure a notebook draws is checked as it is drawn (`notebooks/figures.py`): one resolution
+(110 dpi), no text under 10 pixels, no TeX shown unrendered, no texts over each other or over the
+edges of a diagram's box. And no figure is linked from the prose instead of shown: a notebook
+opened anywhere but in this repository would show a broken link.
 """
 
+import json
 import os
+import re
 from pathlib import Path
 
 import nbclient
@@ -40,6 +47,8 @@ def test_notebook_runs_top_to_bottom(name, tmp_path, monkeypatch):
     for cell in code_cells:  # only what this run produces counts: forget the committed outputs
         cell.outputs, cell.execution_count = [], None
     monkeypatch.setenv("NOTEBOOK_OUTPUT_DIR", str(tmp_path))  # inherited by the kernel process
+    checks = tmp_path / "figure_checks.jsonl"  # what figures.watch finds in each figure drawn
+    monkeypatch.setenv("NOTEBOOK_FIGURE_CHECKS", str(checks))
     # The kernel imports this checkout's package, whichever checkout an earlier `pip install -e` named.
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     client = nbclient.NotebookClient(
@@ -57,3 +66,17 @@ def test_notebook_runs_top_to_bottom(name, tmp_path, monkeypatch):
     images = sum("image/png" in output.get("data", {}) for cell in notebook.cells for output in cell.get("outputs", []))
     if name != "03_export_and_serve":  # 03 prints its results; the others teach with plots
         assert images >= 3, f"{name} drew {images} figures"
+        drawn = [json.loads(line) for line in checks.read_text().splitlines()]
+        assert drawn, f"{name} drew no figure through figures.use()"
+        unreadable = {(figure["figure"], figure["title"]): figure["problems"] for figure in drawn if figure["problems"]}
+        assert not unreadable, unreadable
+
+
+def test_no_notebook_links_a_figure_instead_of_showing_it():
+    linked = {
+        (path.stem, index): re.findall(r"!\[[^\]]*\]\(([^)]+)\)", cell.source)
+        for path in NOTEBOOK_DIR.glob("*.ipynb")
+        for index, cell in enumerate(nbformat.read(path, as_version=4).cells)
+        if cell.cell_type == "markdown"
+    }
+    assert {cell: links for cell, links in linked.items() if links} == {}
