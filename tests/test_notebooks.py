@@ -9,7 +9,8 @@ executing them also checks what they teach.
 Every figure a notebook draws is checked as it is drawn (`notebooks/figures.py`): one resolution
 (110 dpi), no text under 10 pixels, no TeX shown unrendered, no texts over each other or over the
 edges of a diagram's box. And no figure is linked from the prose instead of shown: a notebook
-opened anywhere but in this repository would show a broken link.
+opened anywhere but in this repository would show a broken link. A value the prose quotes from an
+output is marked (`4.55<!--out-->`) and must be in one of the notebook's committed outputs.
 """
 
 import json
@@ -70,6 +71,35 @@ def test_notebook_runs_top_to_bottom(name, tmp_path, monkeypatch):
         assert drawn, f"{name} drew no figure through figures.use()"
         unreadable = {(figure["figure"], figure["title"]): figure["problems"] for figure in drawn if figure["problems"]}
         assert not unreadable, unreadable
+
+
+# A value the prose quotes from an output is marked `4.55<!--out-->` (the comment shows nowhere): the
+# text just before the marker must be in one of the notebook's outputs.
+OUTPUT_MARK = re.compile(r"(\S+?)[`*]*<!--out-->")
+
+
+def output_texts(notebook):
+    """Every text the notebook's cells printed or displayed: streams, plain text, Markdown, HTML."""
+    texts = []
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            texts.append(output.get("text", ""))
+            data = output.get("data", {})
+            texts.extend(data.get(kind, "") for kind in ("text/plain", "text/markdown", "text/html"))
+    return "\n".join("".join(text) if isinstance(text, list) else text for text in texts)
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_every_value_the_prose_quotes_is_in_an_output(name):
+    notebook = nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", as_version=4)
+    outputs = output_texts(notebook)
+    quoted = [
+        (index, value.strip("`*(").rstrip(",.;:)"))
+        for index, cell in enumerate(notebook.cells)
+        if cell.cell_type == "markdown"
+        for value in OUTPUT_MARK.findall(cell.source)
+    ]
+    assert [(index, value) for index, value in quoted if value not in outputs] == []
 
 
 def test_no_notebook_links_a_figure_instead_of_showing_it():
