@@ -170,7 +170,7 @@ def multi_head(ax, heads=2):
     head_y = [7.0 - (6.0 / heads) * (head + 0.5) for head in range(heads)]
     for row, name in enumerate(("Q", "K", "V")):
         bottom = 5.8 - 2.4 * row
-        box(ax, (3.4, bottom + strip_height / 2), (1.2, 0.7), f"W^{name}", COLORS["attention"])
+        box(ax, (3.4, bottom + strip_height / 2), (1.2, 0.7), f"$W^{name}$", COLORS["attention"])
         arrow(ax, (1.9, 4.0), (2.8, bottom + strip_height / 2))
         arrow(ax, (4.0, bottom + strip_height / 2), (4.4, bottom + strip_height / 2))
         _strip(ax, 4.4, bottom, strip_width, strip_height, heads, f"{name}  [T, D]")
@@ -185,7 +185,7 @@ def multi_head(ax, heads=2):
             ax,
             (9.2, y),
             (2.6, 0.9),
-            f"head {head + 1}: [T, K]\nsoftmax(Q K^T / √K) V",
+            f"head {head}: [T, K]\nsoftmax($QK^T / \\sqrt{{K}}$) V",  # heads from 0, as the heatmaps
             "white",
             fontsize=8,
             color=color,
@@ -193,7 +193,7 @@ def multi_head(ax, heads=2):
         target = (concat_left + strip_width * (head + 0.5) / heads, concat_bottom + strip_height / 2)
         arrow(ax, (10.5, y), target, color=color, width=1.2)
     _strip(ax, concat_left, concat_bottom, strip_width, strip_height, heads, "concat  [T, D]")
-    box(ax, (14.7, 4.0), (1.2, 0.7), "W^O", COLORS["attention"])
+    box(ax, (14.7, 4.0), (1.2, 0.7), "$W^O$", COLORS["attention"])
     arrow(ax, (concat_left + strip_width, 4.0), (14.1, 4.0))
     ax.text(14.7, 3.2, "[T, D]", ha="center", fontsize=9)
     ax.text(

@@ -7,7 +7,10 @@ is then checked (`problems`) as it is rendered into the notebook. The checks:
 - the figure's resolution is `DPI` (at least 100);
 - no visible text is smaller than `MIN_TEXT_PX` pixels (its font size at that resolution);
 - no text shows TeX unrendered (`l_{t-1}` outside `$...$`);
-- no two texts are drawn over each other, and no text of a diagram runs over the edges of its box.
+- no two texts are drawn over each other, and no text of a diagram runs over the edges of its box;
+- no legend runs over its axes' frame or is drawn over the data (a line's points, a bar);
+- every heatmap (an image in a colour map other than grey) has a labelled colour bar of its scale,
+  not much taller than the heatmaps it describes.
 
 The problems go to the file named by the environment variable `NOTEBOOK_FIGURE_CHECKS` (one JSON
 line per figure drawn: its number and its problems), which the notebook tests read; without the
@@ -19,15 +22,15 @@ import os
 import re
 
 import matplotlib.pyplot as plt
-from matplotlib.patches import FancyBboxPatch
+from matplotlib.patches import FancyBboxPatch, Rectangle
 
 DPI = 110  # every notebook's figures: one resolution
 MIN_TEXT_PX = 10  # the smallest font size allowed, in pixels at DPI (7 points are 10.7 pixels)
 FONT_SIZE = 10  # points
 CHECKS_ENV = "NOTEBOOK_FIGURE_CHECKS"
-# TeX that only math mode renders: `x_{t-1}`, `x^{2}`, `\\sigma`; and a one-letter name with an underscore
-# index, `l_0` (a subscript written out).
-_TEX_OUTSIDE_MATH = re.compile(r"[_^]\{|\\[A-Za-z]+|(?<![A-Za-z0-9_])[A-Za-z]_[A-Za-z0-9](?![A-Za-z0-9_])")
+# TeX that only math mode renders: `x_{t-1}`, `x^{2}`, `\\sigma`; and a one-letter name with an index or
+# exponent written out, `l_0`, `W^O`.
+_TEX_OUTSIDE_MATH = re.compile(r"[_^]\{|\\[A-Za-z]+|(?<![A-Za-z0-9_])[A-Za-z][_^][A-Za-z0-9](?![A-Za-z0-9_])")
 _drawn = {"count": 0}
 
 
@@ -36,6 +39,23 @@ def use():
     plt.rcParams.update(
         {"figure.dpi": DPI, "savefig.dpi": DPI, "font.size": FONT_SIZE, "figure.hooks": [f"{__name__}:watch"]}
     )
+
+
+def colour_bar(image, label, ax=None, side="right"):
+    """A colour bar for `image`, labelled `label`, beside `ax` (default: the image's axes) and as tall as it.
+
+    For several heatmaps on one scale, give the last of them as `ax`. `side="bottom"` puts a
+    horizontal bar under `ax` instead, as wide as it.
+
+    Returns:
+        the `Colorbar`.
+    """
+    from mpl_toolkits.axes_grid1 import make_axes_locatable
+
+    ax = image.axes if ax is None else ax
+    bar_axes = make_axes_locatable(ax).append_axes(side, size="5%", pad=0.08 if side == "right" else 0.6)
+    orientation = "vertical" if side == "right" else "horizontal"
+    return ax.figure.colorbar(image, cax=bar_axes, label=label, orientation=orientation)
 
 
 def _texts(figure):
@@ -89,13 +109,71 @@ def _spills(figure, renderer):
     return found
 
 
+def _legends(figure, renderer):
+    """Legends that run over their axes' frame, or that are drawn over the data (a line's point, a bar)."""
+    found = []
+    for axes in figure.axes:
+        legend = axes.get_legend()
+        if legend is None or not legend.get_visible():
+            continue
+        box, frame = legend.get_window_extent(renderer), axes.get_window_extent(renderer)
+        overlaps = box.x1 > frame.x0 and box.x0 < frame.x1 and box.y1 > frame.y0 and box.y0 < frame.y1
+        inside = box.x0 >= frame.x0 - 1 and box.x1 <= frame.x1 + 1 and box.y0 >= frame.y0 - 1 and box.y1 <= frame.y1 + 1
+        if overlaps and not inside:
+            found.append(f"the legend of {axes.get_title()[:30]!r} runs over the axes' frame")
+        points = [line.get_transform().transform(line.get_xydata()) for line in axes.get_lines()]
+        points += [
+            collection.get_offset_transform().transform(collection.get_offsets()) for collection in axes.collections
+        ]
+        points = [xy for xy in points if len(xy)]
+        covered = any(
+            ((xy[:, 0] > box.x0) & (xy[:, 0] < box.x1) & (xy[:, 1] > box.y0) & (xy[:, 1] < box.y1)).any()
+            for xy in points
+        )
+        bars = [patch.get_window_extent(renderer) for patch in axes.patches if isinstance(patch, Rectangle)]
+        covered = covered or any(
+            min(bar.x1, box.x1) - max(bar.x0, box.x0) > 1 and min(bar.y1, box.y1) - max(bar.y0, box.y0) > 1
+            for bar in bars
+        )
+        if covered:
+            found.append(f"the legend of {axes.get_title()[:30]!r} covers data")
+    return found
+
+
+PICTURE_COLORMAPS = ("gray", "Greys", "binary", "gray_r", "Greys_r", "binary_r")  # images, not values
+
+
+def _colour_bars(figure, renderer):
+    """Heatmaps without a colour bar of their scale; colour bars unlabelled or much taller than their heatmaps."""
+    images = [image for axes in figure.axes for image in axes.images]
+    bars = {id(image.colorbar): image.colorbar for image in images if image.colorbar is not None}.values()
+    found = []
+    for image in images:
+        if image.get_cmap().name in PICTURE_COLORMAPS:
+            continue
+        scale = (image.get_cmap().name, image.norm.vmin, image.norm.vmax)
+        if not any((bar.mappable.get_cmap().name, bar.norm.vmin, bar.norm.vmax) == scale for bar in bars):
+            found.append(f"the heatmap {image.axes.get_title()[:30]!r} has no colour bar")
+    for bar in bars:
+        if not (bar.ax.get_ylabel() or bar.ax.get_xlabel()):
+            found.append(f"a colour bar of {bar.mappable.axes.get_title()[:30]!r} has no label")
+        tallest = max(image.get_window_extent(renderer).height for image in images if image.colorbar is bar)
+        if bar.ax.get_window_extent(renderer).height > 1.3 * tallest:
+            found.append(f"a colour bar of {bar.mappable.axes.get_title()[:30]!r} is much taller than its heatmaps")
+    return found
+
+
 def problems(figure, renderer=None):
     """What makes `figure` hard to read, as short sentences (empty when none).
 
     With the `renderer` that drew it, texts drawn over each other or over the edges of their box
-    in a diagram are found too.
+    in a diagram, legends over the frame or the data, and heatmaps without a fitting colour bar are
+    found too.
     """
-    found = [] if renderer is None else _overlaps(figure, renderer) + _spills(figure, renderer)
+    found = []
+    if renderer is not None:
+        for check in (_overlaps, _spills, _legends, _colour_bars):
+            found += check(figure, renderer)
     if round(figure.dpi) != DPI:
         found.append(f"drawn at {figure.dpi:g} dpi, not {DPI}")
     for text in _texts(figure):
