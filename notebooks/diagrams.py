@@ -349,7 +349,7 @@ def gpt_and_bert(axes):
             False,
             ["<s>", "march", "<mask>", ",", "1987"],
             ["", "", "21", "", ""],
-            "predicts the hidden piece at each <mask>\n(and a class from position 0, fine-tuned)",
+            "predicts the hidden piece at each <mask>",
         ),
     )
     for ax, (title, causal, tokens, targets, predicts) in zip(axes, models):
@@ -369,6 +369,8 @@ def gpt_and_bert(axes):
         arrow(ax, (3.9, 4.05), (3.9, 4.55))
         arrow(ax, (3.4, 5.45), (3.4, 7.1))
         ax.text(3.4, 6.6, predicts, ha="center", va="center", fontsize=8, backgroundcolor="white")
+        if not causal:  # beside the output, so that no caption hides the arrow to it
+            ax.text(4.1, 7.45, "and, fine-tuned, a class\nfrom position 0", fontsize=8, va="center")
         _attention_mask(ax, 1.6, 8.3, 1.6, causal, "")
         ax.text(
             3.5,
