@@ -8,6 +8,7 @@ for feature maps of any spatial size:
     mixed     CBAM (channel then spatial), ResidualAttention          both at once
     scale     ScaleAttention                                          which size of the image to read
     glimpse   GlimpseSensor                                           a few pixels, sharp where it looks
+    patches   PatchEmbedding, attention_rollout                       self-attention over image patches (ViT)
 
 Every layer but the sensor (whose locations come from its caller) returns its attention on request
 (`return_attention_scores=True`): channel weights, a spatial map or an affine transform, never
@@ -45,6 +46,7 @@ Shape letters of the vision docstrings and shape comments (not the text model's)
 
 from keras_transformer.vision.channel import ChannelAttention, SelectiveKernel, SqueezeExcitation
 from keras_transformer.vision.mixed import CBAM, ResidualAttention
+from keras_transformer.vision.patches import PatchEmbedding, attention_rollout
 from keras_transformer.vision.recurrent import GlimpseSensor
 from keras_transformer.vision.scale import ScaleAttention
 from keras_transformer.vision.spatial import SpatialAttention, SpatialTransformer, affine_grid, bilinear_sample
@@ -53,6 +55,7 @@ __all__ = [
     "CBAM",
     "ChannelAttention",
     "GlimpseSensor",
+    "PatchEmbedding",
     "ResidualAttention",
     "ScaleAttention",
     "SelectiveKernel",
@@ -60,5 +63,6 @@ __all__ = [
     "SpatialTransformer",
     "SqueezeExcitation",
     "affine_grid",
+    "attention_rollout",
     "bilinear_sample",
 ]
