@@ -1,0 +1,50 @@
+"""The benchmark pages in docs/benchmarks/ quote the committed results of their studies, figure for figure.
+
+These checks once ran inside the walkthrough notebooks, which read the pages; they are project
+maintenance, not teaching, so they live here. Each reads a study's committed JSON and its page.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = ROOT / "docs" / "benchmarks"
+VISION = ROOT / "benchmarks" / "vision"
+
+
+def _json(path):
+    return json.loads(Path(path).read_text())
+
+
+def test_the_scaling_page_quotes_the_runs_medians():
+    results = _json(ROOT / "benchmarks" / "attention_family" / "length_scaling" / "results" / "scaling.json")
+    page = (PAGES / "scaling.md").read_text()
+    models = results["models"]
+    for i, n in enumerate(results["lengths"]):
+        times = " | ".join(f"{models[name]['ms_per_step_median'][i]:.2f}" for name in ("self_attention", "gru", "conv"))
+        assert f"| {n} | {times} |" in page, (n, times)
+
+
+def test_the_stn_page_quotes_both_seeds_accuracies():
+    models = _json(VISION / "stn" / "results" / "vision_stn.json")["models"]
+    page = (PAGES / "vision-stn.md").read_text()
+    for entry in models.values():
+        first, second = entry["test_accuracy_percent"]
+        assert f"| {entry['label']} | {first:.1f}% | {second:.1f}% |" in page, entry["label"]
+
+
+FINE_HEADING = "## Fine-grained glyphs"  # vision.md: the digits table comes before it, the fine one after
+
+
+@pytest.mark.parametrize("glyphs, part", [("vision_attention.json", 0), ("vision_attention_fine.json", 1)])
+def test_the_vision_page_quotes_every_models_accuracies(glyphs, part):
+    models = _json(VISION / "attention" / "results" / glyphs)["models"]
+    page = (PAGES / "vision.md").read_text().split(FINE_HEADING)[part]
+    for model in models.values():
+        seeds = " / ".join(f"{accuracy:.1f}" for accuracy in model["test_accuracy_percent"])
+        row_start = f"| {model['label']} | {model['parameters']:,} |"
+        row = next((line for line in page.splitlines() if line.startswith(row_start)), None)
+        assert row is not None, row_start
+        assert f"| {seeds} | {model['test_accuracy_percent_mean']:.1f} |" in row, row
