@@ -22,7 +22,7 @@ def test_flags_are_checked_every_flag_has_help_and_the_models_rotate_from_seed_t
     args = vision_attention.parse_args(["--attentions", "stn, none,stn", "--filters", "8,8"])
     assert args.attentions == ["stn", "none"] and args.filters == [8, 8]
     for argv, message in (
-        (["--attentions", "none,bam"], "expected comma-separated values of none, se, sk, cbam, residual, stn"),
+        (["--attentions", "none,bam"], "expected comma-separated values of none, se, sk, cbam, residual, stn, vit"),
         (["--seeds", "a"], "expected comma-separated ints"),
         (["--steps", "0"], "--steps must be >= 1. Received: 0"),
         (["--size", "8"], "--size must be >= 16. Received: 8"),

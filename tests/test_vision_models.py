@@ -23,7 +23,8 @@ from keras_transformer.vision.cluttered import generate_splits
 from keras_transformer.vision.export import export_classifier
 from keras_transformer.vision.models import ATTENTIONS, GlimpseFootprint, build_classifier, channel_weights_by_class
 
-LEARNERS = [(attention, "residual") for attention in ATTENTIONS if attention != "none"] + [
+# The ViT (no CNN, blocks or filters) is tested in tests/test_vision_patches.py.
+LEARNERS = [(attention, "residual") for attention in ATTENTIONS if attention not in ("none", "vit")] + [
     ("se", "plain"),
     ("residual", "plain"),
 ]

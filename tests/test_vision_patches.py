@@ -81,3 +81,34 @@ def test_attention_rollout_multiplies_the_layers_with_the_residual_added():
     # Attention that only reads itself leaves each position with itself.
     own = np.broadcast_to(np.eye(4), (1, 2, 4, 4)).astype("float32")
     np.testing.assert_allclose(to_numpy(attention_rollout([own, own])), np.eye(4)[None], atol=1e-6)
+
+
+def test_the_vit_classifier_maps_the_class_tokens_rollout_onto_the_image(tmp_path):
+    from keras_transformer.vision import models
+
+    keras.utils.set_random_seed(0)
+    classifier = models.build_classifier("vit", image_size=(8, 12))
+    images = np.random.default_rng(3).random((2, 8, 12, 1)).astype("float32")
+    outputs = classifier.attention_model(images)
+    assert to_numpy(outputs["logits"]).shape == (2, 10) and to_numpy(outputs["attention_map"]).shape == (2, 8, 12)
+    # Each 4 x 4 patch of the map holds that patch's share of the class token's rollout.
+    weights = [
+        to_numpy(block(x, return_attention_scores=True)[1]["self_attention"])
+        for block, x in _block_inputs(classifier.model, images)
+    ]
+    shares = to_numpy(attention_rollout(weights))[:, 0, 1:].reshape(2, 2, 3)
+    np.testing.assert_allclose(to_numpy(outputs["attention_map"])[:, ::4, ::4], shares, rtol=1e-4, atol=1e-6)
+    classifier.attention_model.save(tmp_path / "vit.keras")
+    loaded = keras.models.load_model(tmp_path / "vit.keras")
+    np.testing.assert_allclose(to_numpy(loaded(images)["attention_map"]), to_numpy(outputs["attention_map"]), atol=1e-5)
+    with pytest.raises(ValueError, match="needs image_size"):
+        models.build_classifier("vit")
+
+
+def _block_inputs(model, images):
+    """Each encoder block of the ViT with the tokens it reads."""
+    tokens = model.get_layer("patch_embedding")(images)
+    for index in range(4):
+        block = model.get_layer(f"encoder_block_{index}")
+        yield block, tokens
+        tokens = block(tokens)

@@ -168,6 +168,7 @@ def compiled_classifier(args, attention, seed, num_classes):
         num_classes=num_classes,
         filters=tuple(args.filters),
         glimpse_size=(args.glimpse, args.glimpse),
+        image_size=(args.size, args.size),  # only the ViT needs it
     )
     compile_adam(classifier.model, args.learning_rate)
     return classifier

@@ -52,10 +52,11 @@ from keras import ops
 from keras_transformer.checks import check_choice, check_int, check_ints
 from keras_transformer.vision.channel import SelectiveKernel, SqueezeExcitation
 from keras_transformer.vision.mixed import CBAM, ResidualAttention
+from keras_transformer.vision.patches import PatchEmbedding, RolloutMap
 from keras_transformer.vision.scale import ScaleAttention, upsample_to_grid
 from keras_transformer.vision.spatial import SpatialTransformer, normalized_coordinates
 
-ATTENTIONS = ("none", "se", "sk", "cbam", "residual", "stn")
+ATTENTIONS = ("none", "se", "sk", "cbam", "residual", "stn", "vit")
 BLOCKS = ("residual", "plain")
 # `build_stn_classifier`'s heads and front ends.
 HEADS = ("pooled", "dense")
@@ -67,6 +68,7 @@ LABELS = {
     "cbam": "+ CBAM",
     "residual": "+ residual attention",
     "stn": "STN in front",
+    "vit": "ViT (no CNN)",
 }
 # What each model's `attention_map` is.
 MAP_KINDS = {
@@ -76,6 +78,7 @@ MAP_KINDS = {
     "cbam": "spatial attention",
     "residual": "mask",
     "stn": "glimpse",
+    "vit": "attention rollout",
 }
 
 Classifier = collections.namedtuple("Classifier", ["model", "attention_model"])
@@ -134,8 +137,9 @@ def build_classifier(
     reduction=16,
     spatial_kernel_size=7,
     glimpse_size=(24, 24),
+    image_size=None,
 ):
-    """The small CNN with one kind of attention (or none), and its spatial map.
+    """The small CNN with one kind of attention (or none), and its spatial map; or a small ViT instead.
 
     Args:
         attention: one of `ATTENTIONS`: `"none"` (the baseline), `"se"`, `"sk"`, `"cbam"`,
@@ -150,17 +154,24 @@ def build_classifier(
             and CBAM keep at least 8 hidden units, SK at least 32, as its paper's L).
         spatial_kernel_size: odd int, the size of CBAM's spatial convolution (the paper's 7).
         glimpse_size: `(height, width)` of the spatial transformer's output (`"stn"` only).
+        image_size: `(height, width)` of the images (`"vit"` only, which needs it; the others
+            take any size). `"vit"` is `build_vit_classifier` at its defaults: no CNN at all.
 
     Returns:
-        A `Classifier(model, attention_model)`; both take images of any height and width.
+        A `Classifier(model, attention_model)`; both take images of any height and width (but
+        `"vit"`'s, of `image_size`).
 
     Raises:
-        ValueError: an unknown `attention` or `block`, or empty `filters`.
+        ValueError: an unknown `attention` or `block`, empty `filters`, `"vit"` without `image_size`.
     """
     check_choice("attention", attention, ATTENTIONS)
     check_choice("block", block, BLOCKS)
     filters = check_ints("filters", filters, 1)  # one block each
     name = f"classifier_{attention}" if block == "residual" else f"classifier_{attention}_plain"
+    if attention == "vit":
+        if image_size is None:
+            raise ValueError("attention='vit' needs image_size: its position embeddings are one per patch")
+        return build_vit_classifier(image_size, num_classes=num_classes, channels=channels)
     if attention == "stn":
         return build_stn_classifier(
             "pooled",
@@ -175,6 +186,48 @@ def build_classifier(
     x, scores, last_features = _blocks(images, filters, attention, block, reduction, spatial_kernel_size)
     logits = _head(x, "pooled", num_classes)
     return _classifier(images, logits, _attention_map(attention, images, scores, last_features), name)
+
+
+def build_vit_classifier(
+    image_size, patch_size=4, d_model=64, num_heads=4, num_blocks=4, d_ff=128, num_classes=10, channels=1
+):
+    """A small Vision Transformer (Dosovitskiy et al. 2021) of the package's own layers, and its rollout map.
+
+        images [B, H, W, C] -> PatchEmbedding (P x P patches, a class token, learned positions) [B, 1 + N, D]
+          -> EncoderBlock x num_blocks (the Transformer's: multi-head self-attention, feed-forward,
+             LayerNorm after each residual, as in the paper's encoder; the ViT paper puts it before)
+          -> the class token's vector -> Dense(classes) = logits
+
+    The spatial map (`attention_map`) is the class token's attention rollout over the patches
+    (`patches.attention_rollout`), resized to the image.
+
+    Args:
+        image_size: `(height, width)`, multiples of `patch_size`.
+        patch_size: int P.
+        d_model: int D.
+        num_heads: int, heads of every self-attention; `d_model` must be divisible by it.
+        num_blocks: int, encoder blocks.
+        d_ff: int, the feed-forward's inner width.
+        num_classes: int, the classes of the logits.
+        channels: int, the images' channels C.
+
+    Returns:
+        A `Classifier(model, attention_model)` named `classifier_vit`.
+    """
+    from keras_transformer.layers import EncoderBlock
+
+    height, width = check_ints("image_size", image_size, 1)
+    check_int("num_blocks", num_blocks, 1)
+    images = keras.Input((height, width, channels), name="images")
+    tokens = PatchEmbedding(patch_size, d_model, name="patch_embedding")(images)  # (B, 1 + N, D)
+    weights = []
+    for index in range(num_blocks):
+        block = EncoderBlock(num_heads=num_heads, d_ff=d_ff, name=f"encoder_block_{index}")
+        tokens, block_weights = block(tokens, return_attention_scores=True)
+        weights.append(block_weights["self_attention"])  # (B, heads, 1 + N, 1 + N)
+    logits = keras.layers.Dense(num_classes, dtype="float32", name="logits")(tokens[:, 0])
+    rollout = RolloutMap(height // patch_size, width // patch_size, name="rollout")(weights)
+    return _classifier(images, logits, UpsampleToImage(name="rollout_on_image")(rollout, images), "classifier_vit")
 
 
 def build_stn_classifier(

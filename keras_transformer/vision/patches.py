@@ -116,3 +116,39 @@ def attention_rollout(weights):
         mixed = mixed / ops.sum(mixed, axis=-1, keepdims=True)
         rollout = mixed if rollout is None else ops.matmul(mixed, rollout)
     return rollout
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class RolloutMap(keras.layers.Layer):
+    """The class token's attention rollout over the patch grid: `[B, rows, columns]`.
+
+    Args:
+        rows: int, patches per column of the image (H / P).
+        columns: int, patches per row (W / P).
+
+    Call arguments:
+        weights: list over layers of attention weights `[B, heads, 1 + N, 1 + N]`, the class token
+            at position 0.
+
+    Returns:
+        float32 `[B, rows, columns]`: row 0 of `attention_rollout`, without the class token's own
+        share, on the patch grid.
+    """
+
+    def __init__(self, rows, columns, **kwargs):
+        super().__init__(**kwargs)
+        check_int("rows", rows, 1)
+        check_int("columns", columns, 1)
+        self.rows, self.columns = rows, columns
+
+    def call(self, weights):
+        shares = attention_rollout(weights)[:, 0, 1:]  # (B, N): the class token's share of each patch
+        return ops.reshape(shares, (-1, self.rows, self.columns))
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0][0], self.rows, self.columns)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"rows": self.rows, "columns": self.columns})
+        return config

@@ -5,6 +5,8 @@
         --attentions none,stn    # a quick check
     python -m benchmarks.vision.attention --attentions none,se,cbam --steps 1600 --curve-every 200
                                                            # learning curves on the validation split
+    python -m benchmarks.vision.attention --attentions none,vit --name vision_vit
+                                                           # a small Vision Transformer beside the CNN
     python -m benchmarks.vision.attention --help           # every flag
 
 The task (`keras_transformer.vision.cluttered`, flags from `benchmarks.harness.cluttered`): a

@@ -6,7 +6,8 @@ from benchmarks.harness import cluttered, flags, results, timing, vision_trainin
 from benchmarks.vision.attention import figures, report, train
 from keras_transformer.vision import models as vision_models
 
-DEFAULT_ATTENTIONS = ",".join(vision_models.ATTENTIONS)
+# The CNN and its attentions; the ViT, which has no CNN, only when asked for (`--attentions none,vit`).
+DEFAULT_ATTENTIONS = ",".join(attention for attention in vision_models.ATTENTIONS if attention != "vit")
 
 
 # ---------------------------------------------------------------- flags
@@ -19,7 +20,8 @@ def build_parser():
         "--attentions",
         type=flags.parse_list(str, vision_models.ATTENTIONS),
         default=DEFAULT_ATTENTIONS,
-        help="Comma-separated models: none (the baseline), se, sk, cbam, residual, stn.",
+        help="Comma-separated models: none (the baseline), se, sk, cbam, residual, stn (the default: all six), and "
+        "vit (a small Vision Transformer, no CNN; its map is the class token's attention rollout).",
     )
     cluttered.add_task_flags(parser, validation_help="Validation canvases of the curves (--curve-every only).")
     parser.add_argument("--glyphs", default="digits", choices=["digits", "fine"], help="Glyph set of the task.")
