@@ -141,8 +141,10 @@ class CTranslate2Translator:
             `latest_version_dir(..., export_format="ctranslate2")` to find the newest intact one).
         compute_type: `"default"` (the weights as saved, float32), `"float32"`, `"int8"` or
             `"int8_float32"` (8-bit weights, quantized when loading).
-        intra_threads: threads of one translation (0: the engine's default, which is all cores;
-            on 2 cores 1 was faster in `benchmarks.speed.decode`).
+        intra_threads: threads of one translation (0: the engine's default, which is all cores).
+            Measure it on your CPU (`benchmarks.speed.decode`): on 2 cores of a Zen 4 EPYC float32
+            was fastest with 2 and int8 with 1, and int8 with 2 was over 10 times slower; the
+            default, 1, is never that slow setting.
         beam_size: int or None (the export's).
 
     Call `translate(texts)` with a list of `str` or `bytes`.
