@@ -28,6 +28,12 @@ def _vocabulary(size, prefix):
     return list(RESERVED_TOKENS) + [f"{prefix}{i}" for i in range(len(RESERVED_TOKENS), size)]
 
 
+def _write_vocabularies(config, folder):
+    """`folder/source.txt` and `folder/target.txt`, made-up vocabularies of the config's sizes."""
+    for side, size in (("source", config.source_vocab_size), ("target", config.target_vocab_size)):
+        (folder / f"{side}.txt").write_text("\n".join(_vocabulary(size, side[0])) + "\n")
+
+
 def _engine(model, config, folder):
     source, target = _vocabulary(config.source_vocab_size, "s"), _vocabulary(config.target_vocab_size, "t")
     spec = transformer_spec(model, config, source, target)
@@ -110,20 +116,20 @@ def _decoded_ids(output_ids):
     return rows
 
 
+def _export(loaded_run, folder, beam_size):
+    """The CTranslate2 export of the shared tiny run, into `folder`: its version folder."""
+    _, model_config, model, translator = loaded_run
+    source, target = translator.source_tokenizer, translator.target_tokenizer
+    return export_ctranslate2(
+        model, model_config, source, target, translator._config_path, folder, "dates", beam_size=beam_size
+    )
+
+
 @pytest.mark.slow
 def test_the_export_translates_the_built_in_corpus_as_our_decoders_do(loaded_run, tmp_path):
     """Greedy and beam 4 (ranked by log-probability, the export's setting), sentence by sentence."""
     train_config, model_config, model, translator = loaded_run
-    version = export_ctranslate2(
-        model,
-        model_config,
-        translator.source_tokenizer,
-        translator.target_tokenizer,
-        translator._config_path,
-        tmp_path,
-        "dates",
-        beam_size=4,
-    )
+    version = _export(loaded_run, tmp_path, beam_size=4)
     sources = load_corpus(train_config, "test").sources
     source_ids = translator.source_tokenizer.tokenize(tf.constant(sources)).to_tensor().numpy()
     max_length = model_config.max_target_len
@@ -143,16 +149,7 @@ def test_the_export_translates_the_built_in_corpus_as_our_decoders_do(loaded_run
 @pytest.mark.slow
 def test_awkward_text_gets_the_savedmodels_defined_results(loaded_run, tmp_path):
     _, model_config, model, translator = loaded_run
-    version = export_ctranslate2(
-        model,
-        model_config,
-        translator.source_tokenizer,
-        translator.target_tokenizer,
-        translator._config_path,
-        tmp_path,
-        "dates",
-        beam_size=1,
-    )
+    version = _export(loaded_run, tmp_path, beam_size=1)
     texts = ["", "   ", "3/4/21 " * 40, b"\xff\xfe 2021", "March 3, 2021"]
     theirs = CTranslate2Translator(version).translate(texts)
     ours = translator.translate(tf.constant(texts))
@@ -167,8 +164,7 @@ def test_awkward_text_gets_the_savedmodels_defined_results(loaded_run, tmp_path)
 def test_an_export_is_a_checked_version_beside_the_savedmodels_and_never_in_models_config(tmp_path):
     config = tiny_config()
     model = tiny_model()
-    for side, size in (("source", config.source_vocab_size), ("target", config.target_vocab_size)):
-        (tmp_path / f"{side}.txt").write_text("\n".join(_vocabulary(size, side[0])) + "\n")
+    _write_vocabularies(config, tmp_path)
     config_path = tmp_path / "model_config.json"
     config.save(config_path)
 
@@ -206,8 +202,7 @@ def test_an_export_is_a_checked_version_beside_the_savedmodels_and_never_in_mode
 
 def test_save_refuses_a_folder_that_holds_files(tmp_path):
     config = tiny_config()
-    for side, size in (("source", config.source_vocab_size), ("target", config.target_vocab_size)):
-        (tmp_path / f"{side}.txt").write_text("\n".join(_vocabulary(size, side[0])) + "\n")
+    _write_vocabularies(config, tmp_path)
     folder = tmp_path / "engine"
     folder.mkdir()
     (folder / "notes.txt").write_text("mine")
