@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import run_main
 
-from benchmarks.harness import machine, timing
+from benchmarks.harness import machine, timing, vision_training
 from benchmarks.vision.attention import __main__ as vision_attention
 
 
@@ -29,6 +29,8 @@ def test_flags_are_checked_every_flag_has_help_and_the_models_rotate_from_seed_t
         (["--adam-learning-rate", "0"], "--adam-learning-rate must be > 0. Received: 0.0"),
         (["--block", "dense"], "argument --block: invalid choice: 'dense'"),
         (["--curve-every", "-1"], "--curve-every must be >= 0. Received: -1"),
+        (["--warmup-steps", "800"], "--warmup-steps must be >= 0 and < --steps (800). Received: 800"),
+        (["--decay", "linear"], "argument --decay: invalid choice: 'linear'"),
     ):
         with pytest.raises(SystemExit):
             vision_attention.parse_args(argv)
@@ -46,6 +48,31 @@ def test_flags_are_checked_every_flag_has_help_and_the_models_rotate_from_seed_t
     assert timing.run_orders(["a", "b", "c"], [0, 1]) == [
         (0, "a"), (0, "b"), (0, "c"), (1, "b"), (1, "c"), (1, "a"),
     ]  # fmt: skip
+
+
+def test_the_learning_rate_schedule_rises_over_the_warm_up_then_stays_or_falls_to_zero_by_the_cosine():
+    assert vision_training.learning_rate_schedule(3e-3) == 3e-3  # no schedule: Adam's constant rate
+    assert vision_training.learning_rate_schedule(3e-3, 800, decay="none") == 3e-3
+
+    def rates(schedule, steps):
+        return np.array([float(schedule(step)) for step in steps])
+
+    steps = np.arange(0, 1001, 50)
+    warm = rates(vision_training.learning_rate_schedule(1e-3, 1000, warmup_steps=200), steps)
+    np.testing.assert_allclose(warm, np.minimum(steps / 200, 1.0) * 1e-3, rtol=1e-5, atol=1e-12)
+    cosine = rates(vision_training.learning_rate_schedule(1e-3, 1000, warmup_steps=200, decay="cosine"), steps)
+    after = np.clip(steps - 200, 0, 800) / 800
+    expected = np.where(steps < 200, steps / 200, 0.5 * (1 + np.cos(np.pi * after))) * 1e-3
+    np.testing.assert_allclose(cosine, expected, rtol=1e-5, atol=1e-9)
+    assert cosine[-1] < 1e-9  # the last step's rate is 0
+    plain_cosine = rates(vision_training.learning_rate_schedule(1e-3, 1000, decay="cosine"), [0, 500, 1000])
+    np.testing.assert_allclose(plain_cosine, [1e-3, 5e-4, 0.0], atol=1e-9)
+    args = vision_attention.parse_args(
+        ["--steps", "1000", "--warmup-steps", "200", "--decay", "cosine", "--adam-learning-rate", "1e-3"]
+    )
+    np.testing.assert_allclose(rates(vision_training.schedule_of(args), steps), expected, rtol=1e-5, atol=1e-9)
+    with pytest.raises(ValueError, match="'none' or 'cosine'"):
+        vision_training.learning_rate_schedule(1e-3, 1000, decay="step")
 
 
 @pytest.mark.slow

@@ -4,7 +4,8 @@ The task (`keras_transformer.vision.cluttered`): a glyph drawn at a random posit
 rotation on a `--size` canvas with `--clutter` fragments of other glyphs kept off its box. One
 task for every run of a study (`--task-seed`): the same training, validation and test canvases
 for every model and seed. `add_task_flags` offers the task's flags and the training budget
-(`--seeds`, `--steps`, `--batch-size`, `--adam-learning-rate`), `check_task_flags` checks them, and
+(`--seeds`, `--steps`, `--batch-size`, `--adam-learning-rate`, `--warmup-steps`, `--decay`),
+`check_task_flags` checks them, and
 `generate_task` draws the canvases they describe.
 """
 
@@ -12,6 +13,8 @@ import time
 
 from benchmarks.harness import flags
 from keras_transformer.vision.cluttered import generate_splits
+
+SCHEDULE_DECAYS = ("none", "cosine")
 
 
 def add_task_flags(parser, size=40, size_help="Canvas side in pixels.", clutter=6, clutter_help=None,
@@ -23,7 +26,9 @@ def add_task_flags(parser, size=40, size_help="Canvas side in pixels.", clutter=
     `--seeds`, `--task-seed`, `--size`, `--object-scale` (unless `object_scale` is False),
     `--clutter`, `--fragment-size` (unless `fragment_size` is False), `--train-size`,
     `--validation-size`, `--test-size`, `--steps`, `--batch-size`, `--adam-learning-rate` (read as
-    `args.learning_rate`, the key the results JSON has always recorded).
+    `args.learning_rate`, the key the results JSON has always recorded), and its schedule:
+    `--warmup-steps` (a linear rise from 0) and `--decay` (`none`: constant after the warm-up;
+    `cosine`: a cosine fall to 0 at `--steps`).
 
     Args:
         parser: the study's parser.
@@ -74,7 +79,19 @@ def add_task_flags(parser, size=40, size_help="Canvas side in pixels.", clutter=
         metavar="ADAM_LEARNING_RATE",
         type=float,
         default=learning_rate,
-        help="Adam's learning rate (constant: no Noam schedule).",
+        help="Adam's learning rate (its peak, with --warmup-steps or --decay cosine).",
+    )
+    parser.add_argument(
+        "--warmup-steps",
+        type=int,
+        default=0,
+        help="Steps over which the learning rate rises linearly from 0 to --adam-learning-rate (0: none).",
+    )
+    parser.add_argument(
+        "--decay",
+        default="none",
+        choices=SCHEDULE_DECAYS,
+        help="After the warm-up: none (the rate stays constant) or cosine (it falls to 0 at the last step).",
     )
 
 
@@ -96,6 +113,8 @@ def check_task_flags(parser, args):
         parser.error(f"--fragment-size must be in [1, --size]. Received: {args.fragment_size}")
     if not args.learning_rate > 0:
         parser.error(f"--adam-learning-rate must be > 0. Received: {args.learning_rate}")
+    if not 0 <= args.warmup_steps < args.steps:
+        parser.error(f"--warmup-steps must be >= 0 and < --steps ({args.steps}). Received: {args.warmup_steps}")
     scale = getattr(args, "object_scale", None)
     if scale is not None and (len(scale) != 2 or not 0.1 <= scale[0] <= scale[1] <= 0.9):
         parser.error(f"--object-scale must be 'low,high' with 0.1 <= low <= high <= 0.9. Received: {scale}")

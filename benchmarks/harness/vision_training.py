@@ -131,6 +131,42 @@ def stn_placement(theta, test):
     }
 
 
+def learning_rate_schedule(learning_rate, steps=0, warmup_steps=0, decay="none"):
+    """Adam's learning rate over the run: `learning_rate` itself, or a warm-up and a cosine decay.
+
+    Args:
+        learning_rate: float, the rate (the peak of a schedule).
+        steps: int, the run's training steps (used by `decay="cosine"`).
+        warmup_steps: int, steps of a linear rise from 0 to `learning_rate` (0: none).
+        decay: `"none"` (constant after the warm-up) or `"cosine"` (a cosine fall from
+            `learning_rate` to 0 at step `steps`).
+
+    Returns:
+        The float itself when there is neither warm-up nor decay; otherwise a
+        `keras.optimizers.schedules.CosineDecay`.
+    """
+    if decay not in ("none", "cosine"):
+        raise ValueError(f"`decay` must be 'none' or 'cosine'. Received: {decay!r}")
+    if not warmup_steps and decay == "none":
+        return learning_rate
+    if decay == "cosine" and not 0 <= warmup_steps < steps:
+        raise ValueError(f"A cosine decay needs 0 <= warmup_steps < steps. Received: {warmup_steps}, {steps}")
+    return keras.optimizers.schedules.CosineDecay(
+        0.0 if warmup_steps else learning_rate,
+        decay_steps=max(steps - warmup_steps, 1) if decay == "cosine" else 1,
+        alpha=0.0 if decay == "cosine" else 1.0,  # alpha 1: the decay leaves the rate where the warm-up left it
+        warmup_target=learning_rate if warmup_steps else None,
+        warmup_steps=warmup_steps,
+    )
+
+
+def schedule_of(args):
+    """`learning_rate_schedule` of the flags `--adam-learning-rate`, `--steps`, `--warmup-steps`, `--decay`."""
+    return learning_rate_schedule(
+        args.learning_rate, args.steps, getattr(args, "warmup_steps", 0), getattr(args, "decay", "none")
+    )
+
+
 def compile_adam(model, learning_rate):
     """Compile `model` for classification (logits, integer labels) with Adam, and build its optimizer eagerly.
 
@@ -138,7 +174,7 @@ def compile_adam(model, learning_rate):
 
     Args:
         model: a Keras classifier whose outputs are logits.
-        learning_rate: float, Adam's learning rate.
+        learning_rate: Adam's learning rate: a float, or a schedule (`learning_rate_schedule`).
     """
     model.compile(
         keras.optimizers.Adam(learning_rate),
@@ -152,7 +188,8 @@ def compiled_classifier(args, attention, seed, num_classes):
     """A new session seeded with `seed`, and the classifier of `attention` in it, compiled, its optimizer built.
 
     Args:
-        args: the flags: `--block`, `--filters`, `--glimpse` (the STN's glimpse side), `--adam-learning-rate`.
+        args: the flags: `--block`, `--filters`, `--glimpse` (the STN's glimpse side), `--adam-learning-rate`
+            and its schedule (`schedule_of`).
         attention: one of `keras_transformer.vision.models.ATTENTIONS`.
         seed: int, the initial weights' seed.
         num_classes: int, the task's classes.
@@ -170,7 +207,7 @@ def compiled_classifier(args, attention, seed, num_classes):
         glimpse_size=(args.glimpse, args.glimpse),
         image_size=(args.size, args.size),  # only the ViT needs it
     )
-    compile_adam(classifier.model, args.learning_rate)
+    compile_adam(classifier.model, schedule_of(args))
     return classifier
 
 

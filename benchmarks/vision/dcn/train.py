@@ -59,7 +59,7 @@ def build_model(args, mode, seed, num_classes):
         name=f"dcn_{mode}",
     )
     model.build((None, args.size, args.size, 1))
-    vision_training.compile_adam(model, args.learning_rate)
+    vision_training.compile_adam(model, vision_training.schedule_of(args))
     return model
 
 

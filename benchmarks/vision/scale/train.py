@@ -90,7 +90,7 @@ def compiled_scale_classifier(args, model_name, seed, num_classes):
 
 def recompile(trained, args):
     """Compile `trained` with a new Adam of `--adam-learning-rate` (again after a change of what is trainable)."""
-    vision_training.compile_adam(trained, args.learning_rate)
+    vision_training.compile_adam(trained, vision_training.schedule_of(args))
 
 
 def terciles(heights, edges):

@@ -52,7 +52,7 @@ def train_one(args, transform, seed, data, num_classes):
         localization_rate=args.localization_rate,
     )
     model = classifier.model
-    vision_training.compile_adam(model, args.learning_rate)
+    vision_training.compile_adam(model, vision_training.schedule_of(args))
     history, (timer, curve), seconds = vision_training.fit(args, model, seed, data, curve=GlimpseCurve)
     test = data["test"]
     result = {
