@@ -27,7 +27,18 @@ Attention in vision (notebook 06), shapes those of one image, no batch (`H x W x
   glimpses: sensor, glimpse network, recurrent core, location and action networks;
 - `dynamic_capacity(ax)`: the dynamic capacity network (Almahairi et al. 2016): a coarse pass
   over the whole image, a saliency from the gradient of its entropy, a fine pass over the top-k
-  positions only.
+  positions only;
+- `residual_attention(ax)`: the residual attention module (Wang et al. 2017): a trunk branch and
+  an hourglass soft mask branch, a value in (0, 1) per position and channel, combined as
+  `(1 + M(x)) × T(x)`;
+- `attention_to_scale(ax)`: attention to scale (Chen et al. 2016): one shared trunk over the image
+  at three sizes, the maps fused by a softmax over the scales at every position;
+- `saliency_network(ax)`: the salient-object detector of `keras_transformer.vision.saliency`: a
+  U-shaped encoder-decoder with skip connections and an attention in each decoder block, ending in
+  a saliency map;
+- `vision_transformer(ax)`: the Vision Transformer (Dosovitskiy et al. 2021): patches projected,
+  a class token and position embeddings, L encoder blocks, a dense layer on the class token; the
+  attention rollout over the patch grid.
 
 The small helpers (`box`, `arrow`, `canvas`, and for the vision figures `route`, `operation`,
 `feature_maps`, `cells`) are the vocabulary of all of them.
@@ -903,6 +914,353 @@ def dynamic_capacity(ax):
         middle + 0.1,
         "∂H/∂c at each position (backprop)",
         va="bottom",
+        color=HEAD_COLORS[0],
+    )
+    return ax
+
+
+def residual_attention(ax):
+    """Residual attention: a trunk branch and an hourglass soft mask, combined as `(1 + M(x)) × T(x)`.
+
+    Wang et al. 2017, "Residual Attention Network for Image Classification", figure 2 and
+    section 3. The trunk branch T processes the features x; the soft mask branch M reads the same
+    x through a small hourglass: bottom-up, max pooling down twice (to see a wide context),
+    top-down, upsampling back to H x W with a skip connection from the level in between, then two
+    1x1 convolutions and a sigmoid: a value in (0, 1) at every position and channel (mixed
+    attention). Attention residual learning: the output is `(1 + M(x)) × T(x)`, so where the mask
+    is near 0 the trunk's features pass unchanged and the mask can only emphasize.
+    (`keras_transformer.vision.ResidualAttention`, one convolution per level.)
+    """
+    canvas(ax, 20, 9)
+    mask_shades = (1.0, 0.3, 0.65, 0.15)
+    x_y = 5.6
+    left, right, bottom, top = feature_maps(ax, (1.0, x_y), (1.3, 1.3), count=4, fill=COLORS["feed_forward"])
+    _label(ax, 1.2, bottom - 0.15, "x\nH x W x C")
+    split = 2.55
+    arrow(ax, (right, x_y), (split, x_y), style="-")
+    _junction(ax, (split, x_y))
+    # Trunk branch.
+    trunk_y = 7.9
+    box(ax, (6.6, trunk_y), (4.2, 0.9), "trunk branch T(x)\nconv 3x3, ReLU", COLORS["convolution"], fontsize=8)
+    route(ax, [(split, x_y), (split, trunk_y), (4.5, trunk_y)])
+    left, right, bottom, top = feature_maps(ax, (13.6, trunk_y), (1.0, 1.0), count=4, fill=COLORS["feed_forward"])
+    arrow(ax, (8.7, trunk_y), (left, trunk_y))
+    ax.text(right + 0.15, trunk_y + 0.25, "T(x): H x W x C", fontsize=8, va="bottom")
+    mix_x, out_y = 17.7, 4.9
+    route(ax, [(right, trunk_y), (mix_x, trunk_y), (mix_x, out_y + 0.3)])
+    # Soft mask branch: an hourglass.
+    _repeated(ax, 3.0, 0.3, 10.4, 6.2, label="soft mask branch M(x)")
+    middle, low = 2.8, 1.2
+    box(ax, (4.7, middle), (2.7, 0.9), "max pool 2x2\nconv 3x3, ReLU", COLORS["pooling"], fontsize=8)
+    route(ax, [(split, x_y), (split, middle), (3.35, middle)])
+    box(ax, (7.4, low), (2.7, 0.9), "max pool 2x2\nconv 3x3, ReLU", COLORS["pooling"], fontsize=8)
+    route(ax, [(4.7, middle - 0.45), (4.7, low), (6.05, low)])
+    ax.text(4.55, middle + 0.55, "H/2 x W/2 x C", ha="center", va="bottom", fontsize=8)
+    ax.text(7.4, low - 0.55, "H/4 x W/4 x C", ha="center", va="top", fontsize=8)
+    ax.text(4.55, low + 0.05, "bottom-up", ha="right", va="bottom", fontsize=8, style="italic")
+    plus_x = 9.6
+    operation(ax, (plus_x, middle), "+")
+    route(ax, [(8.75, low), (plus_x, low), (plus_x, middle - 0.3)])
+    ax.text(plus_x + 0.15, (low + middle) / 2, "up x2", va="center", fontsize=8)
+    arrow(ax, (6.05, middle), (plus_x - 0.3, middle))
+    _label(ax, 7.9, middle + 0.1, "skip connection", va="bottom")
+    box(ax, (11.4, middle), (2.2, 0.9), "conv 3x3\nReLU", COLORS["convolution"], fontsize=8)
+    arrow(ax, (plus_x + 0.3, middle), (10.3, middle))
+    box(
+        ax,
+        (11.4, out_y),
+        (2.9, 1.1),
+        "up x2 to H x W\nconv 1x1, ReLU\nconv 1x1, sigmoid",
+        COLORS["attention"],
+        fontsize=8,
+    )
+    arrow(ax, (11.4, middle + 0.45), (11.4, out_y - 0.55))
+    ax.text(11.55, (middle + out_y) / 2 - 0.05, "top-down", va="center", fontsize=8, style="italic")
+    left, right, bottom, top = feature_maps(
+        ax, (14.4, out_y), (1.0, 1.0), count=4, fill=COLORS["attention"], shades=mask_shades
+    )
+    arrow(ax, (12.85, out_y), (left, out_y))
+    _label(ax, 14.6, bottom - 0.15, "M(x) in (0, 1)\nH x W x C")
+    box(ax, (16.3, out_y), (1.5, 0.7), "1 + M(x)", COLORS["attention"], fontsize=8)
+    arrow(ax, (right, out_y), (15.55, out_y))
+    operation(ax, (mix_x, out_y), "×")
+    arrow(ax, (17.05, out_y), (mix_x - 0.3, out_y))
+    left, right, bottom, top = feature_maps(
+        ax, (19.0, out_y), (0.9, 0.9), count=3, fill=COLORS["feed_forward"], step=0.14
+    )
+    arrow(ax, (mix_x + 0.3, out_y), (left, out_y))
+    _label(ax, 19.1, bottom - 0.15, "output\nH x W x C")
+    ax.text(
+        17.6,
+        1.4,
+        "(1 + M(x)) × T(x): where the\nmask is near 0 the trunk\npasses unchanged; the mask\ncan only emphasize",
+        ha="center",
+        va="center",
+        fontsize=8,
+    )
+    return ax
+
+
+def attention_to_scale(ax):
+    """Attention to scale: one trunk reads the image at three sizes, fused by a softmax over the sizes at each position.
+
+    Chen et al. 2016, "Attention to Scale: Scale-aware Semantic Image Segmentation", figure 2
+    and section 3. The image at scales 1, 1/2 and 1/4 goes through the same trunk (shared
+    weights); its feature maps F_s, smaller for the smaller images, are upsampled to the finest
+    grid; an attention head (3x3 convolution, ReLU, 1x1 convolution to one map per scale) reads
+    them concatenated and gives, by a softmax over the scales at every position, the weights
+    w_s (summing to 1 there); the output is `sum_s w_s * F_s`. A small object is read best where
+    the image is large, a large one where it is small. The paper's baselines average the scales
+    or take their maximum. (`keras_transformer.vision.ScaleAttention`.)
+    """
+    canvas(ax, 20, 9.8)
+    rows = {1: 8.1, 2: 5.9, 4: 3.7}
+    names = {1: ("×1", "H x W", "h x w"), 2: ("÷2", "H/2 x W/2", "h/2 x w/2"), 4: ("÷4", "H/4 x W/4", "h/4 x w/4")}
+    weights = {
+        1: np.array([[0.7, 0.5, 0.3], [0.5, 0.1, 0.2], [0.6, 0.3, 0.2]]),
+        4: np.array([[0.1, 0.2, 0.3], [0.2, 0.7, 0.5], [0.1, 0.3, 0.4]]),
+    }
+    weights[2] = 1 - weights[1] - weights[4]
+    colors = {1: HEAD_COLORS[0], 2: HEAD_COLORS[1], 4: HEAD_COLORS[2]}
+    trunk_x, native_x, fine_x, bus_x, times_x, sum_x = 4.7, 7.1, 10.2, 11.4, 15.4, 17.3
+    box(ax, (trunk_x, 5.9), (2.0, 6.0), "shared\ntrunk\n\n(same\nweights)", COLORS["convolution"], fontsize=9)
+    for scale, y in rows.items():
+        name, image_size, grid = names[scale]
+        side = 1.6 / scale
+        ax.add_patch(Rectangle((1.9 - side / 2, y - side / 2), side, side, facecolor=COLORS["data"], edgecolor=INK))
+        ax.add_patch(Circle((1.9, y), 0.3 * side, facecolor="#7f8c8d", edgecolor="none"))
+        ax.text(0.7, y, name, ha="center", va="center", fontsize=10, weight="bold")
+        _label(ax, 1.9, y - max(side / 2, 0.25) - 0.1, image_size)
+        arrow(ax, (1.9 + side / 2, y), (trunk_x - 1.0, y))
+        # The trunk's maps, smaller for the smaller images, then on the finest grid.
+        size = 1.1 / scale
+        left, right, bottom, top = feature_maps(
+            ax, (native_x, y), (size, size), count=3, fill=COLORS["feed_forward"], step=0.1
+        )
+        arrow(ax, (trunk_x + 1.0, y), (left, y))
+        _label(ax, native_x + 0.1, y - 0.75, f"{_sub('F', scale)}: {grid} x C")
+        left, right, bottom, top = feature_maps(
+            ax, (fine_x, y), (1.1, 1.1), count=3, fill=COLORS["feed_forward"], step=0.1
+        )
+        arrow(ax, (native_x + size / 2 + 0.2, y), (left, y))
+        if scale > 1:
+            _label(ax, 8.75, y + 0.1, f"up x{scale}", va="bottom")
+        # Each scale's maps times its weights.
+        operation(ax, (times_x, y), "×")
+        arrow(ax, (right, y), (times_x - 0.3, y))
+        _junction(ax, (bus_x, y))
+        ax.text(times_x, y - 1.0, _sub("w", scale), ha="center", va="center", fontsize=9, color=colors[scale])
+        arrow(ax, (times_x, y - 0.8), (times_x, y - 0.3), color=colors[scale])
+    _label(ax, fine_x + 0.1, rows[1] + 0.85, "on the finest grid\nh x w x C", va="bottom")
+    # The attention head: concat, conv 3x3, ReLU, conv 1x1 to one map per scale, softmax over the scales.
+    head_y = 1.15
+    box(
+        ax,
+        (13.5, head_y),
+        (3.0, 1.3),
+        "attention head\nconv 3x3, ReLU\nconv 1x1 → 3 maps",
+        COLORS["attention"],
+        fontsize=8,
+    )
+    route(ax, [(bus_x, rows[1]), (bus_x, head_y), (12.0, head_y)])
+    ax.text(bus_x + 0.15, (rows[4] + head_y) / 2, "concat\nh x w x 3C", va="center", fontsize=8)
+    arrow(ax, (15.0, head_y), (15.5, head_y))
+    for index, (scale, values) in enumerate(sorted(weights.items())):
+        x = 15.9 + 1.05 * index
+        fills = {(row, column): _tint(colors[scale], value) for (row, column), value in np.ndenumerate(values)}
+        cells(ax, x - 0.375, head_y - 0.375, 3, 3, 0.25, fills=fills)
+        _label(ax, x, head_y - 0.45, _sub("w", scale), fontsize=9, color=colors[scale])
+    _label(ax, 17.6, head_y + 0.5, "softmax over the scales at\neach position: they sum to 1", va="bottom")
+    # The weighted sum.
+    operation(ax, (sum_x, rows[2]), "Σ", radius=0.35)
+    route(ax, [(times_x + 0.3, rows[1]), (sum_x, rows[1]), (sum_x, rows[2] + 0.35)])
+    arrow(ax, (times_x + 0.3, rows[2]), (sum_x - 0.35, rows[2]))
+    route(ax, [(times_x + 0.3, rows[4]), (sum_x, rows[4]), (sum_x, rows[2] - 0.35)])
+    left, right, bottom, top = feature_maps(
+        ax, (19.0, rows[2]), (1.0, 1.0), count=3, fill=COLORS["feed_forward"], step=0.1
+    )
+    arrow(ax, (sum_x + 0.35, rows[2]), (left, rows[2]))
+    _label(ax, 19.1, top + 0.1, "$\\Sigma_s\\, w_s \\odot F_s$", va="bottom", fontsize=9)
+    _label(ax, 19.1, bottom - 0.15, "output\nh x w x C")
+    _label(
+        ax,
+        15.2,
+        9.0,
+        "baselines (ScaleAttention's other fusions):\nthe average or the max over the scales",
+        va="bottom",
+    )
+    return ax
+
+
+def saliency_network(ax):
+    """The salient-object detector: a U-shaped encoder-decoder, with an attention in each decoder block.
+
+    The network of `keras_transformer.vision.saliency.build_saliency_model` (after U-Net,
+    Ronneberger et al. 2015): three encoder stages (a 3x3 convolution each, the second and third
+    after a 2x2 max pooling; channels f1, f2, f3), a bottleneck pooled once more, and a decoder
+    that goes back up level by level: upsample by 2, concatenate the encoder's features of the same
+    level (the skip connection), a 3x3 convolution that fuses them and a second one, optionally
+    followed by CBAM or replaced by residual attention. A 1x1 convolution and a sigmoid give the
+    saliency map, H x W: the probability that each pixel is on the salient object.
+    """
+    canvas(ax, 20, 9.4)
+    levels = (7.6, 5.4, 3.2)  # the encoder's and the decoder's stages 1, 2, 3
+    bottom_y = 1.0
+    sizes = ("H x W", "H/2 x W/2", "H/4 x W/4")
+    # The image: an object on a background.
+    image_x, side = 0.95, 1.3
+    ax.add_patch(
+        Rectangle((image_x - side / 2, levels[0] - side / 2), side, side, facecolor=COLORS["data"], edgecolor=INK)
+    )
+    ax.add_patch(Circle((image_x + 0.1, levels[0] - 0.05), 0.35, facecolor="#7f8c8d", edgecolor="none"))
+    _label(ax, image_x, levels[0] - side / 2 - 0.1, "image\nH x W x C")
+    _label(ax, 3.6, 8.75, "encoder", va="bottom", fontsize=10, weight="bold")
+    _label(ax, 13.3, 8.75, "decoder", va="bottom", fontsize=10, weight="bold")
+    # Encoder: down the left side of the U.
+    encoder_x, width = (3.6, 4.6, 5.6), 2.8
+    for stage, (x, y, size) in enumerate(zip(encoder_x, levels, sizes), start=1):
+        text = f"conv 3x3, ReLU\n{size} x {_sub('f', stage)}"
+        if stage > 1:
+            text = "max pool 2x2\n" + text
+            arrow(ax, (x - 1.0, levels[stage - 2] - 0.45), (x - 1.0, y + 0.55))
+        box(ax, (x, y), (width, 1.1 if stage > 1 else 0.9), text, COLORS["convolution"], fontsize=8)
+    arrow(ax, (image_x + side / 2, levels[0]), (encoder_x[0] - width / 2, levels[0]))
+    # Bottleneck.
+    neck_x = 8.4
+    box(
+        ax,
+        (neck_x, bottom_y),
+        (3.0, 1.1),
+        f"max pool 2x2\nconv 3x3, ReLU\nH/8 x W/8 x {_sub('f', 3)}",
+        COLORS["convolution"],
+        fontsize=8,
+    )
+    route(ax, [(encoder_x[2], levels[2] - 0.55), (encoder_x[2], bottom_y), (neck_x - 1.5, bottom_y)])
+    _label(ax, neck_x, bottom_y + 0.6, "bottleneck", va="bottom", fontsize=9, weight="bold")
+    # Decoder: up the right side, each block joined by the skip connection of its level.
+    decoder_x, block_width = (13.3, 12.3, 11.3), 4.4
+    for stage in (3, 2, 1):
+        x, y = decoder_x[stage - 1], levels[stage - 1]
+        box(ax, (x, y), (block_width, 1.3), "", "white")
+        ax.text(
+            x - block_width / 2 + 0.15,
+            y,
+            f"up x2, concat {_sub('e', stage)}\nconv 3x3, ReLU\nconv 3x3, ReLU",
+            va="center",
+            fontsize=8,
+        )
+        box(ax, (x + 1.35, y), (1.4, 1.0), "attention\n(CBAM or\nresidual)", COLORS["attention"], fontsize=7.5)
+        encoder_right = encoder_x[stage - 1] + width / 2
+        arrow(ax, (encoder_right, y), (x - block_width / 2, y))
+        _label(ax, (encoder_right + x - block_width / 2) / 2, y + 0.1, f"skip {_sub('e', stage)}", va="bottom")
+        ax.text(
+            x + block_width / 2, y - 0.7, f"{sizes[stage - 1]} x {_sub('f', stage)}", ha="right", va="top", fontsize=8
+        )
+    route(ax, [(neck_x + 1.5, bottom_y), (decoder_x[2] - 1.0, bottom_y), (decoder_x[2] - 1.0, levels[2] - 0.65)])
+    for stage in (3, 2):
+        x = decoder_x[stage - 2] - 1.0
+        arrow(ax, (x, levels[stage - 1] + 0.65), (x, levels[stage - 2] - 0.65))
+    # The output: a 1x1 convolution and a sigmoid, the saliency map.
+    head_x = 16.95
+    box(ax, (head_x, levels[0]), (1.5, 0.9), "conv 1x1\nsigmoid", COLORS["output"], fontsize=8)
+    arrow(ax, (decoder_x[0] + block_width / 2, levels[0]), (head_x - 0.75, levels[0]))
+    map_x = 18.95
+    ax.add_patch(Rectangle((map_x - side / 2, levels[0] - side / 2), side, side, facecolor="#1c2833", edgecolor=INK))
+    ax.add_patch(Circle((map_x + 0.1, levels[0] - 0.05), 0.35, facecolor="white", edgecolor="none"))
+    arrow(ax, (head_x + 0.75, levels[0]), (map_x - side / 2, levels[0]))
+    _label(ax, map_x, levels[0] - side / 2 - 0.1, "saliency map\nH x W, each\npixel in (0, 1)")
+    ax.text(
+        15.4,
+        1.3,
+        "attention (optional, one per decoder block): CBAM\nafter the second convolution, or residual attention\n"
+        "in its place; without it, a plain encoder-decoder",
+        ha="center",
+        va="center",
+        fontsize=8,
+    )
+    return ax
+
+
+def vision_transformer(ax):
+    """The Vision Transformer: an image read as a sequence of patches, classified from a class token.
+
+    Dosovitskiy et al. 2021, "An Image is Worth 16x16 Words: Transformers for Image Recognition at
+    Scale", figure 1 and equation 1: the image is cut into N patches of P x P pixels, each
+    flattened (P·P·C values) and projected by the same linear map E to width D; a learned class
+    token is prepended (position 0) and learned position embeddings are added, giving N + 1
+    vectors of width D; L encoder blocks (multi-head self-attention and a feed-forward network,
+    each with LayerNorm and a residual connection) read them as a sentence; a dense layer on the
+    class token's output gives the class scores. Attention rollout (Abnar and Zuidema 2020)
+    multiplies the class token's attention through all the layers into a map over the patch grid.
+    (`keras_transformer.vision.patches.PatchEmbedding`, `attention_rollout`.)
+    """
+    canvas(ax, 20, 9)
+    rollout = {(1, 1): 1.0, (1, 2): 0.6, (2, 1): 0.45}  # (row, column): the patches the class token reads most
+    # The image, cut into 3 x 3 patches numbered in row-major order, tinted by the rollout.
+    image_left, image_bottom, patch = 0.5, 4.6, 1.0
+    fills = {position: _tint(COLORS["attention"], value) for position, value in rollout.items()}
+    cells(ax, image_left, image_bottom, 3, 3, patch, fill=COLORS["data"], fills=fills)
+    for row in range(3):
+        for column in range(3):
+            center = (image_left + (column + 0.5) * patch, image_bottom + (2.5 - row) * patch)
+            ax.text(*center, str(3 * row + column + 1), ha="center", va="center", fontsize=9, color="#566573")
+    _label(ax, 2.0, image_bottom + 3 * patch + 0.1, "image H x W x C,\nN = 9 patches of P x P", va="bottom")
+    # Each patch flattened and projected by the same E.
+    project_y = 7.1
+    box(
+        ax,
+        (6.3, project_y),
+        (4.0, 1.0),
+        "flatten each patch: P·P·C\nlinear projection E → D",
+        COLORS["embedding"],
+        fontsize=8,
+    )
+    arrow(ax, (image_left + 3 * patch, project_y), (4.3, project_y))
+    # The sequence z0: [class], then the patches, plus the position embeddings.
+    token_y, position_y, width, step = 5.9, 5.0, 0.65, 0.8
+    class_x = 9.0
+    patch_xs = [class_x + 1.1 + step * index for index in range(9)]
+    xs = [class_x] + patch_xs
+    arrow(ax, (8.3, project_y), (patch_xs[-1], project_y), style="-")
+    box(ax, (class_x, token_y), (1.2, 0.6), "[class]", COLORS["attention"], fontsize=8)
+    for index, x in enumerate(patch_xs, start=1):
+        box(ax, (x, token_y), (width, 0.6), str(index), COLORS["feed_forward"], fontsize=8)
+        arrow(ax, (x, project_y), (x, token_y + 0.3), width=0.6)
+    for index, x in enumerate(xs):
+        box(ax, (x, position_y), (width, 0.45), str(index), COLORS["embedding"], fontsize=7.5)
+    ax.text(class_x - 0.75, token_y, "class token (learned)", ha="right", va="center", fontsize=8)
+    ax.text(class_x - 0.75, position_y, "+ position embeddings $E_{pos}$", ha="right", va="center", fontsize=8)
+    ax.text(patch_xs[-1] + 0.55, (token_y + position_y) / 2, "N + 1 vectors\nof width D", va="center", fontsize=8)
+    # L encoder blocks, then a dense layer on the class token's output.
+    encoder_y, left, right = 3.1, class_x - 0.6, patch_xs[-1] + 0.35
+    box(
+        ax,
+        ((left + right) / 2, encoder_y),
+        (right - left, 1.3),
+        "encoder block × L\nmulti-head self-attention over all N + 1 positions,\n"
+        "then feed-forward; each with LayerNorm and a residual",
+        COLORS["feed_forward"],
+        fontsize=8,
+    )
+    for x in xs:
+        arrow(ax, (x, position_y - 0.225), (x, encoder_y + 0.65), width=0.6)
+    out_y = 0.9
+    box(ax, (13.0, out_y), (3.4, 0.8), "dense: class scores", COLORS["output"], fontsize=8)
+    route(ax, [(class_x, encoder_y - 0.65), (class_x, out_y), (11.3, out_y)])
+    ax.text(class_x + 0.15, (encoder_y - 0.65 + out_y) / 2 + 0.1, "the class token's output", va="center", fontsize=8)
+    # Attention rollout: back onto the patch grid.
+    route(
+        ax,
+        [(left, encoder_y), (2.0, encoder_y), (2.0, image_bottom)],
+        color=HEAD_COLORS[0],
+        linestyle="--",
+        width=1.2,
+    )
+    _label(
+        ax,
+        4.9,
+        encoder_y - 0.15,
+        "attention rollout: the class token's\nattention through all layers,\nover the patch grid (tinted)",
         color=HEAD_COLORS[0],
     )
     return ax
