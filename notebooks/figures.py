@@ -15,6 +15,9 @@ is then checked (`problems`) as it is rendered into the notebook. The checks:
 The problems go to the file named by the environment variable `NOTEBOOK_FIGURE_CHECKS` (one JSON
 line per figure drawn: its number and its problems), which the notebook tests read; without the
 variable, as when a learner runs a notebook, nothing is written.
+
+Two drawing helpers every notebook may use: `colour_bar` (a labelled colour bar as tall as its
+heatmaps) and `show` (a grey-scale canvas of the vision notebooks, its glyph box outlined).
 """
 
 import json
@@ -41,11 +44,27 @@ def use():
     )
 
 
-def colour_bar(image, label, ax=None, side="right"):
+def show(ax, image, box=None, title=None, **imshow_args):
+    """A grey-scale image in [0, 1] on `ax`, without ticks; `box (top, left, bottom, right)` outlined in cyan.
+
+    `imshow_args` go to `ax.imshow` (e.g. `extent`). Returns the `AxesImage`.
+    """
+    shown = ax.imshow(image, cmap="gray", vmin=0, vmax=1, **imshow_args)
+    if box is not None:
+        top, left, bottom, right = box
+        ax.add_patch(Rectangle((left - 0.5, top - 0.5), right - left, bottom - top, fill=False, ec="cyan", lw=1))
+    if title:
+        ax.set_title(title, fontsize=9)
+    ax.set_xticks([]), ax.set_yticks([])
+    return shown
+
+
+def colour_bar(image, label, ax=None, side="right", cax=None):
     """A colour bar for `image`, labelled `label`, beside `ax` (default: the image's axes) and as tall as it.
 
     For several heatmaps on one scale, give the last of them as `ax`. `side="bottom"` puts a
-    horizontal bar under `ax` instead, as wide as it.
+    horizontal bar under `ax` instead, as wide as it. `cax`: an axes to draw the bar in instead
+    (a narrow column of the figure's grid), so that no heatmap is shrunk to make room for it.
 
     Returns:
         the `Colorbar`.
@@ -53,6 +72,8 @@ def colour_bar(image, label, ax=None, side="right"):
     from mpl_toolkits.axes_grid1 import make_axes_locatable
 
     ax = image.axes if ax is None else ax
+    if cax is not None:
+        return ax.figure.colorbar(image, cax=cax, label=label)
     bar_axes = make_axes_locatable(ax).append_axes(side, size="5%", pad=0.08 if side == "right" else 0.6)
     orientation = "vertical" if side == "right" else "horizontal"
     return ax.figure.colorbar(image, cax=bar_axes, label=label, orientation=orientation)
