@@ -294,6 +294,26 @@ def test_the_training_loss_is_the_papers_three_terms_and_one_step_moves_every_ne
     assert all(moved), [v.path for v, m in zip(model.trainable_variables, moved) if not m]
 
 
+def test_the_hint_pulls_the_coarse_features_toward_the_fine_ones_and_never_the_fine_ones_back():
+    """The hint term's gradient reaches the coarse network only: the fine features are its fixed target."""
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(0)
+    model = DynamicCapacityNetwork(**TINY)
+    images = np.random.default_rng(1).uniform(size=(4, 8, 8, 1)).astype("float32")
+    model(images)
+    fine, coarse, top = (net.trainable_variables for net in (model.fine_net, model.coarse_net, model.top_conv))
+    with tf.GradientTape(persistent=True) as tape:
+        out = model(images, training=True)
+        hint, mixed = out["hint"], tf.reduce_sum(out["logits"])
+    fine_of_hint = tape.gradient(hint, fine)
+    assert all(g is None or not np.any(to_numpy(g)) for g in fine_of_hint)  # stop_gradient: nothing reaches f_f
+    assert all(g is not None and np.any(to_numpy(g)) for g in tape.gradient(hint, coarse))  # c moves toward f
+    assert all(g is None for g in tape.gradient(hint, top))  # the top network is not in the hint at all
+    # Control: the fine network does learn, through the prediction of the mixed map.
+    assert all(g is not None and np.any(to_numpy(g)) for g in tape.gradient(mixed, fine))
+
+
 # ---------------------------------------------------------------- the benchmark
 
 
