@@ -158,6 +158,55 @@ def test_the_location_policy_trains_the_core_unless_told_not_to(policy_trains_co
     assert [reaches(baselines, core), reaches(baselines, value_head.trainable_weights)] == [False, True]
 
 
+def test_the_hybrid_loss_gradient_is_the_papers_reinforce_estimator_over_t_minus_1_decisions():
+    """The hybrid loss's gradient on the location head and the baseline, against NumPy formulas (T = 5).
+
+    The paper's estimator (Mnih et al. 2014, eq. 2, with its baseline): the location head's weights
+    W_m of `mu_t = tanh(W_m h_t + c)` get `-1/(T-1) sum_t mean_b (R_b - b_t) d/dW_m log pi(l_t)`,
+    with `d log pi / d mu = (l_t - mu_t) / sigma^2` and `d mu / d(W_m h + c) = 1 - mu^2`; the cross-entropy
+    sends them nothing (the sampled locations are constants). The baseline `b_t = W_v h_t + c_v` gets the
+    gradient of its regression `1/(T-1) sum_t mean_b (R_b - b_t)^2`.
+    """
+    import tensorflow as tf
+
+    rng = np.random.default_rng(7)
+    images, labels = rng.random((6, 12, 12, 1)).astype(np.float32), np.array([0, 1, 2, 3, 0, 1])
+    glimpses, sigma = 5, 0.05  # a small sigma: no sampled location is clipped, so l_t is the sample
+    model = small_model(glimpses=glimpses, location_std=sigma, policy_trains_core=False, reinforce=Reinforce("value"))
+    model.build(images.shape)
+    seen = []  # h_t, as the location head reads it (the same tensor the value head reads)
+    locator_call = model.locator.call
+    model.locator.call = lambda inputs, **kw: (seen.append(np.asarray(inputs, np.float64)), locator_call(inputs, **kw))[
+        1
+    ]
+    heads = [model.locator.kernel, model.locator.bias, model.value_head.kernel, model.value_head.bias]
+    with tf.GradientTape() as tape:
+        outputs = model(images, training=True)
+        loss = model.compute_loss(images, labels, outputs, training=True)
+    got = [np.asarray(g, np.float64) for g in tape.gradient(loss, heads)]
+
+    decisions, batch = glimpses - 1, len(images)
+    h = np.stack(seen)  # (T - 1, B, units)
+    locations = np.asarray(outputs["locations"], np.float64)[:, 1:].transpose(1, 0, 2)  # (T - 1, B, 2): l_1 ..
+    assert h.shape[:2] == (decisions, batch) and np.abs(locations).max() < 1
+    W_m, c_m, W_v, c_v = (np.asarray(w, np.float64) for w in heads)
+    mu = np.tanh(h @ W_m + c_m)  # (T - 1, B, 2)
+    baselines = (h @ W_v + c_v)[..., 0]  # (T - 1, B)
+    np.testing.assert_allclose(baselines, np.asarray(outputs["baselines"])[:, 0], rtol=1e-4, atol=1e-6)
+    rewards = (np.asarray(outputs["logits"]).argmax(-1) == labels).astype(np.float64)  # the paper's 0/1 reward
+    advantage = rewards[None] - baselines  # (T - 1, B)
+    score = (locations - mu) / sigma**2 * (1 - mu**2)  # d log pi / d(W_m h + c), (T - 1, B, 2)
+    weighted = advantage[..., None] * score
+    expected_W_m = -np.einsum("tbu,tbj->uj", h, weighted) / batch / decisions
+    expected_c_m = -weighted.sum(axis=(0, 1)) / batch / decisions
+    regression = -2 * advantage / batch / decisions  # d/db_t of the mean squared (R - b_t), over the decisions
+    expected_W_v = np.einsum("tbu,tb->u", h, regression)[:, None]
+    expected_c_v = np.array([regression.sum()])
+    for name, g, e in zip(("W_m", "c_m", "W_v", "c_v"), got, (expected_W_m, expected_c_m, expected_W_v, expected_c_v)):
+        np.testing.assert_allclose(g, e, rtol=2e-3, atol=1e-6, err_msg=name)
+    assert np.abs(expected_W_m).max() > 1e-3  # the estimate is not trivially zero
+
+
 def test_config_round_trip_and_keras_file(tmp_path):
     model = small_model(core="lstm", location_std=0.15, reward="log_likelihood", policy_trains_core=False)
     images = np.random.default_rng(4).random((2, 10, 10, 1)).astype(np.float32)
