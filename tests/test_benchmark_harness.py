@@ -253,6 +253,9 @@ def test_the_cluttered_task_has_validation_canvases_only_where_the_curve_asks(ca
     data = cluttered.generate_task(parser.parse_args(["--validation-size", "3", "--curve-every", "2"]))
     assert {split: len(glyphs.labels) for split, glyphs in data.items()} == {"train": 4, "validation": 3, "test": 2}
     assert "generated 9 canvases in " in capsys.readouterr().out
+    turned = cluttered.generate_task(parser.parse_args(["--max-rotation", "90"]))["train"]
+    assert np.abs(data["train"].angles).max() <= np.radians(30) < np.abs(turned.angles).max() <= np.radians(90)
+    capsys.readouterr()
     with pytest.raises(SystemExit):
         cluttered.check_task_flags(parser, parser.parse_args(["--curve-every", "-1"]))
     assert "--curve-every must be >= 0. Received: -1" in capsys.readouterr().err

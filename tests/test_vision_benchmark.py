@@ -31,6 +31,7 @@ def test_flags_are_checked_every_flag_has_help_and_the_models_rotate_from_seed_t
         (["--curve-every", "-1"], "--curve-every must be >= 0. Received: -1"),
         (["--warmup-steps", "800"], "--warmup-steps must be >= 0 and < --steps (800). Received: 800"),
         (["--decay", "linear"], "argument --decay: invalid choice: 'linear'"),
+        (["--max-rotation", "200"], "--max-rotation must be in [0, 180] degrees. Received: 200.0"),
     ):
         with pytest.raises(SystemExit):
             vision_attention.parse_args(argv)

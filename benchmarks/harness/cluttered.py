@@ -24,7 +24,7 @@ def add_task_flags(parser, size=40, size_help="Canvas side in pixels.", clutter=
     """Add the flags every vision study of the task shares: the seeds, the generated task and the training budget.
 
     `--seeds`, `--task-seed`, `--size`, `--object-scale` (unless `object_scale` is False),
-    `--clutter`, `--fragment-size` (unless `fragment_size` is False), `--train-size`,
+    `--max-rotation`, `--clutter`, `--fragment-size` (unless `fragment_size` is False), `--train-size`,
     `--validation-size`, `--test-size`, `--steps`, `--batch-size`, `--adam-learning-rate` (read as
     `args.learning_rate`, the key the results JSON has always recorded), and its schedule:
     `--warmup-steps` (a linear rise from 0) and `--decay` (`none`: constant after the warm-up;
@@ -59,6 +59,12 @@ def add_task_flags(parser, size=40, size_help="Canvas side in pixels.", clutter=
             default=object_scale,
             help=object_scale_help or "Glyph height range as fractions of the canvas, 'low,high' (drawn uniformly).",
         )
+    parser.add_argument(
+        "--max-rotation",
+        type=float,
+        default=30.0,
+        help="The glyphs' (and fragments') largest rotation in degrees, either way: angles uniform in +-this.",
+    )
     clutter_help = clutter_help or "Fragments of other glyphs per canvas."
     parser.add_argument("--clutter", type=int, default=clutter, help=clutter_help)
     if fragment_size is not False:
@@ -115,6 +121,8 @@ def check_task_flags(parser, args):
         parser.error(f"--adam-learning-rate must be > 0. Received: {args.learning_rate}")
     if not 0 <= args.warmup_steps < args.steps:
         parser.error(f"--warmup-steps must be >= 0 and < --steps ({args.steps}). Received: {args.warmup_steps}")
+    if not 0 <= args.max_rotation <= 180:
+        parser.error(f"--max-rotation must be in [0, 180] degrees. Received: {args.max_rotation}")
     scale = getattr(args, "object_scale", None)
     if scale is not None and (len(scale) != 2 or not 0.1 <= scale[0] <= scale[1] <= 0.9):
         parser.error(f"--object-scale must be 'low,high' with 0.1 <= low <= high <= 0.9. Received: {scale}")
@@ -141,6 +149,7 @@ def generate_task(args):
     options = {"glyphs": args.glyphs} if hasattr(args, "glyphs") else {"object_scale": tuple(args.object_scale)}
     if getattr(args, "fragment_size", None) is not None:
         options["fragment_size"] = args.fragment_size
+    options["max_rotation"] = args.max_rotation
     data = generate_splits(sizes, seed=args.task_seed, size=args.size, clutter=args.clutter, **options)
     print(f"generated {sum(sizes.values())} canvases in {time.perf_counter() - started:.1f} s", flush=True)
     return data
