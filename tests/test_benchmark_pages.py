@@ -48,3 +48,17 @@ def test_the_vision_page_quotes_every_models_accuracies(glyphs, part):
         row = next((line for line in page.splitlines() if line.startswith(row_start)), None)
         assert row is not None, row_start
         assert f"| {seeds} | {model['test_accuracy_percent_mean']:.1f} |" in row, row
+
+
+VIT_RUNS = ("vision_vit", "vision_vit_lr5e-4", "vision_vit_6k_cnn_curves", "vision_vit_6k_vit_curves",
+            "vision_vit_30k_cnn_curves", "vision_vit_30k_vit_curves")  # fmt: skip
+
+
+@pytest.mark.parametrize("name", VIT_RUNS)
+def test_the_vision_pages_vit_section_quotes_both_seeds_of_every_run(name):
+    models = _json(VISION / "attention" / "results" / f"{name}.json")["models"]
+    page = (PAGES / "vision.md").read_text()
+    section = page.split("## A Vision Transformer beside the CNN")[1].split("\n## ")[0]
+    for model in models.values():
+        seeds = " / ".join(f"{accuracy:.1f}" for accuracy in model["test_accuracy_percent"])
+        assert f"{seeds}%" in section, (name, model["label"], seeds)
