@@ -31,6 +31,7 @@ NOTEBOOKS = (
     "04_attention_family",
     "05_gpt_and_bert",
     "06_attention_in_vision",
+    "07_vision_results",
 )
 CELL_TIMEOUT_S = 600
 
