@@ -52,6 +52,8 @@ def test_flags_have_the_task_defaults_every_flag_has_help_and_bad_flags_exit_wit
         (["--curve-every", "-1"], "--curve-every must be >= 0. Received: -1"),
         (["--filters", "8,0"], "--filters must be positive. Received: [8, 0]"),
         (["--name", "../x"], "--name must be letters, digits, _ and -. Received: '../x'"),
+        (["--head-warmup", "100", "--decay", "cosine"], "--head-warmup takes a constant rate"),
+        (["--head-warmup", "100", "--warmup-steps", "50"], "--head-warmup takes a constant rate"),
     ):
         with pytest.raises(SystemExit):
             vision_scale.parse_args(argv)

@@ -18,6 +18,7 @@ import time
 import keras
 import numpy as np
 
+from benchmarks.harness.cluttered import SCHEDULE_DECAYS
 from benchmarks.harness.timing import StepTimer
 from keras_transformer.vision import models as vision_models
 from keras_transformer.vision.cluttered import angle_error, theta_placement
@@ -145,7 +146,7 @@ def learning_rate_schedule(learning_rate, steps=0, warmup_steps=0, decay="none")
         The float itself when there is neither warm-up nor decay; otherwise a
         `keras.optimizers.schedules.CosineDecay`.
     """
-    if decay not in ("none", "cosine"):
+    if decay not in SCHEDULE_DECAYS:
         raise ValueError(f"`decay` must be 'none' or 'cosine'. Received: {decay!r}")
     if not warmup_steps and decay == "none":
         return learning_rate

@@ -87,7 +87,7 @@ def train_saliency(args, attention, seed, data):
     keras.backend.clear_session()
     keras.utils.set_random_seed(seed)
     model = build_saliency_model(attention, filters=tuple(args.filters), block=args.block)
-    model.compile(keras.optimizers.Adam(args.learning_rate), keras.losses.BinaryCrossentropy())
+    model.compile(keras.optimizers.Adam(vision_training.schedule_of(args)), keras.losses.BinaryCrossentropy())
     model.optimizer.build(model.trainable_variables)  # eagerly: a lazy build slows the first step's trace
     train = data["train"]
     timer, chooser = timing.StepTimer(), BestOnValidation(args.eval_every, data["validation"])

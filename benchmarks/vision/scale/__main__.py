@@ -65,6 +65,9 @@ def parse_args(argv=None):
     cluttered.check_task_flags(parser, args)
     if not 0 <= args.head_warmup < args.steps:
         parser.error(f"--head-warmup must be >= 0 and < --steps ({args.steps}). Received: {args.head_warmup}")
+    if args.head_warmup and (args.warmup_steps or args.decay != "none"):
+        # The head's warm-up recompiles the model with a new optimizer, which would restart a schedule.
+        parser.error("--head-warmup takes a constant rate: no --warmup-steps and no --decay cosine with it.")
     flags.check_at_least(parser, args, ("extra_supervision",), 0)
     if len(args.factors) < 2 or args.factors[0] != 1 or min(args.factors) < 1:
         parser.error(f"--factors must be two or more positive ints, 1 first. Received: {args.factors}")
