@@ -23,7 +23,8 @@ def compiled_ram(args, glimpses, seed, num_classes):
         reinforce=args.reinforce,
         seed=seed,
     )
-    model.compile(keras.optimizers.Adam(args.learning_rate), metrics=["accuracy"])
+    # `--jit-compile`: XLA compiles the unrolled glimpse loop, and the whole step, into one program.
+    model.compile(keras.optimizers.Adam(args.learning_rate), metrics=["accuracy"], jit_compile=args.jit_compile)
     return model
 
 
