@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from conftest import run_main
 
+from benchmarks.harness import vision_training
 from benchmarks.vision.ram import __main__ as vision_ram
 from keras_transformer.layers.reinforce import Reinforce
 from keras_transformer.vision.recurrent import GlimpseSensor, RecurrentAttentionModel, gaussian_log_density
@@ -279,11 +280,18 @@ def test_benchmark_flags_are_checked_and_every_flag_has_help(capsys):
         (["--fragment-size", "99"], "--fragment-size must be in [1, --size]. Received: 99"),
         (["--steps", "0"], "--steps must be >= 1. Received: 0"),
         (["--name", "a/b"], "--name must be letters, digits, _ and -. Received: 'a/b'"),
+        (["--warmup-steps", "2000"], "--warmup-steps must be >= 0 and < --steps (2000). Received: 2000"),
+        (["--jit-compile", "maybe"], "--jit-compile"),
+        (["--max-rotation", "-1"], "--max-rotation must be in [0, 180] degrees. Received: -1.0"),
     ):
         with pytest.raises(SystemExit):
             vision_ram.parse_args(argv)
         assert text in capsys.readouterr().err
     assert [a.dest for a in vision_ram.build_parser()._actions if not a.help] == []
+    args = vision_ram.parse_args(
+        ["--steps", "100", "--warmup-steps", "10", "--decay", "cosine", "--jit-compile", "false"]
+    )
+    assert args.jit_compile is False and float(vision_training.schedule_of(args)(100)) < 1e-9  # cosine: 0 at the end
 
 
 @pytest.mark.slow

@@ -59,12 +59,7 @@ def add_task_flags(parser, size=40, size_help="Canvas side in pixels.", clutter=
             default=object_scale,
             help=object_scale_help or "Glyph height range as fractions of the canvas, 'low,high' (drawn uniformly).",
         )
-    parser.add_argument(
-        "--max-rotation",
-        type=float,
-        default=30.0,
-        help="The glyphs' (and fragments') largest rotation in degrees, either way: angles uniform in +-this.",
-    )
+    add_rotation_flag(parser)
     clutter_help = clutter_help or "Fragments of other glyphs per canvas."
     parser.add_argument("--clutter", type=int, default=clutter, help=clutter_help)
     if fragment_size is not False:
@@ -87,6 +82,27 @@ def add_task_flags(parser, size=40, size_help="Canvas side in pixels.", clutter=
         default=learning_rate,
         help="Adam's learning rate (its peak, with --warmup-steps or --decay cosine).",
     )
+    add_schedule_flags(parser)
+
+
+def add_rotation_flag(parser):
+    """`--max-rotation`: the glyphs' largest rotation in degrees (30, the generator's default)."""
+    parser.add_argument(
+        "--max-rotation",
+        type=float,
+        default=30.0,
+        help="The glyphs' (and fragments') largest rotation in degrees, either way: angles uniform in +-this.",
+    )
+
+
+def check_rotation_flag(parser, args):
+    """`parser.error` unless `--max-rotation` is in [0, 180]."""
+    if not 0 <= args.max_rotation <= 180:
+        parser.error(f"--max-rotation must be in [0, 180] degrees. Received: {args.max_rotation}")
+
+
+def add_schedule_flags(parser):
+    """`--warmup-steps` and `--decay`: the schedule of `--adam-learning-rate` (`vision_training.schedule_of`)."""
     parser.add_argument(
         "--warmup-steps",
         type=int,
@@ -99,6 +115,12 @@ def add_task_flags(parser, size=40, size_help="Canvas side in pixels.", clutter=
         choices=SCHEDULE_DECAYS,
         help="After the warm-up: none (the rate stays constant) or cosine (it falls to 0 at the last step).",
     )
+
+
+def check_schedule_flags(parser, args):
+    """`parser.error` unless `--warmup-steps` is in [0, --steps)."""
+    if not 0 <= args.warmup_steps < args.steps:
+        parser.error(f"--warmup-steps must be >= 0 and < --steps ({args.steps}). Received: {args.warmup_steps}")
 
 
 def check_task_flags(parser, args):
@@ -119,10 +141,8 @@ def check_task_flags(parser, args):
         parser.error(f"--fragment-size must be in [1, --size]. Received: {args.fragment_size}")
     if not args.learning_rate > 0:
         parser.error(f"--adam-learning-rate must be > 0. Received: {args.learning_rate}")
-    if not 0 <= args.warmup_steps < args.steps:
-        parser.error(f"--warmup-steps must be >= 0 and < --steps ({args.steps}). Received: {args.warmup_steps}")
-    if not 0 <= args.max_rotation <= 180:
-        parser.error(f"--max-rotation must be in [0, 180] degrees. Received: {args.max_rotation}")
+    check_schedule_flags(parser, args)
+    check_rotation_flag(parser, args)
     scale = getattr(args, "object_scale", None)
     if scale is not None and (len(scale) != 2 or not 0.1 <= scale[0] <= scale[1] <= 0.9):
         parser.error(f"--object-scale must be 'low,high' with 0.1 <= low <= high <= 0.9. Received: {scale}")

@@ -3,7 +3,7 @@
 import sys
 from pathlib import Path
 
-from benchmarks.harness import flags, machine, results
+from benchmarks.harness import cluttered, flags, machine, results
 from benchmarks.vision.ram import figures, report, train
 from keras_transformer.layers.reinforce import BASELINES, Reinforce
 from keras_transformer.vision.cluttered import generate_splits
@@ -21,6 +21,7 @@ def build_parser():
         default=[0.25, 0.35],
         help="low,high: the glyph's height over the canvas side",
     )
+    cluttered.add_rotation_flag(task)
     task.add_argument("--clutter", type=int, default=8, help="clutter fragments per canvas")
     task.add_argument("--fragment-size", type=int, default=8, help="side of a clutter fragment in pixels")
     task.add_argument("--train-size", type=int, default=20000, help="training canvases")
@@ -42,8 +43,9 @@ def build_parser():
         metavar="ADAM_LEARNING_RATE",
         type=float,
         default=1e-3,
-        help="Adam's learning rate (constant: no Noam schedule)",
+        help="Adam's learning rate (its peak, with --warmup-steps or --decay cosine)",
     )
+    cluttered.add_schedule_flags(runs)
     runs.add_argument(
         "--jit-compile",
         type=flags.boolean,
@@ -88,6 +90,8 @@ def parse_args(argv=None):
         parser.error(f"--object-scale must be low,high with 0.1 <= low <= high <= 0.9. Received: {args.object_scale}")
     if not 1 <= args.fragment_size <= args.size:
         parser.error(f"--fragment-size must be in [1, --size]. Received: {args.fragment_size}")
+    cluttered.check_schedule_flags(parser, args)
+    cluttered.check_rotation_flag(parser, args)
     if min(args.glimpses) < 1:
         parser.error(f"--glimpses must be >= 1. Received: {args.glimpses}")
     try:
@@ -108,6 +112,7 @@ def main(argv=None):
         object_scale=tuple(args.object_scale),
         clutter=args.clutter,
         fragment_size=args.fragment_size,
+        max_rotation=args.max_rotation,
     )
     num_classes = data["test"].num_classes
     runs, paths = [], None

@@ -24,7 +24,8 @@ def compiled_ram(args, glimpses, seed, num_classes):
         seed=seed,
     )
     # `--jit-compile`: XLA compiles the unrolled glimpse loop, and the whole step, into one program.
-    model.compile(keras.optimizers.Adam(args.learning_rate), metrics=["accuracy"], jit_compile=args.jit_compile)
+    schedule = vision_training.schedule_of(args)
+    model.compile(keras.optimizers.Adam(schedule), metrics=["accuracy"], jit_compile=args.jit_compile)
     return model
 
 
