@@ -163,9 +163,7 @@ def learning_rate_schedule(learning_rate, steps=0, warmup_steps=0, decay="none")
 
 def schedule_of(args):
     """`learning_rate_schedule` of the flags `--adam-learning-rate`, `--steps`, `--warmup-steps`, `--decay`."""
-    return learning_rate_schedule(
-        args.learning_rate, args.steps, getattr(args, "warmup_steps", 0), getattr(args, "decay", "none")
-    )
+    return learning_rate_schedule(args.learning_rate, args.steps, args.warmup_steps, args.decay)
 
 
 def compile_adam(model, learning_rate):
