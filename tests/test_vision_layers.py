@@ -28,6 +28,7 @@ from keras_transformer.vision import (
     SqueezeExcitation,
     bilinear_sample,
 )
+from keras_transformer.vision.normalized import Normalized
 
 B, H, W, C = 2, 7, 5, 4
 ATOL = 1e-5
@@ -43,8 +44,13 @@ def to_numpy(x):
 
 
 def randomize(layer, rng, scale=0.5):
-    """Every weight of a built layer (biases included) set to random values, so the comparison exercises each."""
-    layer.set_weights([rng.normal(scale=scale, size=w.shape).astype("float32") for w in layer.get_weights()])
+    """Every weight of a built layer (biases and batch-norm statistics included) set to random values.
+
+    So the comparison exercises each; a moving variance is drawn positive, as a variance is.
+    """
+    values = [rng.normal(scale=scale, size=w.shape) for w in layer.weights]
+    values = [np.abs(v) + 0.5 if w.path.endswith("moving_variance") else v for w, v in zip(layer.weights, values)]
+    layer.set_weights([v.astype("float32") for v in values])
 
 
 def images(rng, batch=B, height=H, width=W, channels=C):
@@ -62,10 +68,34 @@ def relu(x):
     return np.maximum(x, 0.0)
 
 
-def dense(x, layer):
-    """`x @ kernel + bias` with a Keras `Dense`'s weights (bias optional), in float64."""
+def dense(x, layer, training=False):
+    """`x @ kernel + bias` with a Keras `Dense`'s weights (bias optional), in float64.
+
+    A `Normalized` unit: its `Dense` without bias, `batch_norm`, then its activation.
+    """
+    if isinstance(layer, Normalized):
+        return normalized(dense(x, layer.layer), layer, training)
     out = np.asarray(x, np.float64) @ to_numpy(layer.kernel).astype(np.float64)
     return out + to_numpy(layer.bias) if layer.use_bias else out
+
+
+def batch_norm(z, layer, training):
+    """Ioffe and Szegedy 2015: `gamma (z - mu) / sqrt(var + eps) + beta` over every axis but the last.
+
+    `mu` and `var` (the biased variance) of this batch in training, the moving averages otherwise.
+    """
+    axes = tuple(range(z.ndim - 1))
+    if training:
+        mean, variance = z.mean(axis=axes), z.var(axis=axes)
+    else:
+        mean, variance = to_numpy(layer.moving_mean), to_numpy(layer.moving_variance)
+    return to_numpy(layer.gamma) * (z - mean) / np.sqrt(variance + layer.epsilon) + to_numpy(layer.beta)
+
+
+def normalized(z, unit, training):
+    """A `Normalized` unit's output from its linear layer's output `z`: batch norm, then the activation."""
+    activation = {None: lambda v: v, "linear": lambda v: v, "relu": relu, "sigmoid": sigmoid}
+    return activation[keras.activations.serialize(unit.activation)](batch_norm(z, unit.norm, training))
 
 
 def conv2d_same(x, kernel, bias=None, dilation=1):
@@ -89,8 +119,13 @@ def conv2d_same(x, kernel, bias=None, dilation=1):
     return out if bias is None else out + bias
 
 
-def conv(x, layer):
-    """A Keras `Conv2D` (stride 1, same padding, any dilation) of `x`, its activation included, by `conv2d_same`."""
+def conv(x, layer, training=False):
+    """A Keras `Conv2D` (stride 1, same padding, any dilation) of `x`, its activation included, by `conv2d_same`.
+
+    A `Normalized` unit: its `Conv2D` without bias, `batch_norm`, then its activation.
+    """
+    if isinstance(layer, Normalized):
+        return normalized(conv(x, layer.layer), layer, training)
     dilation = layer.get_config()["dilation_rate"][0]
     out = conv2d_same(x, to_numpy(layer.kernel), to_numpy(layer.bias) if layer.use_bias else None, dilation)
     activation = layer.get_config()["activation"]
@@ -125,18 +160,18 @@ def channel_attention_reference(x, layer):
     return x * weights[:, None, None, :], weights
 
 
-def spatial_attention_reference(x, layer):
-    """CBAM eq. (3): `M_s = sigmoid(conv([mean_c; max_c]))`, `x * M_s`."""
+def spatial_attention_reference(x, layer, training=False):
+    """CBAM eq. (3): `M_s = sigmoid(conv([mean_c; max_c]))` (batch norm before the sigmoid if asked), `x * M_s`."""
     x = np.asarray(x, np.float64)
     pooled = np.concatenate([x.mean(-1, keepdims=True), x.max(-1, keepdims=True)], axis=-1)
-    spatial_map = sigmoid(conv2d_same(pooled, to_numpy(layer.map_conv.kernel)))
+    spatial_map = sigmoid(conv(pooled, layer.map_conv, training))
     return x * spatial_map, spatial_map
 
 
-def selective_kernel_reference(x, layer):
+def selective_kernel_reference(x, layer, training=False):
     """SKNet, split / fuse / select: `sum_m softmax_m(A_m z) * U_m`."""
-    branches = np.stack([conv(x, branch) for branch in layer.branch_convs], axis=1)  # (B, M, H, W, C)
-    z = relu(dense(branches.sum(axis=1).mean(axis=(1, 2)), layer.fuse_dense))
+    branches = np.stack([conv(x, branch, training) for branch in layer.branch_convs], axis=1)  # (B, M, H, W, C)
+    z = relu(dense(branches.sum(axis=1).mean(axis=(1, 2)), layer.fuse_dense, training))
     logits = dense(z, layer.select_dense).reshape(len(branches), len(layer.kernel_sizes), layer.filters)
     weights = np.exp(logits - logits.max(axis=1, keepdims=True))
     weights /= weights.sum(axis=1, keepdims=True)
@@ -148,14 +183,15 @@ def upsample_nearest(x, height, width):
     return x[:, np.arange(height) // 2][:, :, np.arange(width) // 2]
 
 
-def residual_attention_reference(x, layer):
+def residual_attention_reference(x, layer, training=False):
     """Wang et al. 2017: `(1 + M(x)) * T(x)`, M an hourglass: down twice, up with a skip, two 1x1 convs, a sigmoid."""
     x = np.asarray(x, np.float64)
-    trunk = conv(x, layer.trunk_conv)
-    down = conv(max_pool_2x2_same(x), layer.down_conv)
-    bottom = conv(max_pool_2x2_same(down), layer.bottom_conv)
-    up = conv(upsample_nearest(bottom, *down.shape[1:3]) + down, layer.up_conv)
-    mask = conv(conv(upsample_nearest(up, *x.shape[1:3]), layer.mask_hidden_conv), layer.mask_output_conv)
+    trunk = conv(x, layer.trunk_conv, training)
+    down = conv(max_pool_2x2_same(x), layer.down_conv, training)
+    bottom = conv(max_pool_2x2_same(down), layer.bottom_conv, training)
+    up = conv(upsample_nearest(bottom, *down.shape[1:3]) + down, layer.up_conv, training)
+    hidden = conv(upsample_nearest(up, *x.shape[1:3]), layer.mask_hidden_conv, training)
+    mask = conv(hidden, layer.mask_output_conv)
     return (1.0 + mask) * trunk, mask
 
 
@@ -205,6 +241,23 @@ CHANNEL_LAYERS = {
     ),
     "residual_attention": (lambda: ResidualAttention(filters=3), residual_attention_reference),
 }
+# The papers' batch normalisation after the convolutions (and SK's fuse layer), in inference here and in
+# training below.
+BATCH_NORM_LAYERS = {
+    "spatial_attention_batch_norm": (
+        lambda: SpatialAttention(kernel_size=3, batch_norm=True),
+        spatial_attention_reference,
+    ),
+    "selective_kernel_batch_norm": (
+        lambda: SelectiveKernel(filters=3, kernel_sizes=(3, 5), reduction=2, min_units=2, batch_norm=True),
+        selective_kernel_reference,
+    ),
+    "residual_attention_batch_norm": (
+        lambda: ResidualAttention(filters=3, batch_norm=True),
+        residual_attention_reference,
+    ),
+}
+CHANNEL_LAYERS.update(BATCH_NORM_LAYERS)
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: "x".join(map(str, s)))
@@ -225,10 +278,39 @@ def test_layer_matches_its_formula(name, size):
 
 
 @pytest.mark.parametrize("size", SIZES[:3], ids=lambda s: "x".join(map(str, s)))
-def test_cbam_is_channel_attention_then_spatial_attention(size):
+@pytest.mark.parametrize("name", list(BATCH_NORM_LAYERS))
+def test_batch_norm_layers_use_the_batchs_statistics_in_training(name, size):
+    rng = np.random.default_rng(4)
+    make, reference = BATCH_NORM_LAYERS[name]
+    x = images(rng, *size)
+    layer = make()
+    layer(x)
+    randomize(layer, rng)
+    outputs, attention = layer(x, return_attention_scores=True, training=True)
+    expected_outputs, expected_attention = reference(x, layer, training=True)
+    np.testing.assert_allclose(to_numpy(outputs), expected_outputs, atol=1e-4, rtol=1e-4)
+    np.testing.assert_allclose(to_numpy(attention), expected_attention, atol=1e-4, rtol=1e-4)
+    inference, _ = reference(x, layer, training=False)
+    assert np.abs(inference - expected_outputs).max() > 1e-2  # the two modes differ: the flag reached every norm
+
+
+def test_batch_norm_is_off_by_default_and_keeps_the_weights_the_layers_had():
+    """Without `batch_norm` a layer has exactly the weights it had before the option (saved models load)."""
+    x = np.ones((1, 5, 5, 4), "float32")
+    for make in (lambda **k: SelectiveKernel(4, **k), lambda **k: CBAM(**k), lambda **k: ResidualAttention(4, **k)):
+        plain, normed = make(), make(batch_norm=True)
+        plain(x), normed(x)
+        assert not any("batch_norm" in w.path for w in plain.weights)
+        assert sum("moving_variance" in w.path for w in normed.weights) >= 1
+        assert normed.get_config()["batch_norm"] is True and plain.get_config()["batch_norm"] is False
+
+
+@pytest.mark.parametrize("batch_norm", [False, True], ids=["plain", "batch_norm"])
+@pytest.mark.parametrize("size", SIZES[:3], ids=lambda s: "x".join(map(str, s)))
+def test_cbam_is_channel_attention_then_spatial_attention(size, batch_norm):
     rng = np.random.default_rng(1)
     x = images(rng, *size)
-    cbam = CBAM(reduction=2, kernel_size=5)
+    cbam = CBAM(reduction=2, kernel_size=5, batch_norm=batch_norm)
     cbam(x)
     randomize(cbam, rng)
     outputs, attention = cbam(x, return_attention_scores=True)
@@ -423,6 +505,9 @@ LAYERS = {
     "cbam": lambda: CBAM(reduction=2, kernel_size=3),
     "selective_kernel": lambda: SelectiveKernel(filters=5, kernel_sizes=(3, 5), reduction=2, min_units=2),
     "residual_attention": lambda: ResidualAttention(filters=5),
+    "cbam_batch_norm": lambda: CBAM(reduction=2, kernel_size=3, batch_norm=True),
+    "selective_kernel_batch_norm": lambda: SelectiveKernel(filters=5, reduction=2, min_units=2, batch_norm=True),
+    "residual_attention_batch_norm": lambda: ResidualAttention(filters=5, batch_norm=True),
     "spatial_transformer": lambda: SpatialTransformer(output_size=(4, 6), localization_filters=(4, 4)),
 }
 

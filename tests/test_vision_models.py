@@ -24,9 +24,11 @@ from keras_transformer.vision.export import export_classifier
 from keras_transformer.vision.models import ATTENTIONS, GlimpseFootprint, build_classifier, channel_weights_by_class
 
 # The ViT (no CNN, blocks or filters) is tested in tests/test_vision_patches.py.
-LEARNERS = [(attention, "residual") for attention in ATTENTIONS if attention not in ("none", "vit")] + [
-    ("se", "plain"),
-    ("residual", "plain"),
+LEARNERS = [(attention, "residual", False) for attention in ATTENTIONS if attention not in ("none", "vit")] + [
+    ("se", "plain", False),
+    ("residual", "plain", False),
+    ("sk", "residual", True),  # the papers' batch normalization: trained on batch statistics, tested on moving ones
+    ("cbam", "residual", True),
 ]
 
 CLASSES = "0147"
@@ -53,8 +55,10 @@ def to_numpy(x):
 
 @pytest.mark.slow
 @pytest.mark.learning(seed=0)
-@pytest.mark.parametrize(("attention", "block"), LEARNERS)
-def test_a_tiny_model_with_each_attention_learns_above_chance(attention, block, task, learning):
+@pytest.mark.parametrize(
+    ("attention", "block", "batch_norm"), LEARNERS, ids=lambda v: {True: "bn", False: "no_bn"}.get(v, v)
+)
+def test_a_tiny_model_with_each_attention_learns_above_chance(attention, block, batch_norm, task, learning):
     """200 steps on 320 canvases: every model's test loss falls and its accuracy is well above chance (1/4).
 
     Measured over seeds 0 to 4 with oneDNN on and off (Zen 5 EPYC): after / before test loss 0.02
@@ -62,7 +66,7 @@ def test_a_tiny_model_with_each_attention_learns_above_chance(attention, block, 
     the accuracy ranged from 0.20 to 0.65, and two models missed 0.33 in one seed each.
     """
     keras.utils.set_random_seed(learning.seed)
-    classifier = build_classifier(attention, block=block, **TINY)
+    classifier = build_classifier(attention, block=block, batch_norm=batch_norm, **TINY)
     classifier.model.compile(
         keras.optimizers.Adam(5e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"]
     )
@@ -120,6 +124,29 @@ def test_a_residual_block_adds_the_shortcut_to_the_attended_branch(attention):
     assert outputs["block_3_pool"].shape == (2, 2, 2, 16)  # 11x9 -> 6x5 -> 3x3 -> 2x2
 
 
+@pytest.mark.parametrize("attention", ["none", "se", "sk", "cbam", "residual", "stn"])
+def test_with_batch_norm_every_trunk_convolution_is_normalized_and_training_uses_the_batch(attention):
+    plain = build_classifier(attention, filters=(8, 8, 16), num_classes=4, reduction=2)
+    normed = build_classifier(attention, filters=(8, 8, 16), num_classes=4, reduction=2, batch_norm=True)
+    norms = [w.path.split("/")[0] for w in normed.model.weights if w.path.endswith("moving_variance")]
+    shortcuts = [name for name in norms if name.endswith("_shortcut_bn")]
+    branches = [name for name in norms if name in ("block_1_bn", "block_2_bn", "block_3_bn")]
+    inside = len(norms) - len(shortcuts) - len(branches)  # inside the attention layers
+    assert shortcuts == ["block_1_shortcut_bn", "block_3_shortcut_bn"]  # the two 1x1 shortcuts (1 -> 8, 8 -> 16)
+    # SK and residual attention are the branch: 2 convolutions and the fuse layer, or the trunk's and the
+    # mask's 4 hidden convolutions, per block; CBAM normalizes its spatial convolution; SE nothing.
+    assert len(branches) == (0 if attention in ("sk", "residual") else 3)
+    assert inside == {"sk": 3 * 3, "residual": 3 * 5, "cbam": 3}.get(attention, 0)
+    assert not [w for w in plain.model.weights if "moving" in w.path]
+    images = np.random.default_rng(0).uniform(size=(4, 20, 20, 1)).astype("float32")
+    training = to_numpy(normed.model(images, training=True))
+    inference = to_numpy(normed.model(images, training=False))
+    assert np.abs(training - inference).max() > 1e-3  # the batch's statistics, not the moving averages (0, 1)
+    np.testing.assert_allclose(
+        to_numpy(normed.attention_model(images)["logits"]), inference, atol=1e-5
+    )  # the map's model is the same network, in inference
+
+
 def sigmoid(x):
     return 1 / (1 + np.exp(-x))
 
@@ -173,9 +200,9 @@ def test_the_glimpse_footprint_is_the_sampled_parallelogram():
     np.testing.assert_array_equal(footprint[1], expected)
 
 
-@pytest.mark.parametrize("block", ["residual", "plain"])
-def test_the_model_with_its_map_survives_a_keras_round_trip(block, tmp_path):
-    classifier = build_classifier("cbam", block=block, **TINY)
+@pytest.mark.parametrize(("block", "batch_norm"), [("residual", False), ("plain", False), ("residual", True)])
+def test_the_model_with_its_map_survives_a_keras_round_trip(block, batch_norm, tmp_path):
+    classifier = build_classifier("cbam", block=block, batch_norm=batch_norm, **TINY)
     images = np.random.default_rng(0).uniform(size=(2, 20, 20, 1)).astype("float32")
     path = tmp_path / "classifier.keras"
     classifier.attention_model.save(path)

@@ -187,8 +187,8 @@ def compiled_classifier(args, attention, seed, num_classes):
     """A new session seeded with `seed`, and the classifier of `attention` in it, compiled, its optimizer built.
 
     Args:
-        args: the flags: `--block`, `--filters`, `--glimpse` (the STN's glimpse side), `--adam-learning-rate`
-            and its schedule (`schedule_of`).
+        args: the flags: `--block`, `--filters`, `--batch-norm`, `--glimpse` (the STN's glimpse side),
+            `--adam-learning-rate` and its schedule (`schedule_of`).
         attention: one of `keras_transformer.vision.models.ATTENTIONS`.
         seed: int, the initial weights' seed.
         num_classes: int, the task's classes.
@@ -205,6 +205,7 @@ def compiled_classifier(args, attention, seed, num_classes):
         filters=tuple(args.filters),
         glimpse_size=(args.glimpse, args.glimpse),
         image_size=(args.size, args.size),  # only the ViT needs it
+        batch_norm=args.batch_norm and attention != "vit",
     )
     compile_adam(classifier.model, schedule_of(args))
     return classifier

@@ -10,10 +10,13 @@ those numbers with a small bottleneck network, and multiply the feature maps by 
     SelectiveKernel     softmax over branches of kernels of different sizes, per channel    Li et al. 2019
 """
 
+import functools
+
 import keras
 from keras import ops
 
 from keras_transformer.checks import check_int, check_ints
+from keras_transformer.vision.normalized import linear_unit
 
 
 def bottleneck_units(channels, reduction, min_units):
@@ -188,8 +191,9 @@ class SelectiveKernel(keras.layers.Layer):
     As in the paper, a branch of kernel size k > 3 is by default (`dilated=True`) a 3x3
     convolution with dilation `(k - 1) // 2`: the same k x k field of view at a 3x3's cost (the
     paper's 5x5 branch is a 3x3 with dilation 2); `dilated=False` makes it a plain k x k
-    convolution. Deviation: the paper follows each convolution and `W_z` by batch normalization;
-    here the convolutions have biases and no normalization.
+    convolution. With `batch_norm=True` each convolution and `W_z` is followed by batch
+    normalization before its relu, as in the paper (`keras_transformer.vision.normalized`);
+    without it (the default, as before the option) they have biases and no normalization.
 
     Args:
         filters: int C, the output channels of every branch (and of the layer).
@@ -198,11 +202,13 @@ class SelectiveKernel(keras.layers.Layer):
         min_units: int L >= 1, the smallest width of `z` (the paper's 32).
         dilated: bool, whether a branch wider than 3 is a dilated 3x3 convolution (the paper's)
             rather than a plain k x k one.
+        batch_norm: bool, batch normalization after each convolution and after `W_z` (the paper's).
         **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`).
 
     Call arguments:
         inputs: float tensor `[batch, height, width, input channels]`.
         return_attention_scores: bool; if True, also return the branch weights `a`.
+        training: bool or None, the batch normalization's mode (`batch_norm=True` only).
 
     Returns:
         float tensor `[batch, height, width, filters]`; and the weights `[batch, M, filters]`,
@@ -215,7 +221,9 @@ class SelectiveKernel(keras.layers.Layer):
     ((2, 9, 9, 8), (2, 2, 8))
     """
 
-    def __init__(self, filters, kernel_sizes=(3, 5), reduction=16, min_units=32, dilated=True, **kwargs):
+    def __init__(
+        self, filters, kernel_sizes=(3, 5), reduction=16, min_units=32, dilated=True, batch_norm=False, **kwargs
+    ):
         super().__init__(**kwargs)
         self.filters = check_int("filters", filters, 1)
         kernel_sizes = check_ints("kernel_sizes", kernel_sizes, 1, min_length=2)
@@ -227,30 +235,31 @@ class SelectiveKernel(keras.layers.Layer):
         self.reduction = check_int("reduction", reduction, 1)
         self.min_units = check_int("min_units", min_units, 1)
         self.dilated = bool(dilated)
+        self.batch_norm = bool(batch_norm)
 
     def build(self, input_shape):
         channels_of(input_shape, "SelectiveKernel")
         self.branch_convs = []
         for k in self.kernel_sizes:
             size, dilation = (3, (k - 1) // 2) if self.dilated and k > 3 else (k, 1)
-            conv = keras.layers.Conv2D(
-                self.filters, size, padding="same", dilation_rate=dilation, activation="relu",
-                dtype=self.dtype_policy, name=f"branch_{k}x{k}",
-            )  # fmt: skip
-            conv.build(input_shape)
-            self.branch_convs.append(conv)
+            conv = functools.partial(
+                keras.layers.Conv2D, self.filters, size, padding="same", dilation_rate=dilation, dtype=self.dtype_policy
+            )
+            self.branch_convs.append(
+                linear_unit(conv, "relu", self.batch_norm, input_shape, f"branch_{k}x{k}", self.dtype_policy)
+            )
         units = max(self.filters // self.reduction, self.min_units)
-        self.fuse_dense = keras.layers.Dense(units, activation="relu", dtype=self.dtype_policy, name="fuse")
-        self.fuse_dense.build((None, self.filters))
+        fuse = functools.partial(keras.layers.Dense, units, dtype=self.dtype_policy)
+        self.fuse_dense = linear_unit(fuse, "relu", self.batch_norm, (None, self.filters), "fuse", self.dtype_policy)
         # A_m for every branch at once: (R, M * C), no bias (the paper's A, B).
         self.select_dense = keras.layers.Dense(
             len(self.kernel_sizes) * self.filters, use_bias=False, dtype=self.dtype_policy, name="select"
         )
         self.select_dense.build((None, units))
 
-    def call(self, inputs, return_attention_scores=False):
-        branches = ops.stack([conv(inputs) for conv in self.branch_convs], axis=1)  # (B, M, H, W, C)
-        descriptor = self.fuse_dense(ops.mean(ops.sum(branches, axis=1), axis=(1, 2)))  # (B, R)
+    def call(self, inputs, return_attention_scores=False, training=None):
+        branches = ops.stack([conv(inputs, training=training) for conv in self.branch_convs], axis=1)  # (B, M, H, W, C)
+        descriptor = self.fuse_dense(ops.mean(ops.sum(branches, axis=1), axis=(1, 2)), training=training)  # (B, R)
         logits = ops.reshape(self.select_dense(descriptor), (-1, len(self.kernel_sizes), self.filters))  # (B, M, C)
         weights = ops.softmax(logits, axis=1)  # (B, M, C)
         outputs = ops.sum(branches * weights[:, :, None, None, :], axis=1)  # (B, H, W, C)
@@ -265,6 +274,7 @@ class SelectiveKernel(keras.layers.Layer):
                 "reduction": self.reduction,
                 "min_units": self.min_units,
                 "dilated": self.dilated,
+                "batch_norm": self.batch_norm,
             }
         )
         return config

@@ -27,10 +27,16 @@ The residual block puts the attention where the SE and CBAM papers put it: on th
 branch, before the addition, so a gate near 0 damps only the branch and the block still passes
 `x` on. In the plain block the gates (about 0.5 at initialization) scale everything that goes to
 the next block. Deviation: the papers' residual blocks are ResNet's (two or three convolutions
-per branch, each followed by batch normalization); here the branch has one convolution and no
-normalization, so that both kinds of block have the same depth. As in ResNet, the branch's last
-convolution has no activation (the relu comes after the addition); SelectiveKernel and
-ResidualAttention keep the relus of their own formulas.
+per branch); here the branch has one convolution, so that both kinds of block have the same
+depth. As in ResNet, the branch's last convolution has no activation (the relu comes after the
+addition); SelectiveKernel and ResidualAttention keep the relus of their own formulas.
+
+Normalization (`batch_norm=True`, the papers' setting; off by default, the models as first
+built): batch normalization after the branch's convolution (before the plain block's relu) and
+after the 1x1 shortcut, as in ResNet, and inside the attentions where their papers put it:
+after SelectiveKernel's convolutions and fuse layer, between CBAM's spatial convolution and its
+sigmoid, after ResidualAttention's trunk and mask convolutions. SE's and CBAM's channel MLPs
+have none, as in their papers.
 
 Each model also reports one spatial map `[B, H, W]` over the input image (`attention_map`), to
 check whether it looks at the object:
@@ -138,6 +144,7 @@ def build_classifier(
     spatial_kernel_size=7,
     glimpse_size=(24, 24),
     image_size=None,
+    batch_norm=False,
 ):
     """The small CNN with one kind of attention (or none), and its spatial map; or a small ViT instead.
 
@@ -156,6 +163,8 @@ def build_classifier(
         glimpse_size: `(height, width)` of the spatial transformer's output (`"stn"` only).
         image_size: `(height, width)` of the images (`"vit"` only, which needs it; the others
             take any size). `"vit"` is `build_vit_classifier` at its defaults: no CNN at all.
+        batch_norm: bool, batch normalization in the trunk and in every attention branch, as the
+            papers build them (the module docstring says where); not for `"vit"`.
 
     Returns:
         A `Classifier(model, attention_model)`; both take images of any height and width (but
@@ -180,10 +189,11 @@ def build_classifier(
             num_classes=num_classes,
             channels=channels,
             filters=filters,
+            batch_norm=batch_norm,
             name=name,
         )
     images = keras.Input((None, None, channels), name="images")
-    x, scores, last_features = _blocks(images, filters, attention, block, reduction, spatial_kernel_size)
+    x, scores, last_features = _blocks(images, filters, attention, block, reduction, spatial_kernel_size, batch_norm)
     logits = _head(x, "pooled", num_classes)
     return _classifier(images, logits, _attention_map(attention, images, scores, last_features), name)
 
@@ -242,6 +252,7 @@ def build_stn_classifier(
     channels=1,
     filters=(16, 32, 32),
     units=256,
+    batch_norm=False,
     name="stn_classifier",
 ):
     """A spatial transformer in front of the small CNN, with a pooled or a dense head: the one builder of both.
@@ -277,6 +288,7 @@ def build_stn_classifier(
         channels: int, the images' channels C.
         filters: tuple of ints, the convolution channels of each block (one block each).
         units: int, the width of the dense head's hidden layer (`"dense"` only).
+        batch_norm: bool, batch normalization in the blocks (`build_classifier`'s).
         name: str, the model's name; the attention model's is `f"{name}_with_map"`.
 
     Returns:
@@ -308,7 +320,7 @@ def build_stn_classifier(
         )
         x, theta = transformer(x, return_attention_scores=True)
         transformer.trainable = transform == "learned"  # after the call: its sublayers exist once built
-    x, _, _ = _blocks(x, filters, "none", block)
+    x, _, _ = _blocks(x, filters, "none", block, batch_norm=batch_norm)
     logits = _head(x, head, num_classes, units)
     if theta is None:  # the CNN reads every pixel
         attention_map = ops.ones_like(images[..., 0])
@@ -317,7 +329,7 @@ def build_stn_classifier(
     return _classifier(images, logits, attention_map, name)
 
 
-def _blocks(x, filters, attention, block, reduction=16, spatial_kernel_size=7):
+def _blocks(x, filters, attention, block, reduction=16, spatial_kernel_size=7, batch_norm=False):
     """The classifier's blocks (`_block`), each followed by its 2x2 max pooling.
 
     Returns:
@@ -325,7 +337,7 @@ def _blocks(x, filters, attention, block, reduction=16, spatial_kernel_size=7):
         scores (see `_block`), and its output before the pooling.
     """
     for i, width in enumerate(filters, start=1):
-        x, scores = _block(x, i, width, attention, block, reduction, spatial_kernel_size)
+        x, scores = _block(x, i, width, attention, block, reduction, spatial_kernel_size, batch_norm)
         last_features = x
         x = keras.layers.MaxPooling2D(2, padding="same", name=f"block_{i}_pool")(x)
     return x, scores, last_features
@@ -348,7 +360,7 @@ def _classifier(images, logits, attention_map, name):
     return Classifier(model, attention_model)
 
 
-def _block(x, index, width, attention, block, reduction, spatial_kernel_size):
+def _block(x, index, width, attention, block, reduction, spatial_kernel_size, batch_norm=False):
     """One block of the classifier, before its pooling: the branch with its attention, and the shortcut.
 
     Args:
@@ -359,6 +371,8 @@ def _block(x, index, width, attention, block, reduction, spatial_kernel_size):
         block: one of `BLOCKS`.
         reduction: int, the reduction ratio of SE, SK and CBAM's channel MLP.
         spatial_kernel_size: odd int, the size of CBAM's spatial convolution.
+        batch_norm: bool, batch normalization after the branch's and the shortcut's convolutions
+            (before any relu), and inside SK, CBAM's spatial attention and residual attention.
 
     Returns:
         `(x, scores)`: the block's output `[B, h, w, f_i]`, and the attention scores its spatial
@@ -367,22 +381,38 @@ def _block(x, index, width, attention, block, reduction, spatial_kernel_size):
     """
     shortcut, scores = x, None
     if attention == "sk":
-        x = SelectiveKernel(width, (3, 5), reduction=reduction, name=f"block_{index}_sk")(x)
+        x = SelectiveKernel(width, (3, 5), reduction=reduction, batch_norm=batch_norm, name=f"block_{index}_sk")(x)
     elif attention == "residual":
-        x, scores = ResidualAttention(width, name=f"block_{index}_residual_attention")(x, return_attention_scores=True)
+        x, scores = ResidualAttention(width, batch_norm=batch_norm, name=f"block_{index}_residual_attention")(
+            x, return_attention_scores=True
+        )
     else:
         activation = "relu" if block == "plain" else None  # residual: the relu comes after the addition
-        x = keras.layers.Conv2D(width, 3, padding="same", activation=activation, name=f"block_{index}_conv")(x)
+        conv = keras.layers.Conv2D(
+            width, 3, padding="same", use_bias=not batch_norm, name=f"block_{index}_conv",
+            activation=None if batch_norm else activation,
+        )(x)  # fmt: skip
+        x = _normalized(conv, f"block_{index}_bn", activation) if batch_norm else conv
     if attention == "se":
         x = SqueezeExcitation(reduction, name=f"block_{index}_se")(x)
     elif attention == "cbam":
-        x, scores = CBAM(reduction, spatial_kernel_size, name=f"block_{index}_cbam")(x, return_attention_scores=True)
+        x, scores = CBAM(reduction, spatial_kernel_size, batch_norm=batch_norm, name=f"block_{index}_cbam")(
+            x, return_attention_scores=True
+        )
     if block == "residual":
         if shortcut.shape[-1] != width:
             shortcut = keras.layers.Conv2D(width, 1, use_bias=False, name=f"block_{index}_shortcut")(shortcut)
+            if batch_norm:
+                shortcut = _normalized(shortcut, f"block_{index}_shortcut_bn", None)
         x = keras.layers.Add(name=f"block_{index}_add")([shortcut, x])
         x = keras.layers.ReLU(name=f"block_{index}_relu")(x)
     return x, scores
+
+
+def _normalized(x, name, activation):
+    """`x` through batch normalization (named `name`), then `activation` (None: none)."""
+    x = keras.layers.BatchNormalization(name=name)(x)
+    return keras.layers.Activation(activation, name=f"{name}_{activation}")(x) if activation else x
 
 
 def _attention_map(attention, images, scores, last_features):

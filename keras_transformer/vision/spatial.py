@@ -14,11 +14,14 @@ to the bottom row, whatever the size. Pixel column j of a width-W image is at
 `x = 2 j / (W - 1) - 1` (x = 0 when W = 1).
 """
 
+import functools
+
 import keras
 from keras import ops
 
 from keras_transformer.checks import check_choice, check_int, check_ints, check_rate
 from keras_transformer.vision.channel import channels_of
+from keras_transformer.vision.normalized import linear_unit
 
 # The identity transform's six parameters, row by row: [[1, 0, 0], [0, 1, 0]].
 IDENTITY = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
@@ -127,14 +130,19 @@ class SpatialAttention(keras.layers.Layer):
 
     The convolution (2 input channels, 1 output, no bias as in the paper's equation) sees a
     `kernel_size` neighbourhood of both maps, so a position's weight depends on its surroundings.
+    With `batch_norm=True` the convolution is followed by batch normalization before the sigmoid,
+    as in the paper's reference code (`keras_transformer.vision.normalized`): the map's logits
+    are centred and scaled over the batch, so the sigmoid is not left saturated or flat.
 
     Args:
         kernel_size: odd int, the convolution's size (the paper's 7).
+        batch_norm: bool, batch normalization between the convolution and the sigmoid.
         **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`).
 
     Call arguments:
         inputs: float tensor `[batch, height, width, channels]`.
         return_attention_scores: bool; if True, also return the map `M_s`.
+        training: bool or None, the batch normalization's mode (`batch_norm=True` only).
 
     Returns:
         float tensor `[batch, height, width, channels]`; and the map `[batch, height, width, 1]`,
@@ -147,30 +155,31 @@ class SpatialAttention(keras.layers.Layer):
     (1, 5, 6, 1)
     """
 
-    def __init__(self, kernel_size=7, **kwargs):
+    def __init__(self, kernel_size=7, batch_norm=False, **kwargs):
         super().__init__(**kwargs)
         if check_int("kernel_size", kernel_size, 1) % 2 == 0:
             raise ValueError(f"`kernel_size` must be an odd int >= 1. Received: kernel_size={kernel_size!r}")
         self.kernel_size = kernel_size
+        self.batch_norm = bool(batch_norm)
 
     def build(self, input_shape):
         channels_of(input_shape, "SpatialAttention")
-        self.map_conv = keras.layers.Conv2D(
-            1, self.kernel_size, padding="same", use_bias=False, dtype=self.dtype_policy, name="map"
+        conv = functools.partial(keras.layers.Conv2D, 1, self.kernel_size, padding="same", dtype=self.dtype_policy)
+        self.map_conv = linear_unit(
+            conv, None, self.batch_norm, (None, None, None, 2), "map", self.dtype_policy, bias=False
         )
-        self.map_conv.build((None, None, None, 2))
 
-    def call(self, inputs, return_attention_scores=False):
+    def call(self, inputs, return_attention_scores=False, training=None):
         pooled = ops.concatenate(
             [ops.mean(inputs, axis=-1, keepdims=True), ops.max(inputs, axis=-1, keepdims=True)], axis=-1
         )  # (B, H, W, 2)
-        spatial_map = ops.sigmoid(self.map_conv(pooled))  # (B, H, W, 1)
+        spatial_map = ops.sigmoid(self.map_conv(pooled, training=training))  # (B, H, W, 1)
         outputs = inputs * spatial_map  # (B, H, W, C)
         return (outputs, spatial_map) if return_attention_scores else outputs
 
     def get_config(self):
         config = super().get_config()
-        config.update({"kernel_size": self.kernel_size})
+        config.update({"kernel_size": self.kernel_size, "batch_norm": self.batch_norm})
         return config
 
 

@@ -37,6 +37,14 @@ def build_parser():
         choices=vision_models.BLOCKS,
         help="The CNN's blocks: residual, relu(shortcut(x) + attention(branch(x))), or plain, attention(branch(x)).",
     )
+    parser.add_argument(
+        "--batch-norm",
+        type=flags.boolean,
+        default=False,
+        metavar="BATCH_NORM",
+        help="true: batch normalization in the CNN's blocks and inside SK, CBAM's spatial attention and residual "
+        "attention, where their papers put it; false: none (the committed runs before it).",
+    )
     parser.add_argument("--glimpse", type=int, default=20, help="Side of the STN's glimpse in pixels.")
     vision_training.add_curve_flag(parser)
     flags.add_output_flags(parser, __package__, "vision_attention")

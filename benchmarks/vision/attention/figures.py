@@ -9,6 +9,8 @@ each model's map over them, and the STN's glimpses; with `--curve-every`,
 
 import numpy as np
 
+from benchmarks.vision.attention import report
+
 
 def plot_curves(path, args, models):
     """Validation accuracy after each number of steps, per model (the mean of the seeds, each seed a thin line)."""
@@ -27,7 +29,7 @@ def plot_curves(path, args, models):
     axis.set_xlabel("training steps")
     axis.set_ylabel("validation accuracy (%)")
     axis.set_title(
-        f"{args.glyphs}, {args.block} blocks, batch {args.batch_size}, Adam {args.learning_rate}; "
+        f"{args.glyphs}, {report.blocks_label(args)}, batch {args.batch_size}, Adam {args.learning_rate}; "
         f"seeds {', '.join(map(str, args.seeds))} (thin)",
         fontsize=10,
     )
@@ -55,7 +57,7 @@ def plot_summary(path, args, models, cpu):
     left.set_xticks(positions, labels, rotation=25, ha="right")
     left.set_ylabel("test accuracy (%)")
     left.set_title(
-        f"{args.block} blocks; {args.steps} steps of {args.batch_size}; seeds {', '.join(map(str, args.seeds))}"
+        f"{report.blocks_label(args)}; {args.steps} steps of {args.batch_size}; seeds {', '.join(map(str, args.seeds))}"
     )
     left.axhline(100.0 / models[names[0]]["num_classes"], color="grey", ls=":", lw=1, label="chance")
     left.legend(fontsize=8)

@@ -67,11 +67,16 @@ def show_ratio(value, width=7):
     return "n/a".rjust(width) if value is None else results.format_ratio(value, width)
 
 
+def blocks_label(args):
+    """The CNN's blocks in words: `"residual blocks"`, with `" + batch norm"` under `--batch-norm true`."""
+    return f"{args.block} blocks" + (" + batch norm" if args.batch_norm else "")
+
+
 def print_report(args, models, cpu):
     """The table per model, and the STN's placement figures."""
     print()
     print(
-        f"{args.size}x{args.size} canvases, {args.glyphs}, clutter {args.clutter}; {args.block} blocks; "
+        f"{args.size}x{args.size} canvases, {args.glyphs}, clutter {args.clutter}; {blocks_label(args)}; "
         f"{args.steps} steps of "
         f"{args.batch_size}, Adam {args.learning_rate}, float32; {args.test_size} test canvases; "
         f"seeds {','.join(map(str, args.seeds))}; {os.cpu_count()} CPUs"
