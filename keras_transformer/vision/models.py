@@ -58,6 +58,7 @@ from keras import ops
 from keras_transformer.checks import check_choice, check_int, check_ints
 from keras_transformer.vision.channel import SelectiveKernel, SqueezeExcitation
 from keras_transformer.vision.mixed import CBAM, ResidualAttention
+from keras_transformer.vision.normalized import MOMENTUM
 from keras_transformer.vision.patches import PatchEmbedding, RolloutMap
 from keras_transformer.vision.scale import ScaleAttention, upsample_to_grid
 from keras_transformer.vision.spatial import SpatialTransformer, normalized_coordinates
@@ -410,8 +411,8 @@ def _block(x, index, width, attention, block, reduction, spatial_kernel_size, ba
 
 
 def _normalized(x, name, activation):
-    """`x` through batch normalization (named `name`), then `activation` (None: none)."""
-    x = keras.layers.BatchNormalization(name=name)(x)
+    """`x` through batch normalization (named `name`, `MOMENTUM`), then `activation` (None: none)."""
+    x = keras.layers.BatchNormalization(momentum=MOMENTUM, name=name)(x)
     return keras.layers.Activation(activation, name=f"{name}_{activation}")(x) if activation else x
 
 

@@ -6,13 +6,18 @@ SKNet its fuse layer) by batch normalisation (Ioffe and Szegedy 2015), then the 
     y = activation(gamma * (z - mu) / sqrt(sigma^2 + eps) + beta)      z = layer(x), without bias
 
 `mu` and `sigma^2` are the batch's statistics over every axis but the last in training, their
-moving averages in inference. The linear layer drops its bias: `beta` takes its place.
+moving averages (`MOMENTUM`) in inference. The linear layer drops its bias: `beta` takes its place.
 
 `linear_unit` builds either form, so that a layer with `batch_norm=False` keeps exactly the
 weights (and weight names) it had before the option existed.
 """
 
 import keras
+
+# The moving averages' momentum: PyTorch's default (0.1 there, counted the other way), in which the
+# papers' reference code is written. Keras's 0.99 averages over about 100 steps, too slowly for a few
+# hundred steps of training: the averages still lag the batch statistics, and inference reads them.
+MOMENTUM = 0.9
 
 
 class Normalized(keras.layers.Layer):
@@ -38,7 +43,7 @@ class Normalized(keras.layers.Layer):
         super().__init__(**kwargs)
         self.layer = layer
         self.activation = keras.activations.get(activation)
-        self.norm = keras.layers.BatchNormalization(dtype=self.dtype_policy, name="batch_norm")
+        self.norm = keras.layers.BatchNormalization(momentum=MOMENTUM, dtype=self.dtype_policy, name="batch_norm")
 
     def build(self, input_shape):
         self.layer.build(input_shape)
