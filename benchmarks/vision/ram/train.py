@@ -75,7 +75,8 @@ def train_ram(args, glimpses, seed, data, num_classes):
 
 def train_cnn(args, seed, data, num_classes):
     """Train and measure the plain CNN of the attention study on the same canvases and budget."""
-    args.block, args.glimpse = "residual", 24  # what compiled_classifier reads (no STN here)
+    # what compiled_classifier reads: the attention study's default CNN (no STN, no batch normalization here)
+    args.block, args.glimpse, args.batch_norm = "residual", 24, False
     classifier = vision_training.compiled_classifier(args, "none", seed, num_classes)
     history, callbacks, seconds = vision_training.fit(args, classifier.model, seed, data)
     logits = classifier.model.predict(data["test"].images, batch_size=250, verbose=0)
