@@ -82,8 +82,9 @@ def print_report(args, models, cpu):
         f"seeds {','.join(map(str, args.seeds))}; {os.cpu_count()} CPUs"
     )
     print(machine.cpu_line(cpu))
+    per_seed = max(18, 2 + 7 * len(args.seeds) - 3)  # "97.8 / 97.6 / 97.5" and two spaces
     header = (
-        f"{'model':<22}{'params':>8}{'MFLOPs':>8}{'acc % per seed':>18}{'mean':>7}{'/base':>7}"
+        f"{'model':<22}{'params':>8}{'MFLOPs':>8}{'acc % per seed':>{per_seed}}{'mean':>7}{'/base':>7}"
         f"{'ms/step':>9}{'/base':>7}  {'map':<18}{'in box':>7}{'uniform':>8}{'lift':>7}{'hits':>6}"
     )
     print(header)
@@ -92,8 +93,8 @@ def print_report(args, models, cpu):
         pointing = summary["pointing"]
         seeds = " / ".join(f"{a:.1f}" for a in summary["test_accuracy_percent"])
         print(
-            f"{summary['label']:<22}{summary['parameters']:>8,}{summary['forward_flops'] / 1e6:>8.2f}{seeds:>18}"
-            f"{summary['test_accuracy_percent_mean']:>7.1f}"
+            f"{summary['label']:<22}{summary['parameters']:>8,}{summary['forward_flops'] / 1e6:>8.2f}"
+            f"{seeds:>{per_seed}}{summary['test_accuracy_percent_mean']:>7.1f}"
             f"{show_ratio(summary.get('accuracy_over_baseline'))}{summary['ms_per_step_median']:>9.1f}"
             f"{show_ratio(summary.get('ms_per_step_over_baseline'))}  "
             f"{summary['map_kind']:<18}{pointing['mass_in_box']:>7.3f}{pointing['uniform_share']:>8.3f}"
