@@ -7,6 +7,10 @@
                                                            # learning curves on the validation split
     python -m benchmarks.vision.attention --attentions none,vit --name vision_vit
                                                            # a small Vision Transformer beside the CNN
+    python -m benchmarks.vision.attention --glyphs fine --clutter 16 --max-rotation 90 --train-size 20000 \
+        --filters 8,16,16 --batch-norm true --steps 3000 --warmup-steps 200 --decay cosine \
+        --adam-learning-rate 3e-2 --attentions none,se,sk,cbam,residual --seeds 0,1,2 --curve-every 500 \
+        --name vision_attention_bn                       # with batch normalization, where the papers put it
     python -m benchmarks.vision.attention --help           # every flag
 
 The task (`keras_transformer.vision.cluttered`, flags from `benchmarks.harness.cluttered`): a
