@@ -3,8 +3,10 @@
 Not of accuracy or speed: the study measures those.
 """
 
+import argparse
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -12,6 +14,8 @@ from conftest import run_main
 
 from benchmarks.harness import machine, timing, vision_training
 from benchmarks.vision.attention import __main__ as vision_attention
+from benchmarks.vision.attention import report as vision_report
+from keras_transformer.vision.models import build_classifier
 
 
 def test_flags_are_checked_every_flag_has_help_and_the_models_rotate_from_seed_to_seed(capsys):
@@ -121,3 +125,26 @@ def test_smoke_run_trains_each_model_and_writes_ratios_pointing_scores_curves_th
         "vision_attention_curves_validation.png",
     ):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_batch_norm_run_says_so_everywhere_and_its_table_keeps_three_seeds_apart_from_the_flops(tmp_path, capsys):
+    argv = ["--attentions", "none,cbam", "--seeds", "0,1,2", "--steps", "2", "--batch-size", "8", "--train-size", "32"]
+    argv += ["--test-size", "16", "--size", "24", "--filters", "4,8", "--clutter", "2", "--batch-norm", "true"]
+    argv += ["--out", str(tmp_path)]
+    status, printed = run_main(vision_attention.main, argv, capsys)
+    assert status == 0, printed[-3000:]
+    written = json.loads((tmp_path / "vision_attention.json").read_text())
+    assert written["settings"]["batch_norm"] is True and "residual blocks + batch norm" in printed
+    plain = build_classifier("none", num_classes=10, filters=(4, 8), image_size=(24, 24)).model
+    normalized = build_classifier("none", num_classes=10, filters=(4, 8), image_size=(24, 24), batch_norm=True).model
+    assert written["models"]["none"]["parameters"] == sum(int(np.prod(w.shape)) for w in normalized.trainable_weights)
+    assert written["models"]["none"]["parameters"] != sum(int(np.prod(w.shape)) for w in plain.trainable_weights)
+    # The table again, with three accuracies of two digits each: the widest a seed's column gets.
+    models = written["models"]
+    for model in models.values():
+        model["test_accuracy_percent"], model["test_accuracy_percent_mean"] = [97.8, 96.5, 99.1], 97.8
+    vision_report.print_report(argparse.Namespace(**written["settings"]), models, written["cpu"])
+    rows = capsys.readouterr().out.splitlines()
+    for label in ("baseline CNN", "+ CBAM"):
+        row = next(line for line in rows if line.startswith(label))
+        assert re.match(rf"{re.escape(label)} +[\d,]+ +\d+\.\d\d +97\.8 / 96\.5 / 99\.1 +97\.8 ", row), row
