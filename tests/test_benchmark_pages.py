@@ -65,16 +65,20 @@ def test_the_vision_pages_vit_section_quotes_both_seeds_of_every_run(name):
 
 
 BN_HEADING = "## Batch normalization, trained until the curves level off"
-BN_RUNS = ("vision_attention_bn_fine_curves", "vision_attention_bn_lr1e-2_fine_curves")
+BN_RUNS = (
+    "vision_attention_bn_fine_curves",
+    "vision_attention_bn_lr1e-2_fine_curves",
+    "vision_attention_bn_6000_fine_curves",
+)
 
 
 @pytest.mark.parametrize("name", BN_RUNS)
 def test_the_vision_pages_batch_norm_section_quotes_every_seed_and_the_validation_it_chose_on(name):
     run = _json(VISION / "attention" / "results" / f"{name}.json")
     section = (PAGES / "vision.md").read_text().split(BN_HEADING)[1].split("\n## ")[0]
-    learning_rate = f"{run['settings']['learning_rate']:g}"
+    learning_rate, steps = f"{run['settings']['learning_rate']:g}", f"{run['settings']['steps']:,}"
     for model in run["models"].values():
-        row_start = f"| {model['label']} | {learning_rate} |"
+        row_start = f"| {model['label']} | {learning_rate} | {steps} |"
         row = next((line for line in section.splitlines() if line.startswith(row_start)), None)
         assert row is not None, row_start
         seeds = " / ".join(f"{accuracy:.1f}" for accuracy in model["test_accuracy_percent"])
