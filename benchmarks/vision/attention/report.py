@@ -82,7 +82,7 @@ def print_report(args, models, cpu):
         f"seeds {','.join(map(str, args.seeds))}; {os.cpu_count()} CPUs"
     )
     print(machine.cpu_line(cpu))
-    per_seed = max(18, 2 + 7 * len(args.seeds) - 3)  # "97.8 / 97.6 / 97.5" and two spaces
+    per_seed = max(18, 2 + 8 * len(args.seeds) - 3)  # the widest, "100.0 / 100.0 / 100.0", and two spaces
     header = (
         f"{'model':<22}{'params':>8}{'MFLOPs':>8}{'acc % per seed':>{per_seed}}{'mean':>7}{'/base':>7}"
         f"{'ms/step':>9}{'/base':>7}  {'map':<18}{'in box':>7}{'uniform':>8}{'lift':>7}{'hits':>6}"
