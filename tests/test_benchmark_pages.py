@@ -18,6 +18,13 @@ def _json(path):
     return json.loads(Path(path).read_text())
 
 
+def _row(page, row_start):
+    """The first table row of `page` that starts with `row_start` (asserted to exist)."""
+    row = next((line for line in page.splitlines() if line.startswith(row_start)), None)
+    assert row is not None, row_start
+    return row
+
+
 def test_the_scaling_page_quotes_the_runs_medians():
     results = _json(ROOT / "benchmarks" / "attention_family" / "length_scaling" / "results" / "scaling.json")
     page = (PAGES / "scaling.md").read_text()
@@ -45,8 +52,7 @@ def test_the_vision_page_quotes_every_models_accuracies(glyphs, part):
     for model in models.values():
         seeds = " / ".join(f"{accuracy:.1f}" for accuracy in model["test_accuracy_percent"])
         row_start = f"| {model['label']} | {model['parameters']:,} |"
-        row = next((line for line in page.splitlines() if line.startswith(row_start)), None)
-        assert row is not None, row_start
+        row = _row(page, row_start)
         assert f"| {seeds} | {model['test_accuracy_percent_mean']:.1f} |" in row, row
 
 
@@ -79,8 +85,7 @@ def test_the_vision_pages_batch_norm_section_quotes_every_seed_and_the_validatio
     learning_rate, steps = f"{run['settings']['learning_rate']:g}", f"{run['settings']['steps']:,}"
     for model in run["models"].values():
         row_start = f"| {model['label']} | {learning_rate} | {steps} |"
-        row = next((line for line in section.splitlines() if line.startswith(row_start)), None)
-        assert row is not None, row_start
+        row = _row(section, row_start)
         seeds = " / ".join(f"{accuracy:.1f}" for accuracy in model["test_accuracy_percent"])
         validation = model["curve"][-1]["validation_accuracy_percent_mean"]
         assert f"| {validation:.1f} | {seeds} | {model['test_accuracy_percent_mean']:.1f} |" in row, row

@@ -19,9 +19,10 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.export import CHECKSUMS_FILE, version_problems
+from keras_transformer.vision.channel import channel_weights_by_class
 from keras_transformer.vision.cluttered import generate_splits
 from keras_transformer.vision.export import export_classifier
-from keras_transformer.vision.models import ATTENTIONS, GlimpseFootprint, build_classifier, channel_weights_by_class
+from keras_transformer.vision.models import ATTENTIONS, GlimpseFootprint, build_classifier
 
 # The ViT (no CNN, blocks or filters) is tested in tests/test_vision_patches.py.
 LEARNERS = [(attention, "residual", False) for attention in ATTENTIONS if attention not in ("none", "vit")] + [

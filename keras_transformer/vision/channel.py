@@ -8,11 +8,14 @@ those numbers with a small bottleneck network, and multiply the feature maps by 
     SqueezeExcitation   sigmoid(MLP(avg_pool(x)))                       Hu et al. 2018
     ChannelAttention    sigmoid(MLP(avg_pool(x)) + MLP(max_pool(x)))     CBAM's channel half, Woo et al. 2018
     SelectiveKernel     softmax over branches of kernels of different sizes, per channel    Li et al. 2019
+
+`channel_weights_by_class` reads a trained model's last SE or SK weights, per image and per class.
 """
 
 import functools
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_transformer.checks import check_int, check_ints
@@ -283,3 +286,46 @@ class SelectiveKernel(keras.layers.Layer):
     def from_config(cls, config):
         # Configs saved before `dilated` existed had plain k x k branches.
         return cls(**{"dilated": False, **config})
+
+
+def channel_weights_by_class(model, images, labels, num_classes, batch_size=250):
+    """The channel attention of a model's last SE or SK layer on `images`, and its mean per class.
+
+    Channel attention is computed per image; averaging it over the images of each class shows
+    whether different classes switch different feature maps on.
+
+    Args:
+        model: a model with at least one `SqueezeExcitation` or `SelectiveKernel` layer (as
+            `keras_transformer.vision.models.build_classifier("se")` or `("sk")` builds); the last
+            one is read.
+        images: `[N, H, W, C]` array, the model's inputs.
+        labels: `[N]` int array, each image's class in `[0, num_classes)`.
+        num_classes: int, the classes K.
+        batch_size: int, images per forward pass.
+
+    Returns:
+        `(per_image, per_class)`, NumPy arrays: SE's weights s_c, `[N, C]` and `[K, C]`, or SK's
+        branch weights a_mc, `[N, M, C]` and `[K, M, C]`. A class with no image gets NaN.
+
+    Raises:
+        ValueError: the model has no SE or SK layer.
+    """
+    layers = [layer for layer in model.layers if isinstance(layer, (SqueezeExcitation, SelectiveKernel))]
+    if not layers:
+        raise ValueError(f"model {model.name!r} has no SqueezeExcitation or SelectiveKernel layer")
+    layer = layers[-1]
+    features = keras.Model(model.inputs, layer.input).predict(images, batch_size=batch_size, verbose=0)
+    per_image = np.concatenate(
+        [
+            np.asarray(ops.convert_to_numpy(layer(features[i : i + batch_size], return_attention_scores=True)[1]))
+            for i in range(0, len(features), batch_size)
+        ]
+    )
+    labels = np.asarray(labels)
+    per_class = np.stack(
+        [
+            per_image[labels == k].mean(0) if np.any(labels == k) else np.full(per_image.shape[1:], np.nan)
+            for k in range(num_classes)
+        ]
+    )
+    return per_image, per_class

@@ -47,6 +47,7 @@ import numpy as np
 
 from benchmarks.harness import vision_training
 from keras_transformer.vision import models as vision_models
+from keras_transformer.vision.channel import channel_weights_by_class
 from keras_transformer.vision.pointing import pointing_summary
 
 
@@ -57,7 +58,7 @@ def channel_weight_summary(model, test, num_classes):
     means, averaged over channels; `image_spread`: the same across single canvases. A channel
     that classes switch on and off has a class spread close to its image spread.
     """
-    per_image, per_class = vision_models.channel_weights_by_class(model, test.images, test.labels, num_classes)
+    per_image, per_class = channel_weights_by_class(model, test.images, test.labels, num_classes)
     return {
         "per_class": np.round(per_class, 5).tolist(),
         "min": float(per_image.min()),
