@@ -50,21 +50,21 @@ def conv_same(x, kernel, bias):
     return out
 
 
-def entropy_of_top(c, kernel, bias, dense, dense_bias):
-    """H(softmax(g(c))), g = conv -> relu -> global average pool -> dense: [B]."""
-    z = np.maximum(conv_same(c, kernel, bias), 0).mean((1, 2)) @ dense + dense_bias
+def entropy_of_top(c, kernel, bias, dense, dense_bias, pool=np.mean):
+    """H(softmax(g(c))), g = conv -> relu -> global pool (`np.mean` or `np.max`) -> dense: [B]."""
+    z = pool(np.maximum(conv_same(c, kernel, bias), 0), axis=(1, 2)) @ dense + dense_bias
     p = np.exp(z - z.max(1, keepdims=True))
     p /= p.sum(1, keepdims=True)
     return -(p * np.log(p)).sum(1)
 
 
-def gradient_by_differences(c, *weights, step=1e-6):
+def gradient_by_differences(c, *weights, step=1e-6, pool=np.mean):
     """dH/dc by central differences, [B, h, w, D]."""
     gradient = np.zeros_like(c)
     for index in np.ndindex(c.shape[1:]):
         delta = np.zeros_like(c)
         delta[(slice(None), *index)] = step
-        plus, minus = entropy_of_top(c + delta, *weights), entropy_of_top(c - delta, *weights)
+        plus, minus = entropy_of_top(c + delta, *weights, pool=pool), entropy_of_top(c - delta, *weights, pool=pool)
         gradient[(slice(None), *index)] = (plus - minus) / (2 * step)
     return gradient
 
@@ -114,6 +114,68 @@ def test_entropy_saliency_is_the_norm_of_the_entropy_gradient_by_both_references
     np.testing.assert_allclose(to_numpy(gradient), by_chain, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(to_numpy(saliency), np.linalg.norm(by_chain, axis=-1), rtol=1e-4, atol=1e-6)
     assert np.ptp(to_numpy(saliency)) > 1e-3  # the relu and the conv make it differ by position
+
+
+def test_with_max_pooling_the_saliency_is_the_gradient_through_each_channels_largest_position():
+    rng = np.random.default_rng(4)
+    c = rng.normal(size=(3, 4, 5, 2))
+    kernel, bias = rng.normal(size=(3, 3, 2, 6)), rng.normal(size=6) * 0.3 - 0.5  # some channels nowhere > 0
+    dense, dense_bias = rng.normal(size=(6, 3)), rng.normal(size=3)
+    u = conv_same(c, kernel, bias)
+    z = np.maximum(u, 0).max((1, 2)) @ dense + dense_bias
+    saliency, gradient = entropy_saliency(*(x.astype("float32") for x in (u, z, kernel, dense)), pooling="max")
+    expected = gradient_by_differences(c, kernel, bias, dense, dense_bias, pool=np.max)
+    np.testing.assert_allclose(to_numpy(gradient), expected, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(to_numpy(saliency), np.linalg.norm(expected, axis=-1), rtol=1e-4, atol=1e-6)
+    # Only positions inside the window of some channel's maximum get a gradient: with max pooling,
+    # a position that no channel's winner reads through the 3x3 kernel has saliency 0.
+    winners = (u == u.max((1, 2), keepdims=True)) & (u > 0)  # (B, h, w, U)
+    near = np.zeros(u.shape[:3], bool)
+    for b, i, j, _ in zip(*np.nonzero(winners)):
+        near[b, max(i - 1, 0) : i + 2, max(j - 1, 0) : j + 2] = True
+    assert not np.any(to_numpy(saliency)[~near]) and np.all(to_numpy(saliency)[near] >= 0)
+    with pytest.raises(ValueError, match="`pooling` must be one of"):
+        entropy_saliency(*(x.astype("float32") for x in (u, z, kernel, dense)), pooling="sum")
+
+
+def test_the_papers_variant_reads_the_full_resolution_canvas_with_strides_normalises_and_max_pools():
+    keras.utils.set_random_seed(2)
+    paper = {**TINY, "coarse_filters": (3, 5), "coarse_downsample": "stride", "top_pooling": "max", "batch_norm": True}
+    model = DynamicCapacityNetwork(**paper)
+    images = np.random.default_rng(5).uniform(size=(2, 12, 12, 1)).astype("float32")  # grid 3 x 3
+    out = model(images, return_details=True)
+    convs = [layer for layer in model.coarse_net.layers if "conv" in layer.name]
+    assert not any(isinstance(layer, keras.layers.AveragePooling2D) for layer in model.coarse_net.layers)
+    assert [layer.layer.strides for layer in convs] == [(2, 2), (1, 1)]  # log2(coarse_factor = 2) = 1 stride-2 conv
+    assert [layer.layer.use_bias for layer in convs] == [False, False]  # batch normalisation's beta instead
+    fine_units = [layer for layer in model.fine_net.layers if "conv" in layer.name]
+    assert all(hasattr(layer, "norm") for layer in fine_units)
+    only_coarse = DynamicCapacityNetwork(**{**paper, "batch_norm": "coarse"})  # one network named: the other plain
+    only_coarse.build((None, 12, 12, 1))
+    assert only_coarse.batch_norm == ("coarse",) and only_coarse.get_config()["batch_norm"] == ["coarse"]
+    assert all(hasattr(layer, "norm") for layer in only_coarse.coarse_net.layers if "conv_" in layer.name)
+    assert not any(hasattr(layer, "norm") for layer in only_coarse.fine_net.layers)
+    # The top network: no normalisation, the global max of relu(conv) -> dense; the saliency's closed form.
+    kernel, bias, dense, dense_bias = top_weights(model)
+    coarse = to_numpy(out["coarse_features"])
+    z = np.maximum(conv_same(coarse, kernel, bias), 0).max((1, 2)) @ dense + dense_bias
+    np.testing.assert_allclose(to_numpy(out["coarse_logits"]), z, rtol=1e-4, atol=1e-5)
+    expected = np.linalg.norm(gradient_by_differences(coarse, kernel, bias, dense, dense_bias, pool=np.max), axis=-1)
+    np.testing.assert_allclose(to_numpy(out["saliency"]), expected, rtol=1e-3, atol=1e-6)
+    # Batch normalisation: batch statistics in training, the moving averages (here still 0 and 1) otherwise.
+    inference = to_numpy(model(images, return_details=True)["coarse_features"])
+    np.testing.assert_allclose(inference, coarse, atol=1e-6)
+    assert not np.allclose(to_numpy(model(images, training=True)["coarse_features"]), coarse, atol=1e-3)
+    for overrides, message in (
+        ({"coarse_factor": 3, "patch_size": 12}, "must be a power of 2"),
+        ({"coarse_filters": ()}, "hold at least log2(coarse_factor) convolutions"),
+        ({"top_pooling": "sum"}, "`top_pooling` must be one of ('average', 'max')"),
+        ({"coarse_downsample": "skip"}, "`coarse_downsample` must be one of ('pool', 'stride')"),
+        ({"batch_norm": ["fine", "top"]}, "`batch_norm` must be one of ('coarse', 'fine'). Received: batch_norm='top'"),
+    ):
+        with pytest.raises(ValueError) as error:
+            DynamicCapacityNetwork(**{**paper, **overrides})
+        assert message in str(error.value)
 
 
 def test_the_dcn_reads_the_k_most_salient_positions_of_its_coarse_prediction():
@@ -220,15 +282,23 @@ def test_bad_arguments_and_a_k_larger_than_the_grid_name_the_value():
         flop_counts(model, 8, 8, k=9)
 
 
-@pytest.mark.parametrize("mode", ["dcn", "fine"])
-def test_config_round_trip_and_keras_file(mode, tmp_path):
+PAPERS = {"coarse_filters": (3, 5), "coarse_downsample": "stride", "top_pooling": "max", "batch_norm": True}
+
+
+@pytest.mark.parametrize("mode, variant", [("dcn", {}), ("fine", {}), ("dcn", PAPERS)])
+def test_config_round_trip_and_keras_file(mode, variant, tmp_path):
     keras.utils.set_random_seed(1)
-    model = DynamicCapacityNetwork(**{**TINY, "mode": mode, "hint_weight": 0.5}, name="tiny")
+    model = DynamicCapacityNetwork(**{**TINY, **variant, "mode": mode, "hint_weight": 0.5}, name="tiny")
+    if variant:  # moving averages away from their start, so that loading them is checked too
+        model(np.random.default_rng(3).uniform(size=(4, 9, 10, 1)).astype("float32"), training=True)
     images = np.random.default_rng(0).uniform(size=(2, 9, 10, 1)).astype("float32")
     expected = model(images, return_details=True)
     config = model.get_config()
     clone = DynamicCapacityNetwork.from_config(json.loads(json.dumps(config)))
     assert clone.get_config() == config and config["fine_filters"] == [3, 4] and config["mode"] == mode
+    assert (config["batch_norm"], config["top_pooling"]) == (
+        (["coarse", "fine"], "max") if variant else ([], "average")
+    )
     path = tmp_path / "dcn.keras"
     model.save(path)
     reloaded = keras.saving.load_model(path)
@@ -262,6 +332,24 @@ def test_flop_counts_match_tensorflows_profiler_and_a_count_by_hand():
         "dcn": coarse_mac + 2 * top_mac + top_mac + 2 * fine_mac + 2 * 9 * 3,  # + saliency, 2 patches, scatter
     }
     assert counts["grid"] == (3, 3) and counts["dcn"] < counts["fine"]
+
+
+def test_flop_counts_of_the_papers_variant_match_the_profiler_up_to_what_it_counts_differently():
+    """Batch normalisation is 2 FLOPs per output; the profiler adds 6 per channel and leaves the global maximum out.
+
+    The 6 per channel fold the statistics into a scale and a shift, which a deployed model computes once.
+    """
+    from benchmarks.harness.vision_training import forward_flops
+
+    for mode, bn_channels in (("coarse", 3 + 5), ("fine", 3 + 4)):
+        model = DynamicCapacityNetwork(**{**TINY, **PAPERS, "mode": mode})
+        model(np.zeros((1, 10, 10, 1), "float32"))
+        counts = flop_counts(model, 10, 10)
+        assert forward_flops(model, 10) == counts[mode] + 6 * bn_channels - 3 * 3 * 5  # the max of 3 x 3 x U values
+    # By hand, the coarse network: 12 x 12 -> 3x3 conv of stride 2 (3 channels, 6 x 6) -> 3x3 conv (5 channels)
+    # -> the 2x2 stride-2 conv to D = 3, normalisation 2 per output of the first two.
+    coarse_net = 2 * (36 * 9 * 1 * 3) + 2 * 36 * 3 + 2 * (36 * 9 * 3 * 5) + 2 * 36 * 5 + 2 * (9 * 4 * 5 * 3) + 9 * 3
+    assert counts["parts"]["coarse_net"] == coarse_net
 
 
 # ---------------------------------------------------------------- training
@@ -333,6 +421,8 @@ def test_benchmark_flags_are_checked_every_flag_has_help_and_the_size_sets_the_p
         (["--k", "26"], "--k and --k-choices must be in [1, 25], the 5 x 5 grid of 40-pixel canvases"),
         (["--k-choices", "2,0"], "--k and --k-choices must be in [1, 25]"),
         (["--patch-size", "6"], "--patch-size must be a multiple of --coarse-factor (4). Received: 6"),
+        (["--coarse-filters", "16"], "--coarse-downsample stride needs at least log2(--coarse-factor) = 2"),
+        (["--coarse-factor", "3", "--patch-size", "12"], "--coarse-factor must be a power of 2 with --coarse-down"),
         (["--adam-learning-rate", "0"], "--adam-learning-rate must be > 0. Received: 0.0"),
         (["--hint-weight", "-1"], "--hint-weight must be >= 0. Received: -1.0"),
         (["--object-scale", "0.3"], "--object-scale must be 'low,high'"),
@@ -363,8 +453,8 @@ def test_patch_scores_against_chance_and_the_choice_of_k():
 @pytest.mark.slow
 def test_benchmark_smoke_run_writes_the_table_json_and_figure(tmp_path, capsys):
     argv = ["--seeds", "0", "--steps", "2", "--batch-size", "8", "--train-size", "32", "--validation-size", "16"]
-    argv += ["--test-size", "16", "--size", "24", "--coarse-filters", "4", "--fine-filters", "4,4", "--features", "4"]
-    argv += ["--top-units", "4", "--k", "2", "--k-choices", "1,3", "--figure-canvases", "3"]
+    argv += ["--test-size", "16", "--size", "24", "--coarse-filters", "4,4", "--fine-filters", "4,4", "--features", "4"]
+    argv += ["--top-units", "4", "--k", "2", "--k-choices", "1,3", "--figure-canvases", "3", "--hint-weight", "0,1"]
     argv += ["--out", str(tmp_path)]
     status, printed = run_main(vision_dcn.main, argv, capsys)
     assert status == 0, printed[-3000:]
@@ -372,12 +462,23 @@ def test_benchmark_smoke_run_writes_the_table_json_and_figure(tmp_path, capsys):
     written = json.loads((tmp_path / "vision_dcn_24.json").read_text())
     assert written["cpu"] == machine.cpu_info() and written["cpu_count"] == os.cpu_count()
     assert written["command"].endswith(" ".join(argv)) and written["versions"]["keras"] == keras.__version__
-    assert [run["mode"] for run in written["runs"]] == ["coarse", "fine", "dcn"]
+    assert [run["mode"] for run in written["runs"]] == ["coarse", "fine", "dcn", "dcn"]  # a DCN per hint weight
+    dcns = written["runs"][2:]
+    assert [run["hint_weight"] for run in dcns] == [0.0, 1.0] and [run["chosen"] for run in dcns].count(True) == 1
+    best = max(dcns, key=lambda run: run["validation_accuracy_percent"])  # validation's choice, the first of equals
+    assert best["chosen"] and written["models"]["dcn"]["hint_weight"] == [best["hint_weight"]]
+    assert written["models"]["dcn"]["by_hint_weight"]["1"]["test_accuracy_percent"] == [
+        dcns[1]["test_accuracy_percent"]
+    ]
+    assert (
+        f"seed 0 DCN: hint weight {best['hint_weight']:g} chosen" in printed
+        and f"hint {best['hint_weight']:g}* " in printed
+    )
     flops = {run["mode"]: run["flops"] for run in written["runs"]}
     assert flops["coarse"] < flops["dcn"] < flops["fine"]
     for run in written["runs"]:
         assert 0 <= run["test_accuracy_percent"] <= 100 and run["profiler_flops"] > 0
-    dcn = written["runs"][2]
+    dcn = best
     assert dcn["k_chosen"] in (1, 3) and set(dcn["test_accuracy_by_k"]) == {"1", "3"}
     assert 0 <= dcn["on_glyph"]["share"] <= 1 and 0 < dcn["on_glyph"]["chance"] <= 1
     assert (tmp_path / "vision_dcn_24_patches.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -21,19 +21,31 @@ Here, for images `[B, H, W, C]` padded with zeros at the bottom and right to a m
 patch size p, the grid has h = ceil(H / p) rows and w = ceil(W / p) columns, one per p x p
 block of the image:
 
-    f_c   average pooling by `coarse_factor` (the image at a lower resolution), 3x3 convolutions
-          (relu, `coarse_filters`), a `p / coarse_factor` convolution of that stride (linear, D)
+    f_c   the image downsampled by `coarse_factor` and 3x3 convolutions (relu, `coarse_filters`),
+          then a `p / coarse_factor` convolution of that stride (linear, D). The downsampling is
+          average pooling before the convolutions (`coarse_downsample="pool"`) or, as in the
+          paper, strides of 2 in the first log2(`coarse_factor`) convolutions, which then read
+          the full-resolution image (`"stride"`)
     f_f   on one p x p patch: 3x3 convolutions (relu, `fine_filters`) at full resolution, a 2x2
           max pool after every one but the first, and a convolution as large as what is left
           (linear, D): one D-vector per patch, the same shape as the coarse features of a position
-    g     a 3x3 convolution (relu, `top_units`), global average pooling, a dense layer
+    g     a 3x3 convolution (relu, `top_units`), a global pooling over positions (`top_pooling`:
+          average, or the paper's max, under which a few fine vectors are not diluted among the
+          coarse ones), a dense layer
+
+With `batch_norm` naming a network (`"coarse"`, `"fine"`, or both; the paper trains with batch
+normalisation) every 3x3 convolution of that network is followed by batch normalisation before
+its relu; the top network is left without it, so that the saliency below stays the same closed
+form in training and inference.
 
 The saliency is computed in closed form with `keras.ops` (no autodiff inside the forward pass,
 so on any backend), by `entropy_saliency`: with u the top convolution's pre-activations and W
 the dense kernel,
 
     dH/dz  = -p (log p + H)                      (B, K)
-    dH/du  = 1[u > 0] (W dH/dz) / (h w)          (B, h, w, U), the relu's mask and the average pool
+    dH/du  = 1[u > 0] (W dH/dz) / (h w)          (B, h, w, U), the relu's mask and the average pool;
+                                                 with max pooling, 1[u > 0] (W dH/dz) at each
+                                                 channel's largest u only (split among ties)
     dH/dc  = conv_transpose(dH/du, kernel)        (B, h, w, D), the convolution's gradient in its input
 
 The relu and the convolution are what make the gradient differ from one position to another: if
@@ -57,8 +69,12 @@ import keras
 from keras import ops
 
 from keras_transformer.checks import check_choice, check_int, check_ints, check_number
+from keras_transformer.vision.normalized import Normalized
 
 MODES = ("dcn", "coarse", "fine")
+DOWNSAMPLINGS = ("pool", "stride")
+TOP_POOLINGS = ("average", "max")
+NETWORKS = ("coarse", "fine")
 
 
 def grid_size(height, width, patch_size):
@@ -119,11 +135,11 @@ def scatter_positions(coarse, fine, positions):
     return coarse * (1.0 - replaced) + placed
 
 
-def entropy_saliency(pre_activations, logits, top_kernel, dense_kernel):
+def entropy_saliency(pre_activations, logits, top_kernel, dense_kernel, pooling="average"):
     """The paper's saliency: the norm of the gradient of the coarse prediction's entropy in each position's features.
 
     For the top network g = conv (kernel `top_kernel`, "same" padding, stride 1, relu) -> global
-    average pool -> dense (`dense_kernel`) -> softmax, in closed form (the module docstring gives
+    pool (`pooling`) -> dense (`dense_kernel`) -> softmax, in closed form (the module docstring gives
     the three steps). Nothing here is differentiated through: call it on stopped gradients.
 
     Args:
@@ -131,21 +147,31 @@ def entropy_saliency(pre_activations, logits, top_kernel, dense_kernel):
         logits: float tensor `[B, K]`, the coarse prediction's logits z = g(c).
         top_kernel: float tensor `[kh, kw, D, U]` (odd kh, kw), the top convolution's kernel.
         dense_kernel: float tensor `[U, K]`, the dense layer's kernel.
+        pooling: `"average"` (the pooled gradient spread evenly over the h w positions) or `"max"`
+            (all of it at the position of each channel's largest relu(u), split evenly among ties;
+            none for a channel whose u is nowhere positive).
 
     Returns:
         `(saliency, gradient)`: float tensors `[B, h, w]` (the norms s_ij) and `[B, h, w, D]`
         (dH/dc).
     """
+    check_choice("pooling", pooling, TOP_POOLINGS)
     logits = ops.cast(logits, "float32")
     log_p = ops.log_softmax(logits, axis=-1)
     p = ops.exp(log_p)
     entropy = -ops.sum(p * log_p, axis=-1, keepdims=True)  # (B, 1)
     d_logits = -p * (log_p + entropy)  # (B, K)
     d_pooled = ops.matmul(d_logits, ops.transpose(ops.cast(dense_kernel, "float32")))  # (B, U)
-    shape = ops.shape(pre_activations)
-    cells = ops.cast(shape[1] * shape[2], "float32")
+    pre_activations = ops.cast(pre_activations, "float32")
     mask = ops.cast(pre_activations > 0, "float32")  # (B, h, w, U)
-    d_pre = mask * (d_pooled / cells)[:, None, None, :]  # (B, h, w, U)
+    if pooling == "average":
+        shape = ops.shape(pre_activations)
+        share = mask / ops.cast(shape[1] * shape[2], "float32")  # d mean / d relu(u), through the relu
+    else:
+        active = ops.relu(pre_activations)
+        winners = mask * ops.cast(active >= ops.max(active, axis=(1, 2), keepdims=True), "float32")
+        share = winners / ops.maximum(ops.sum(winners, axis=(1, 2), keepdims=True), 1.0)
+    d_pre = share * d_pooled[:, None, None, :]  # (B, h, w, U)
     gradient = ops.conv_transpose(d_pre, ops.cast(top_kernel, "float32"), strides=1, padding="same")  # (B, h, w, D)
     return ops.sqrt(ops.sum(ops.square(gradient), axis=-1)), gradient
 
@@ -162,12 +188,23 @@ class DynamicCapacityNetwork(keras.Model):
         channels: int, the images' channels C.
         patch_size: int, the side p of the image block behind each grid position (and of a fine
             patch); a multiple of `coarse_factor`.
-        coarse_factor: int, the coarse network's downsampling of the image (average pooling).
-        coarse_filters: tuple of ints, the coarse network's 3x3 convolutions (may be empty).
+        coarse_factor: int, the coarse network's downsampling of the image before its last
+            convolution (by average pooling, or by strided convolutions: `coarse_downsample`).
+        coarse_filters: tuple of ints, the coarse network's 3x3 convolutions (may be empty with
+            `"pool"`; at least log2(`coarse_factor`) of them with `"stride"`).
+        coarse_downsample: `"pool"` (average pooling by `coarse_factor`, then the convolutions at
+            the lower resolution) or `"stride"` (the paper's: the convolutions read the
+            full-resolution image, the first log2(`coarse_factor`) with stride 2; `coarse_factor`
+            a power of 2).
         fine_filters: tuple of ints, the fine network's 3x3 convolutions (at least one).
         features: int, the feature width D of both networks at each position.
         top_units: int, the top convolution's channels U.
         top_kernel_size: odd int, the top convolution's size.
+        top_pooling: `"average"` or `"max"` (the paper's), g's global pooling over positions.
+        batch_norm: the networks whose 3x3 convolutions are followed by batch normalisation before
+            their relu (`normalized.Normalized`; the convolution loses its bias): a list of
+            `NETWORKS` (`"coarse"`, `"fine"`), or a bool (True: both, False: neither). The linear
+            last convolutions and the top network stay as they are.
         k: int, the patches the fine network reads per image (`"dcn"` only); at most h * w.
         mode: one of `MODES`: `"dcn"`, `"coarse"` (g(f_c(x)), the cheap bound) or `"fine"`
             (g of f_f on every patch, the expensive bound).
@@ -213,6 +250,9 @@ class DynamicCapacityNetwork(keras.Model):
         features=32,
         top_units=32,
         top_kernel_size=3,
+        top_pooling="average",
+        coarse_downsample="pool",
+        batch_norm=False,
         k=4,
         mode="dcn",
         hint_weight=1.0,
@@ -221,6 +261,8 @@ class DynamicCapacityNetwork(keras.Model):
     ):
         super().__init__(**kwargs)
         check_choice("mode", mode, MODES)
+        check_choice("top_pooling", top_pooling, TOP_POOLINGS)
+        check_choice("coarse_downsample", coarse_downsample, DOWNSAMPLINGS)
         for name, value in (
             ("num_classes", num_classes),
             ("channels", channels),
@@ -245,6 +287,20 @@ class DynamicCapacityNetwork(keras.Model):
         self.num_classes, self.channels, self.patch_size = num_classes, channels, patch_size
         self.coarse_factor = coarse_factor
         self.coarse_filters = check_ints("coarse_filters", coarse_filters, 1, min_length=0)
+        if coarse_downsample == "stride":
+            halvings = coarse_factor.bit_length() - 1
+            if coarse_factor != 1 << halvings or len(self.coarse_filters) < halvings:
+                raise ValueError(
+                    "With coarse_downsample='stride', `coarse_factor` must be a power of 2 and `coarse_filters` "
+                    f"hold at least log2(coarse_factor) convolutions. Received: coarse_factor={coarse_factor!r}, "
+                    f"coarse_filters={coarse_filters!r}"
+                )
+        self.top_pooling, self.coarse_downsample = top_pooling, coarse_downsample
+        if isinstance(batch_norm, bool):
+            batch_norm = NETWORKS if batch_norm else ()
+        elif isinstance(batch_norm, str):
+            batch_norm = (batch_norm,)
+        self.batch_norm = tuple(check_choice("batch_norm", name, NETWORKS) for name in dict.fromkeys(batch_norm))
         self.fine_filters = check_ints("fine_filters", fine_filters, 1)
         self.features, self.top_units, self.top_kernel_size = features, top_units, top_kernel_size
         self.k, self.mode = k, mode
@@ -256,20 +312,29 @@ class DynamicCapacityNetwork(keras.Model):
         self.top_conv = keras.layers.Conv2D(
             top_units, top_kernel_size, padding="same", kernel_initializer="he_normal", name="top_conv"
         )
-        self.top_pool = keras.layers.GlobalAveragePooling2D(name="top_pool")
+        pool = keras.layers.GlobalMaxPooling2D if top_pooling == "max" else keras.layers.GlobalAveragePooling2D
+        self.top_pool = pool(name="top_pool")
         self.classifier = keras.layers.Dense(num_classes, name="logits")
 
-    def _coarse_layers(self):
-        """f_c's layers: pool by `coarse_factor`, 3x3 convolutions, a stride `p / coarse_factor` convolution to D."""
-        layers = (
-            [keras.layers.AveragePooling2D(self.coarse_factor, name="downsample")] if self.coarse_factor > 1 else []
-        )
-        layers += [
-            keras.layers.Conv2D(
-                width, 3, padding="same", activation="relu", kernel_initializer="he_normal", name=f"coarse_conv_{i}"
+    def _relu_conv(self, width, name, strides=1):
+        """A 3x3 "same" convolution and its relu, normalised between them if `batch_norm` names its network."""
+        if name.split("_")[0] not in self.batch_norm:
+            return keras.layers.Conv2D(
+                width, 3, strides, padding="same", activation="relu", kernel_initializer="he_normal", name=name
             )
-            for i, width in enumerate(self.coarse_filters, start=1)
-        ]
+        conv = keras.layers.Conv2D(
+            width, 3, strides, padding="same", use_bias=False, kernel_initializer="he_normal", name="linear"
+        )
+        return Normalized(conv, "relu", name=name)
+
+    def _coarse_layers(self):
+        """f_c's layers: downsample by `coarse_factor` (pooling or strides), 3x3 convolutions, a last one to D."""
+        pool = self.coarse_downsample == "pool" and self.coarse_factor > 1
+        layers = [keras.layers.AveragePooling2D(self.coarse_factor, name="downsample")] if pool else []
+        left = self.coarse_factor if self.coarse_downsample == "stride" else 1  # the stride still to take
+        for i, width in enumerate(self.coarse_filters, start=1):
+            layers.append(self._relu_conv(width, f"coarse_conv_{i}", 2 if left > 1 else 1))
+            left = max(left // 2, 1)
         cell = self.patch_size // self.coarse_factor
         layers.append(keras.layers.Conv2D(self.features, cell, strides=cell, name="coarse_out"))  # linear
         return layers
@@ -278,11 +343,7 @@ class DynamicCapacityNetwork(keras.Model):
         """f_f's layers on a p x p patch: 3x3 convolutions, a 2x2 max pool after each but the first, a last one to D."""
         layers, side = [], self.patch_size
         for i, width in enumerate(self.fine_filters, start=1):
-            layers.append(
-                keras.layers.Conv2D(
-                    width, 3, padding="same", activation="relu", kernel_initializer="he_normal", name=f"fine_conv_{i}"
-                )
-            )
+            layers.append(self._relu_conv(width, f"fine_conv_{i}"))
             if i > 1:
                 layers.append(keras.layers.MaxPooling2D(2, padding="same", name=f"fine_pool_{i}"))
                 side = -(-side // 2)
@@ -337,6 +398,7 @@ class DynamicCapacityNetwork(keras.Model):
             ops.stop_gradient(coarse_logits),
             ops.stop_gradient(self.top_conv.kernel),
             ops.stop_gradient(self.classifier.kernel),
+            self.top_pooling,
         )
         if positions is None:
             _, positions = ops.top_k(ops.reshape(saliency, (shape[0], -1)), k)  # (B, k), most salient first
@@ -399,6 +461,9 @@ class DynamicCapacityNetwork(keras.Model):
                 "features": self.features,
                 "top_units": self.top_units,
                 "top_kernel_size": self.top_kernel_size,
+                "top_pooling": self.top_pooling,
+                "coarse_downsample": self.coarse_downsample,
+                "batch_norm": list(self.batch_norm),
                 "k": self.k,
                 "mode": self.mode,
                 "hint_weight": self.hint_weight,

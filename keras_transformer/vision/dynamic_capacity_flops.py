@@ -3,7 +3,8 @@
 `flop_counts(model, height, width, k)` counts one forward pass of one image through the coarse
 network alone, the fine network on every block, and the DCN (the coarse network, the saliency,
 the fine network on k blocks, the top network twice), with TensorFlow's profiler's conventions
-(a multiply-add is 2 FLOPs, a bias addition 1, a pooling window 1 per input), so that the counts
+(a multiply-add is 2 FLOPs, a bias addition 1, a pooling window 1 per input, batch normalisation
+2 per output), so that the counts
 can be checked against it. The model is `keras_transformer.vision.dynamic_capacity`'s.
 """
 
@@ -13,17 +14,23 @@ import keras
 
 from keras_transformer.checks import check_int
 from keras_transformer.vision.dynamic_capacity import grid_size
+from keras_transformer.vision.normalized import Normalized
 
 
 def _layer_flops(layer, shape):
     """FLOPs of one layer on one input of `shape` `(height, width, channels)`, and its output shape.
 
     A multiply-add is 2 FLOPs; a bias addition 1 per output; a pooling window 1 per input it reads
-    (TensorFlow's profiler's conventions, so that the two counts can be compared).
+    (TensorFlow's profiler's conventions, so that the two counts can be compared); batch
+    normalisation in inference 2 per output (the profiler also counts the few operations per
+    channel that fold its statistics into a scale and a shift, which a deployed model computes once).
 
     Returns:
         `(multiply_adds, flops, output_shape)`.
     """
+    if isinstance(layer, Normalized):  # the convolution, then batch normalisation: a scale and a shift per output
+        multiply_adds, flops, out = _layer_flops(layer.layer, shape)
+        return multiply_adds, flops + 2 * math.prod(out), out
     out = tuple(int(d) for d in layer.compute_output_shape((1, *shape))[1:])
     outputs = math.prod(out)
     if isinstance(layer, keras.layers.Conv2D):
@@ -49,7 +56,8 @@ def flop_counts(model, height, width, k=None):
 
     Counted from the layers' shapes, for one `height x width` image, with TensorFlow's profiler's
     conventions: a multiply-add of a convolution or a dense layer is 2 FLOPs, a bias addition 1 per
-    output, a pooling window 1 per input it reads, the global average pool 1 per value averaged.
+    output, a pooling window 1 per input it reads, the global pool 1 per value pooled (the profiler
+    counts an average so, a maximum not at all), batch normalisation 2 per output.
     Activations, padding, reshapes and the top-k are free. The three models:
 
         coarse   f_c on the image + g

@@ -4,7 +4,7 @@ import sys
 
 from benchmarks.harness import cluttered, flags, results
 from benchmarks.vision.dcn import figures, report, train
-from keras_transformer.vision.dynamic_capacity import MODES, grid_size
+from keras_transformer.vision.dynamic_capacity import DOWNSAMPLINGS, MODES, NETWORKS, TOP_POOLINGS, grid_size
 
 
 def build_parser():
@@ -34,10 +34,18 @@ def build_parser():
     )
     parser.add_argument("--coarse-factor", type=int, default=4, help="The coarse network's downsampling of the canvas.")
     parser.add_argument(
+        "--coarse-downsample",
+        choices=DOWNSAMPLINGS,
+        default="stride",
+        help="stride (the paper's): the coarse network's first log2(--coarse-factor) convolutions read the "
+        "full-resolution canvas with stride 2; pool (the first runs): average pooling by --coarse-factor first.",
+    )
+    parser.add_argument(
         "--coarse-filters",
         type=flags.parse_list(int, unique=False),
-        default="16",
-        help="Comma-separated channels of the coarse network's 3x3 convolutions.",
+        default="16,32",
+        help="Comma-separated channels of the coarse network's 3x3 convolutions (with --coarse-downsample stride, "
+        "at least log2(--coarse-factor) of them).",
     )
     parser.add_argument(
         "--fine-filters",
@@ -48,13 +56,26 @@ def build_parser():
     )
     parser.add_argument("--features", type=int, default=32, help="Feature width D of both networks per position.")
     parser.add_argument("--top-units", type=int, default=32, help="Channels of the top network's 3x3 convolution.")
-    parser.add_argument("--k", type=int, default=4, help="Fine patches per canvas while the DCN trains.")
+    parser.add_argument(
+        "--top-pooling",
+        choices=TOP_POOLINGS,
+        default="max",
+        help="The top network's global pooling over positions: max (the paper's) or average (the first runs).",
+    )
+    parser.add_argument(
+        "--batch-norm",
+        type=parse_networks,
+        default="coarse",
+        help="Comma-separated networks (coarse, fine) whose 3x3 convolutions get batch normalization before "
+        "their relu, or none (the first runs); the paper normalizes both.",
+    )
+    parser.add_argument("--k", type=int, default=8, help="Fine patches per canvas while the DCN trains.")
     parser.add_argument(
         "--k-choices",
         type=flags.parse_list(int),
-        default="2,3,4,5,6",
-        help="Comma-separated numbers of fine patches to evaluate the trained DCN with; the one used is chosen "
-        "on the validation canvases.",
+        default=None,
+        help="Comma-separated numbers of fine patches to evaluate the trained DCN with, the one used chosen on the "
+        "validation canvases; default: --k alone (the same k in training and test, as in the paper).",
     )
     parser.add_argument(
         "--k-tolerance",
@@ -62,13 +83,24 @@ def build_parser():
         default=0.5,
         help="The chosen k: the smallest of --k-choices within this many points of the best validation accuracy.",
     )
-    parser.add_argument("--hint-weight", type=float, default=1.0, help="Weight of the DCN's hint term.")
+    parser.add_argument(
+        "--hint-weight",
+        type=flags.parse_list(float),
+        default="0,0.1,1",
+        help="Comma-separated weights of the DCN's hint term: one DCN per weight and seed, the one with the best "
+        "validation accuracy reported as the DCN (every one is in the JSON).",
+    )
     parser.add_argument(
         "--coarse-weight", type=float, default=1.0, help="Weight of the DCN's coarse prediction's cross-entropy."
     )
     parser.add_argument("--figure-canvases", type=int, default=8, help="Test canvases in the figure.")
     flags.add_output_flags(parser, __package__, "vision_dcn")
     return parser
+
+
+def parse_networks(text):
+    """`--batch-norm`'s type: `"none"` -> [], otherwise comma-separated names of `NETWORKS`."""
+    return [] if text.strip() == "none" else flags.parse_list(str, NETWORKS)(text)
 
 
 def parse_args(argv=None):
@@ -87,11 +119,27 @@ def parse_args(argv=None):
     flags.check_at_least(
         parser, args, ("patch_size", "coarse_factor", "features", "top_units", "k", "figure_canvases"), 1
     )
-    flags.check_at_least(parser, args, ("hint_weight", "coarse_weight", "k_tolerance"), 0)
+    flags.check_at_least(parser, args, ("coarse_weight", "k_tolerance"), 0)
+    for weight in args.hint_weight:
+        if weight < 0:
+            parser.error(f"--hint-weight must be >= 0. Received: {weight}")
+    if args.k_choices is None:
+        args.k_choices = [args.k]
     if args.patch_size % args.coarse_factor:
         parser.error(
             f"--patch-size must be a multiple of --coarse-factor ({args.coarse_factor}). Received: {args.patch_size}"
         )
+    if args.coarse_downsample == "stride":
+        halvings = args.coarse_factor.bit_length() - 1
+        if args.coarse_factor != 1 << halvings:
+            parser.error(
+                f"--coarse-factor must be a power of 2 with --coarse-downsample stride. Received: {args.coarse_factor}"
+            )
+        if len(args.coarse_filters) < halvings:
+            parser.error(
+                f"--coarse-downsample stride needs at least log2(--coarse-factor) = {halvings} --coarse-filters. "
+                f"Received: {args.coarse_filters}"
+            )
     h, w = grid_size(args.size, args.size, args.patch_size)
     for k in [args.k, *args.k_choices]:
         if not 1 <= k <= h * w:
@@ -127,11 +175,17 @@ def main(argv=None):
     runs, shown = [], None
     for seed in args.seeds:
         for mode in args.models:
-            result, details = train.train_one(args, mode, seed, data, num_classes)
-            runs.append(result)
-            if mode == "dcn" and shown is None:
-                shown = (seed, result["k_chosen"], details)
-            print(report.run_line(result), flush=True)
+            trained = []
+            for hint_weight in args.hint_weight if mode == "dcn" else [None]:
+                result, details = train.train_one(args, mode, seed, data, num_classes, hint_weight)
+                runs.append(result)
+                trained.append((result, details))
+                print(report.run_line(result), flush=True)
+            if mode == "dcn":
+                result, details = train.choose_hint_weight(trained)
+                print(f"seed {seed} DCN: hint weight {result['hint_weight']:g} chosen on validation", flush=True)
+                if shown is None:
+                    shown = (seed, result["k_chosen"], details)
     report.print_report(args, runs, start.cpu)
     record = {
         **results.record_header(__package__, args, start, dtype="float32"),

@@ -40,8 +40,8 @@ from keras_transformer.vision.dynamic_capacity_flops import flop_counts
 EVAL_BATCH = 250
 
 
-def build_model(args, mode, seed, num_classes):
-    """A new session seeded with `seed`, and the model of `mode` in it, compiled, built."""
+def build_model(args, mode, seed, num_classes, hint_weight=0.0):
+    """A new session seeded with `seed`, and the model of `mode` in it (the DCN's hint weighted `hint_weight`)."""
     keras.backend.clear_session()
     keras.utils.set_random_seed(seed)
     model = DynamicCapacityNetwork(
@@ -52,9 +52,12 @@ def build_model(args, mode, seed, num_classes):
         fine_filters=tuple(args.fine_filters),
         features=args.features,
         top_units=args.top_units,
+        top_pooling=args.top_pooling,
+        coarse_downsample=args.coarse_downsample,
+        batch_norm=args.batch_norm,
         k=args.k,
         mode=mode,
-        hint_weight=args.hint_weight,
+        hint_weight=hint_weight or 0.0,
         coarse_weight=args.coarse_weight,
         name=f"dcn_{mode}",
     )
@@ -140,6 +143,17 @@ def choose_k(validation_accuracy, tolerance):
     return min(k for k, value in validation_accuracy.items() if value >= best - tolerance)
 
 
+def choose_hint_weight(trained):
+    """The DCN of the best validation accuracy among `[(result, details), ...]` of one seed (the first of equals).
+
+    Marks every result's `"chosen"` (True for that one) and returns its pair.
+    """
+    best = max(trained, key=lambda pair: pair[0]["validation_accuracy_percent"])
+    for result, _ in trained:
+        result["chosen"] = result is best[0]
+    return best
+
+
 def evaluate_dcn(args, model, data, seed):
     """The DCN's measurements (see the module docstring) and the test details at the chosen k."""
     validation, test = data["validation"], data["test"]
@@ -171,14 +185,18 @@ def evaluate_dcn(args, model, data, seed):
     return measured, out
 
 
-def train_one(args, mode, seed, data, num_classes):
-    """Build, train and measure one model; returns its results and, for the DCN, test details for the figure."""
-    model = build_model(args, mode, seed, num_classes)
-    test = data["test"]
+def train_one(args, mode, seed, data, num_classes, hint_weight=None):
+    """Build, train and measure one model; returns its results and, for the DCN, test details for the figure.
+
+    `hint_weight`: the DCN's (None for the bounds).
+    """
+    model = build_model(args, mode, seed, num_classes, hint_weight)
+    test, validation = data["test"], data["validation"]
     history, (timer,), train_seconds = vision_training.fit(args, model, seed, data)
     result = {
         "mode": mode,
         "seed": seed,
+        "hint_weight": hint_weight,
         "parameters": int(sum(np.prod(w.shape) for w in model.trainable_weights)),
         "ms_per_step_median": float(np.median(timer.milliseconds[1:] or timer.milliseconds)),
         "train_seconds": train_seconds,
@@ -189,11 +207,13 @@ def train_one(args, mode, seed, data, num_classes):
         measured, out = evaluate_dcn(args, model, data, seed)
         result.update(measured)
         result["test_accuracy_percent"] = measured["test_accuracy_by_k"][str(measured["k_chosen"])]
+        result["validation_accuracy_percent"] = measured["validation_accuracy_by_k"][str(measured["k_chosen"])]
         k = measured["k_chosen"]
         shown = {key: out[key][: args.figure_canvases] for key in ("positions", "saliency", "logits", "coarse_logits")}
     else:
         k = None
         result["test_accuracy_percent"] = accuracy(details(model, test.images)["logits"], test.labels)
+        result["validation_accuracy_percent"] = accuracy(details(model, validation.images)["logits"], validation.labels)
     counts = flop_counts(model, args.size, args.size, k=k)
     result["flops"] = counts[mode]
     result["multiply_adds"] = counts["multiply_adds"][mode]
