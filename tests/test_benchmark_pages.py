@@ -89,3 +89,28 @@ def test_the_vision_pages_batch_norm_section_quotes_every_seed_and_the_validatio
         seeds = " / ".join(f"{accuracy:.1f}" for accuracy in model["test_accuracy_percent"])
         validation = model["curve"][-1]["validation_accuracy_percent_mean"]
         assert f"| {validation:.1f} | {seeds} | {model['test_accuracy_percent_mean']:.1f} |" in row, row
+
+
+DCN_SECTIONS = {
+    "vision_dcn_paper": "## The paper's build",
+    "vision_dcn_paper_bn_fine": "## Normalizing the fine network too",
+}
+
+
+@pytest.mark.parametrize("name", sorted(DCN_SECTIONS))
+def test_the_dcn_page_quotes_every_run_of_the_papers_build_and_marks_the_hint_weight_validation_chose(name):
+    runs = _json(VISION / "dcn" / "results" / f"{name}.json")["runs"]
+    section = (PAGES / "vision-dcn.md").read_text().split(DCN_SECTIONS[name])[1].split("\n## ")[0]
+    labels = {"coarse": "coarse only", "fine": "fine everywhere"}
+    for run in runs:
+        label = labels.get(run["mode"]) or f"DCN, hint {run['hint_weight']:g}"
+        label = f"**{label}** (chosen)" if run.get("chosen") else label
+        row = _row(section, f"| {label} | {run['seed']} |")
+        accuracies = f"| {run['validation_accuracy_percent']:.1f} | {run['test_accuracy_percent']:.1f} |"
+        assert f"{accuracies} {run['flops'] / 1e6:.2f} |" in row, row
+        if run["mode"] == "dcn":
+            glyph = run["on_glyph"]
+            assert (
+                f"| {glyph['share']:.2f} ({glyph['chance']:.2f}) | {run['coarse_head_test_accuracy_percent']:.1f} |"
+                in row
+            )

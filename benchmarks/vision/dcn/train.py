@@ -10,11 +10,13 @@ The models are `keras_transformer.vision.dynamic_capacity.DynamicCapacityNetwork
 
 Each run: `model.fit` for `--steps` steps of `--batch-size` training canvases (shuffled with the
 seed, reshuffled every pass; `benchmarks.harness.vision_training.fit`), Adam at `--adam-learning-rate`,
-float32; the seed also sets the initial weights. The DCN trains with `--k` patches per canvas.
+float32; the seed also sets the initial weights. The DCN trains with `--k` patches per canvas and
+the hint weight it is given (`__main__` trains one per `--hint-weight` and `choose_hint_weight`
+keeps the one of the best validation accuracy).
 
 Measured per run:
-- test accuracy (%); for the DCN, at the number of patches chosen on the validation split: the
-  smallest of `--k-choices` whose validation accuracy is within `--k-tolerance` points of the best
+- validation and test accuracy (%); for the DCN, at the number of patches chosen on the
+  validation split: the smallest of `--k-choices` whose validation accuracy is within `--k-tolerance` points of the best
   (the test accuracy at every k is in the JSON too), and, at that k, the accuracy of its own
   coarse prediction and of the same model reading k random patches instead of the salient ones;
 - FLOPs of one forward pass of one canvas, counted from the layers' shapes
