@@ -19,6 +19,10 @@ from benchmarks.vision.scale import train
 
 def test_flags_have_the_task_defaults_every_flag_has_help_and_bad_flags_exit_with_a_clear_message(capsys):
     args = vision_scale.parse_args([])
+    assert args.target == "pixel" and args.factors == [1, 1.5, 2] and args.extra_supervision == 1
+    canvas = vision_scale.parse_args(["--target", "canvas"])  # the first runs' settings
+    assert canvas.factors == [1, 2, 4] and canvas.extra_supervision == 0
+    args = canvas
     assert args.models == ["one", "average", "max", "attention"] and args.factors == [1, 2, 4]
     assert args.seeds == [0, 1] and args.size == 40 and args.object_scale == [0.15, 0.45] and args.clutter == 6
     assert (args.steps, args.batch_size, args.learning_rate, args.train_size, args.test_size) == (
@@ -39,8 +43,11 @@ def test_flags_have_the_task_defaults_every_flag_has_help_and_bad_flags_exit_wit
     for argv, message in (
         (["--models", "one,sum"], "expected comma-separated values of one, average, max, attention"),
         (["--seeds", "a"], "expected comma-separated ints"),
-        (["--factors", "2,4"], "--factors must be two or more positive ints, 1 first. Received: [2, 4]"),
-        (["--factors", "1"], "--factors must be two or more positive ints, 1 first. Received: [1]"),
+        (["--factors", "2,4"], "--factors must be two or more distinct numbers >= 1, 1 first. Received: [2, 4]"),
+        (["--factors", "1"], "--factors must be two or more distinct numbers >= 1, 1 first. Received: [1]"),
+        (["--target", "canvas", "--factors", "1,1.5"], "--factors must be ints with --target canvas"),
+        (["--curve-every", "10"], "--head-warmup and --curve-every are for --target canvas."),
+        (["--target", "segment"], "argument --target: invalid choice: 'segment'"),
         (["--factors", "1,16"], "--factors must be at most --size / 4 (10). Received: [1, 16]"),
         (["--object-scale", "0.2"], "--object-scale must be 'low,high'"),
         (["--object-scale", "0.4,0.2"], "--object-scale must be 'low,high'"),
@@ -52,8 +59,8 @@ def test_flags_have_the_task_defaults_every_flag_has_help_and_bad_flags_exit_wit
         (["--curve-every", "-1"], "--curve-every must be >= 0. Received: -1"),
         (["--filters", "8,0"], "--filters must be positive. Received: [8, 0]"),
         (["--name", "../x"], "--name must be letters, digits, _ and -. Received: '../x'"),
-        (["--head-warmup", "100", "--decay", "cosine"], "--head-warmup takes a constant rate"),
-        (["--head-warmup", "100", "--warmup-steps", "50"], "--head-warmup takes a constant rate"),
+        (["--target", "canvas", "--head-warmup", "100", "--decay", "cosine"], "--head-warmup takes a constant rate"),
+        (["--target", "canvas", "--head-warmup", "100", "--warmup-steps", "50"], "--head-warmup takes a constant rate"),
     ):
         with pytest.raises(SystemExit):
             vision_scale.parse_args(argv)
@@ -109,6 +116,7 @@ def test_weights_on_canvas_spread_a_grid_that_does_not_divide_the_canvas_as_the_
 def test_smoke_run_writes_the_accuracy_by_tercile_the_scale_weights_the_cpu_and_the_figure(tmp_path, capsys):
     argv = "--models one,attention --seeds 0 --steps 2 --batch-size 8 --train-size 32 --test-size 24".split()
     argv += ["--size", "24", "--factors", "1,2", "--filters", "4,8", "--clutter", "2", "--curve-every", "1"]
+    argv += ["--target", "canvas"]
     argv += ["--validation-size", "8", "--name", "scale_smoke", "--out", str(tmp_path)]
     status, printed = run_main(vision_scale.main, argv, capsys)
     assert status == 0, printed[-3000:]
@@ -136,7 +144,9 @@ def test_smoke_run_writes_the_accuracy_by_tercile_the_scale_weights_the_cpu_and_
 
 
 def test_extra_supervision_adds_each_scales_own_cross_entropy_computed_by_hand_from_its_features():
-    args = vision_scale.parse_args(["--factors", "1,2", "--filters", "3", "--extra-supervision", "0.5"])
+    args = vision_scale.parse_args(
+        ["--target", "canvas", "--factors", "1,2", "--filters", "3", "--extra-supervision", "0.5"]
+    )
     classifier, trained = train.compiled_scale_classifier(args, "average", 0, 4)
     assert isinstance(trained, train.ExtraSupervised) and trained.get_layer("logits") is not None
     rng = np.random.default_rng(1)
@@ -158,3 +168,23 @@ def test_extra_supervision_adds_each_scales_own_cross_entropy_computed_by_hand_f
     # The one-scale control trains its plain model: its own prediction is the fused one.
     _, plain = train.compiled_scale_classifier(args, "one", 0, 4)
     assert not isinstance(plain, train.ExtraSupervised)
+
+
+@pytest.mark.slow
+def test_smoke_run_per_pixel_reads_the_canvas_class_from_the_map_and_reports_the_cells_and_weights(tmp_path, capsys):
+    argv = "--models one,max,attention --seeds 0 --steps 2 --batch-size 8 --train-size 32 --test-size 24".split()
+    argv += ["--size", "24", "--filters", "4,8", "--clutter", "2", "--name", "pixel_smoke", "--out", str(tmp_path)]
+    status, printed = run_main(vision_scale.main, argv, capsys)
+    assert status == 0, printed[-3000:]
+    written = json.loads((tmp_path / "pixel_smoke.json").read_text())
+    assert written["settings"]["target"] == "pixel" and written["settings"]["factors"] == [1, 1.5, 2]
+    assert written["settings"]["extra_supervision"] == 1.0
+    for run in written["runs"]:
+        assert 0 <= run["test_accuracy_percent"] <= 100 and 0 <= run["cells_correct"] <= 1
+        assert 0 <= run["glyph_cells_correct"] <= 1 and run["forward_flops"] > 0
+        if run["model"] != "one":
+            weights = run["scale_weights"]
+            assert len(weights["mean"]) == 3 and sum(weights["mean"]) == pytest.approx(1.0, abs=1e-4)
+            assert all(0 <= share <= 1 for share in weights["share_above_0_99"])
+    assert "factors 1,1.5,2" in printed
+    assert (tmp_path / "pixel_smoke.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -436,6 +436,27 @@ def _attention_map(attention, images, scores, last_features):
     return UpsampleToImage(name="attention_map")(grid_map, images)
 
 
+def build_scale_trunk(channels=1, filters=(16, 32, 32)):
+    """The trunk the scales share: residual blocks without attention, a 2x2 max pool after each but the last.
+
+    Args:
+        channels: int, the images' channels C.
+        filters: tuple of ints, the blocks' channels (one block each).
+
+    Returns:
+        A `keras.Model` named `"trunk"`: images `[B, H, W, C]` -> features `[B, H', W', filters[-1]]`,
+        H' = H / 2^(len(filters) - 1) rounded up.
+    """
+    filters = check_ints("filters", filters, 1)
+    trunk_input = keras.Input((None, None, channels), name="trunk_images")
+    x = trunk_input
+    for i, width in enumerate(filters, start=1):
+        x, _ = _block(x, i, width, "none", "residual", 16, 7)
+        if i < len(filters):
+            x = keras.layers.MaxPooling2D(2, padding="same", name=f"block_{i}_pool")(x)
+    return keras.Model(trunk_input, x, name="trunk")
+
+
 def build_scale_classifier(fusion="attention", factors=(1, 2, 4), num_classes=10, channels=1, filters=(16, 32, 32)):
     """The small CNN as a shared trunk over the image at several scales, fused by `ScaleAttention`.
 
@@ -465,14 +486,7 @@ def build_scale_classifier(fusion="attention", factors=(1, 2, 4), num_classes=10
     factors = check_ints("factors", factors, 1)
     if factors[0] != 1:
         raise ValueError(f"`factors` must be a tuple of ints >= 1, 1 first. Received: factors={factors!r}")
-    filters = check_ints("filters", filters, 1)  # one block each
-    trunk_input = keras.Input((None, None, channels), name="trunk_images")
-    x = trunk_input
-    for i, width in enumerate(filters, start=1):
-        x, _ = _block(x, i, width, "none", "residual", 16, 7)
-        if i < len(filters):
-            x = keras.layers.MaxPooling2D(2, padding="same", name=f"block_{i}_pool")(x)
-    trunk = keras.Model(trunk_input, x, name="trunk")
+    trunk = build_scale_trunk(channels, filters)
     images = keras.Input((None, None, channels), name="images")
     features = [
         trunk(images if f == 1 else keras.layers.AveragePooling2D(f, padding="same", name=f"down_{f}")(images))

@@ -56,9 +56,13 @@ class ScaleAttention(keras.layers.Layer):
             the scales, the finest (largest grid) first; the others are resized to its grid.
         return_attention_scores: bool; if True, also return the weights `[batch, h, w, S]` (for
             `"average"` 1/S everywhere; for `"max"` the share of channels each scale wins).
+        values: None, or S float tensors `[batch, h_s, w_s, channels']` on the grids of
+            `features`: the maps to fuse instead of `features`, which then only compute the
+            attention weights (the paper fuses each scale's score map with weights computed from
+            its features).
 
     Returns:
-        float tensor `[batch, h, w, channels]`; and the weights if requested.
+        float tensor `[batch, h, w, channels]` (`channels'` with `values`); and the weights if requested.
 
     Raises:
         ValueError: an unknown fusion, `units` not a positive int, fewer than two scales, or
@@ -94,10 +98,14 @@ class ScaleAttention(keras.layers.Layer):
             self.scale_logits = keras.layers.Conv2D(self.num_scales, 1, dtype=self.dtype_policy, name="scale_logits")
             self.scale_logits.build((None, None, None, self.units))
 
-    def call(self, features, return_attention_scores=False):
+    def call(self, features, return_attention_scores=False, values=None):
         shape = ops.shape(features[0])
         maps = [features[0]] + [upsample_to_grid(f, shape[1], shape[2]) for f in features[1:]]
-        stacked = ops.stack(maps, axis=-1)  # (B, h, w, C, S)
+        if values is not None:
+            if len(values) != len(features):
+                raise ValueError(f"`values` must hold one map per scale ({len(features)}). Received: {len(values)}")
+            values = [values[0]] + [upsample_to_grid(v, shape[1], shape[2]) for v in values[1:]]
+        stacked = ops.stack(maps if values is None else values, axis=-1)  # (B, h, w, C, S)
         if self.fusion == "attention":
             logits = self.scale_logits(self.head_conv(ops.concatenate(maps, axis=-1)))  # (B, h, w, S)
             weights = ops.softmax(ops.cast(logits, "float32"), axis=-1)

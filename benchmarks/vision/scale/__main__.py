@@ -6,7 +6,7 @@ import numpy as np
 
 from benchmarks.harness import cluttered, flags, results, timing, vision_training
 from benchmarks.vision.scale import figures, report, train
-from benchmarks.vision.scale.train import MODELS, TERCILES
+from benchmarks.vision.scale.train import MODELS, TARGETS, TERCILES
 
 # ---------------------------------------------------------------- flags
 
@@ -22,10 +22,18 @@ def build_parser():
         "(fusions over --factors).",
     )
     parser.add_argument(
+        "--target",
+        choices=TARGETS,
+        default="pixel",
+        help="pixel (the paper's): a class at every position of the trunk's grid, from the glyph's mask, the canvas's "
+        "class read from the fused map; canvas (the first runs): one label per canvas, the fused features pooled.",
+    )
+    parser.add_argument(
         "--factors",
-        type=flags.parse_list(int),
-        default="1,2,4",
-        help="Comma-separated downsampling factors of the scales of the fusion models, 1 first, at least two.",
+        type=flags.parse_list(float),
+        default=None,
+        help="Comma-separated downsampling factors of the scales of the fusion models, 1 first, at least two; "
+        "default 1,1.5,2 with --target pixel, 1,2,4 with canvas (whose factors must be ints).",
     )
     cluttered.add_task_flags(
         parser,
@@ -41,10 +49,11 @@ def build_parser():
     parser.add_argument(
         "--extra-supervision",
         type=float,
-        default=0.0,
+        default=None,
         help="Weight of the paper's extra supervision for the fusion models: the cross-entropy of each scale's own "
-        "prediction (the shared pooling and dense layer on that scale's features), summed over the scales, added to "
-        "the fused prediction's; 0: the fused prediction's cross-entropy alone.",
+        "prediction (its score map with --target pixel; with canvas the shared pooling and dense layer on that "
+        "scale's features), summed over the scales, added to the fused prediction's; 0: the fused prediction's "
+        "cross-entropy alone. Default 1 with --target pixel (the paper's), 0 with canvas.",
     )
     vision_training.add_curve_flag(parser)
     parser.add_argument(
@@ -68,11 +77,21 @@ def parse_args(argv=None):
     if args.head_warmup and (args.warmup_steps or args.decay != "none"):
         # The head's warm-up recompiles the model with a new optimizer, which would restart a schedule.
         parser.error("--head-warmup takes a constant rate: no --warmup-steps and no --decay cosine with it.")
+    pixel = args.target == "pixel"
+    if args.factors is None:
+        args.factors = [1, 1.5, 2] if pixel else [1, 2, 4]
+    args.factors = [int(f) if float(f).is_integer() else f for f in args.factors]  # 2, not 2.0, in names and JSON
+    if args.extra_supervision is None:
+        args.extra_supervision = 1.0 if pixel else 0.0
     flags.check_at_least(parser, args, ("extra_supervision",), 0)
-    if len(args.factors) < 2 or args.factors[0] != 1 or min(args.factors) < 1:
-        parser.error(f"--factors must be two or more positive ints, 1 first. Received: {args.factors}")
+    if len(args.factors) < 2 or args.factors[0] != 1 or min(args.factors) < 1 or len(set(args.factors)) < 2:
+        parser.error(f"--factors must be two or more distinct numbers >= 1, 1 first. Received: {args.factors}")
+    if not pixel and not all(isinstance(f, int) for f in args.factors):
+        parser.error(f"--factors must be ints with --target canvas (average pooling). Received: {args.factors}")
     if max(args.factors) > args.size // 4:
         parser.error(f"--factors must be at most --size / 4 ({args.size // 4}). Received: {args.factors}")
+    if pixel and (args.head_warmup or args.curve_every):
+        parser.error("--head-warmup and --curve-every are for --target canvas.")
     if min(args.filters) < 1:
         parser.error(f"--filters must be positive. Received: {args.filters}")
     flags.check_tensorflow(parser)

@@ -1,10 +1,13 @@
-"""One run of the scale study: build one scale classifier, train it, and measure it on the test canvases.
+"""One run of the scale study: build one scale model, train it, and measure it on the test canvases.
 
-The models (`keras_transformer.vision.models.build_scale_classifier`): "one", the trunk at one
-scale; "average", "max" and "attention", the trunk over the canvas at each of `--factors`, fused
-by the mean, the maximum or the paper's attention weights; with `--extra-supervision`, a fusion
-model trains through `ExtraSupervised`, which adds each scale's own cross-entropy. The study's
-docstring says what is measured; `scale_weight_summary` measures where the scale weights go.
+With `--target pixel` the models are `keras_transformer.vision.scale_segmentation.ScaleSegmenter`s,
+trained on the class of every grid cell (`pixel_labels` of the glyph's mask) and read per canvas
+by `canvas_scores`; with `--target canvas`, `keras_transformer.vision.models.build_scale_classifier`,
+trained on the canvas's label (with `--extra-supervision`, through `ExtraSupervised`, which adds
+each scale's own cross-entropy). Either way: "one", the trunk at one scale; "average", "max" and
+"attention", the trunk over the canvas at each of `--factors`, fused by the mean, the maximum or
+the paper's attention weights. The study's docstring says what is measured;
+`scale_weight_summary` measures where the scale weights go.
 """
 
 import argparse
@@ -15,8 +18,10 @@ import numpy as np
 from benchmarks.harness import vision_training
 from keras_transformer.vision.models import build_scale_classifier
 from keras_transformer.vision.pointing import box_masks
+from keras_transformer.vision.scale_segmentation import ScaleSegmenter, canvas_scores, cell_targets, pixel_labels
 
 MODELS = ("one", "average", "max", "attention")
+TARGETS = ("pixel", "canvas")
 LABELS = {
     "one": "one scale (control)",
     "average": "average over scales",
@@ -88,6 +93,67 @@ def compiled_scale_classifier(args, model_name, seed, num_classes):
     return classifier, trained
 
 
+def compiled_scale_segmenter(args, model_name, seed, num_classes):
+    """A new session seeded with `seed`, and the `ScaleSegmenter` of `model_name` in it, compiled, built."""
+    keras.backend.clear_session()
+    keras.utils.set_random_seed(seed)
+    model = ScaleSegmenter(
+        num_classes=num_classes,
+        factors=(1,) if model_name == "one" else tuple(args.factors),
+        filters=tuple(args.filters),
+        fusion="attention" if model_name == "one" else model_name,
+        extra_weight=args.extra_supervision,
+        name=f"scale_segmenter_{model_name}",
+    )
+    model.build((None, args.size, args.size, 1))
+    recompile(model, args)
+    return model
+
+
+def segmenter_outputs(model, split):
+    """The segmenter on a split, in batches: canvas scores `[N, K]`, scale weights `[N, h, w, S]`, and cell scores.
+
+    Returns:
+        dict: `"logits"` (`canvas_scores`, the canvas's class from the fused map), `"scale_weights"`,
+        and `"cells_correct"` / `"glyph_cells_correct"`: the share of all cells, and of the cells
+        holding glyph pixels, whose class the fused map gets right.
+    """
+    parts, correct, glyph_correct, glyph_cells = [], 0, 0, 0
+    targets_all = pixel_labels(split.masks, split.labels)
+    for start in range(0, len(split.images), EVAL_BATCH):
+        out = model(split.images[start : start + EVAL_BATCH], return_details=True)
+        targets = keras.ops.convert_to_numpy(cell_targets(targets_all[start : start + EVAL_BATCH], model.cell))
+        predicted = keras.ops.convert_to_numpy(out["scores"]).argmax(-1)
+        correct += int((predicted == targets).sum())
+        glyph_correct += int(((predicted == targets) & (targets > 0)).sum())
+        glyph_cells += int((targets > 0).sum())
+        parts.append(
+            {
+                "logits": keras.ops.convert_to_numpy(canvas_scores(out["scores"])),
+                "scale_weights": keras.ops.convert_to_numpy(out["scale_weights"]),
+            }
+        )
+    cells = len(split.images) * np.prod(parts[0]["scale_weights"].shape[1:3])
+    outputs = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+    outputs["cells_correct"] = correct / cells
+    outputs["glyph_cells_correct"] = glyph_correct / max(glyph_cells, 1)
+    return outputs
+
+
+def fit_segmenter(args, model_name, seed, data, num_classes):
+    """Build and train the segmenter of `model_name` on the training canvases' pixel labels.
+
+    Returns:
+        `(model, history, callbacks, train_seconds, test outputs of segmenter_outputs)`.
+    """
+    model = compiled_scale_segmenter(args, model_name, seed, num_classes)
+    train = data["train"]
+    history, callbacks, train_seconds = vision_training.fit(
+        args, model, seed, {"train": (train.images, pixel_labels(train.masks, train.labels))}
+    )
+    return model, history, callbacks, train_seconds, segmenter_outputs(model, data["test"])
+
+
 def recompile(trained, args):
     """Compile `trained` with a new Adam of `--adam-learning-rate` (again after a change of what is trainable)."""
     vision_training.compile_adam(trained, vision_training.schedule_of(args))
@@ -143,11 +209,14 @@ def scale_weight_summary(weights, test, groups, factors):
     return by
 
 
-def train_one(args, model_name, seed, data, num_classes, edges):
-    """Build, train and measure one model; returns its results and, for the figure, its test weights."""
+def fit_classifier(args, model_name, seed, data, num_classes):
+    """Build and train the classifier of `model_name` (`--target canvas`), its fusion frozen for `--head-warmup` steps.
+
+    Returns:
+        `(model, history, callbacks, train_seconds, test outputs {"logits", "scale_weights"})`.
+    """
     classifier, trained = compiled_scale_classifier(args, model_name, seed, num_classes)
     model = classifier.model
-    test = data["test"]
     warmup = args.head_warmup if model_name == "attention" else 0
     if warmup:  # the fusion frozen at its initial, near-uniform weights, then trained with the rest
         fusion = model.get_layer("scale_attention")
@@ -160,8 +229,15 @@ def train_one(args, model_name, seed, data, num_classes, edges):
         recompile(trained, args)
     steps_args = argparse.Namespace(**{**vars(args), "steps": args.steps - warmup})
     history, callbacks, train_seconds = vision_training.fit(steps_args, trained, seed, data)
-    timer = callbacks[0]
-    outputs = classifier.attention_model.predict(test.images, batch_size=EVAL_BATCH, verbose=0)
+    outputs = classifier.attention_model.predict(data["test"].images, batch_size=EVAL_BATCH, verbose=0)
+    return model, history, callbacks, train_seconds, outputs
+
+
+def train_one(args, model_name, seed, data, num_classes, edges):
+    """Build, train and measure one model; returns its results and, for the figure, its test weights."""
+    fit_model = fit_segmenter if args.target == "pixel" else fit_classifier
+    model, history, callbacks, train_seconds, outputs = fit_model(args, model_name, seed, data, num_classes)
+    test, timer = data["test"], callbacks[0]
     correct = outputs["logits"].argmax(-1) == test.labels
     groups = terciles(test.heights, edges)
     factors = (1,) if model_name == "one" else tuple(args.factors)
@@ -180,8 +256,13 @@ def train_one(args, model_name, seed, data, num_classes, edges):
         "train_seconds": train_seconds,
         "final_train_loss": float(history.history["loss"][-1]),
     }
+    if args.target == "pixel":
+        result["cells_correct"] = outputs["cells_correct"]
+        result["glyph_cells_correct"] = outputs["glyph_cells_correct"]
     if model_name != "one":
         result["scale_weights"] = scale_weight_summary(outputs["scale_weights"], test, groups, factors)
+        result["scale_weights"]["mean"] = np.mean(outputs["scale_weights"], axis=(0, 1, 2)).tolist()
+        result["scale_weights"]["share_above_0_99"] = np.mean(outputs["scale_weights"] > 0.99, axis=(0, 1, 2)).tolist()
     if args.curve_every:
         result["curve"] = callbacks[-1].points
     return result, outputs["scale_weights"]
