@@ -597,24 +597,31 @@ def scale_attention_reference(features, layer):
         return maps.mean(-1)
     if layer.fusion == "max":
         return maps.max(-1)
-    logits = conv(conv(np.concatenate([maps[..., s] for s in range(maps.shape[-1])], axis=-1), layer.head_conv),
-                  layer.scale_logits)  # fmt: skip
+    head_input = np.concatenate([maps[..., s] for s in range(maps.shape[-1])], axis=-1)  # (B, h, w, C S)
+    if layer.head_norm:  # layer normalisation per position, then its gamma and beta
+        gamma, beta = (np.asarray(v, np.float64) for v in layer.head_norm_layer.get_weights())
+        centred = head_input - head_input.mean(-1, keepdims=True)
+        head_input = centred / np.sqrt(centred.var(-1, keepdims=True) + layer.head_norm_layer.epsilon) * gamma + beta
+    logits = conv(conv(head_input, layer.head_conv), layer.scale_logits)
     weights = np.exp(logits - logits.max(-1, keepdims=True))
     weights /= weights.sum(-1, keepdims=True)
     return (maps * weights[:, :, :, None, :]).sum(-1)
 
 
-@pytest.mark.parametrize("fusion", ["attention", "average", "max"])
-def test_scale_attention_matches_its_formula_on_grids_of_any_size(fusion):
+@pytest.mark.parametrize("fusion, head_norm", [("attention", False), ("average", False), ("max", False),
+                                               ("attention", True)])  # fmt: skip
+def test_scale_attention_matches_its_formula_on_grids_of_any_size(fusion, head_norm):
     rng = np.random.default_rng(11)
     features = [images(rng, 2, 7, 5, 3), images(rng, 2, 4, 3, 3), images(rng, 2, 2, 2, 3)]  # odd sizes on purpose
-    layer = ScaleAttention(fusion, units=4)
+    layer = ScaleAttention(fusion, units=4, head_norm=head_norm)
     layer(features)
     randomize(layer, rng)
     outputs, weights = layer(features, return_attention_scores=True)
     np.testing.assert_allclose(to_numpy(outputs), scale_attention_reference(features, layer), atol=ATOL, rtol=1e-5)
     assert weights.shape == (2, 7, 5, 3)
     np.testing.assert_allclose(to_numpy(weights).sum(-1), 1.0, atol=1e-5)  # a distribution over the scales
+    assert layer.get_config()["head_norm"] == head_norm
+    assert ScaleAttention.from_config({"fusion": fusion, "units": 4}).head_norm is False  # saved before the option
     rebuilt = ScaleAttention.from_config(layer.get_config())
     rebuilt(features)
     rebuilt.set_weights(layer.get_weights())

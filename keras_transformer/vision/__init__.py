@@ -28,6 +28,9 @@ The rest of the package, one module each:
     dynamic_capacity  Dynamic Capacity Networks (Almahairi et al. 2016): a cheap network everywhere,
                 an expensive one on the k positions where the cheap prediction's entropy is most
                 sensitive; `dynamic_capacity_flops` counts its FLOPs and its bounds'
+    scale_segmentation  attention to scale as its paper trains it (Chen et al. 2016): a class at
+                every position, each scale's score map fused by the scale weights, extra
+                supervision per scale; the canvas's class read from the map
     saliency    salient-object detection: an encoder-decoder (plain, or with CBAM or residual
                 attention in its decoder blocks) from an image to each pixel's object probability
     saliency_metrics  MAE, max F-measure (beta^2 = 0.3) and the pointing game within 15/224 of

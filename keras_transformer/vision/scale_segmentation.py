@@ -21,7 +21,9 @@ baselines fuse the same score maps by their average and their maximum over the s
 For a classification benchmark, `canvas_scores` reads one class per image from the fused map:
 the mean over positions of each class's probability, the background left out.
 
-Deviations: the trunk is the small residual CNN of `models.build_scale_trunk`, not DeepLab; the
+Deviations: the head's input is layer-normalised at every position (`head_norm`, on by default
+here): without it the softmax put weight 1.000 on one scale everywhere on the cluttered glyphs. The
+trunk is the small residual CNN of `models.build_scale_trunk`, not DeepLab; the
 score maps come back to the finest grid by nearest-neighbour upsampling (`upsample_to_grid`), not
 bilinear interpolation; the targets are the labels at the trunk's resolution (the paper
 downsamples its ground truth too, by 8), read as "any labelled pixel in the cell".
@@ -92,6 +94,8 @@ class ScaleSegmenter(keras.Model):
         filters: tuple of ints, the trunk's residual blocks' channels.
         fusion: one of `scale.FUSIONS`: `"attention"`, `"average"` or `"max"` over the scales.
         units: int, the attention head's 3x3 convolution's channels.
+        head_norm: bool, `ScaleAttention`'s layer normalisation of the head's input (a deviation
+            from the paper against the softmax's collapse onto one scale).
         extra_weight: float >= 0, the weight of the scales' own cross-entropies in the loss.
         **kwargs: `keras.Model` arguments (`name`).
 
@@ -122,6 +126,7 @@ class ScaleSegmenter(keras.Model):
         filters=(16, 32, 32),
         fusion="attention",
         units=32,
+        head_norm=True,
         extra_weight=1.0,
         **kwargs,
     ):
@@ -135,10 +140,13 @@ class ScaleSegmenter(keras.Model):
         self.filters = tuple(filters)
         self.fusion = check_choice("fusion", fusion, FUSIONS)
         self.units = check_int("units", units, 1)
+        self.head_norm = bool(head_norm)
         self.extra_weight = float(check_number("extra_weight", extra_weight, 0))
         self.trunk = build_scale_trunk(channels, self.filters)
         self.score = keras.layers.Conv2D(num_classes + 1, 1, name="scores")
-        self.scale_attention = ScaleAttention(fusion, units, name="scale_attention") if len(factors) > 1 else None
+        self.scale_attention = None
+        if len(factors) > 1:
+            self.scale_attention = ScaleAttention(fusion, units, head_norm, name="scale_attention")
         self.cell = 2 ** (len(self.filters) - 1)  # the trunk's total stride
 
     def build(self, input_shape):
@@ -200,6 +208,7 @@ class ScaleSegmenter(keras.Model):
                 "filters": list(self.filters),
                 "fusion": self.fusion,
                 "units": self.units,
+                "head_norm": self.head_norm,
                 "extra_weight": self.extra_weight,
             }
         )

@@ -57,6 +57,14 @@ def build_parser():
     )
     vision_training.add_curve_flag(parser)
     parser.add_argument(
+        "--head-norm",
+        type=flags.boolean,
+        default=True,
+        metavar="HEAD_NORM",
+        help="With --target pixel, true: layer normalization of the attention head's input at every position "
+        "(against the softmax's collapse onto one scale); false: the paper's head as it is.",
+    )
+    parser.add_argument(
         "--head-warmup",
         type=int,
         default=0,
