@@ -602,7 +602,7 @@ def scale_attention_reference(features, layer):
         gamma, beta = (np.asarray(v, np.float64) for v in layer.head_norm_layer.get_weights())
         centred = head_input - head_input.mean(-1, keepdims=True)
         head_input = centred / np.sqrt(centred.var(-1, keepdims=True) + layer.head_norm_layer.epsilon) * gamma + beta
-    logits = conv(conv(head_input, layer.head_conv), layer.scale_logits)
+    logits = conv(conv(head_input, layer.head_conv), layer.scale_logits) / layer.temperature
     weights = np.exp(logits - logits.max(-1, keepdims=True))
     weights /= weights.sum(-1, keepdims=True)
     return (maps * weights[:, :, :, None, :]).sum(-1)
@@ -613,7 +613,7 @@ def scale_attention_reference(features, layer):
 def test_scale_attention_matches_its_formula_on_grids_of_any_size(fusion, head_norm):
     rng = np.random.default_rng(11)
     features = [images(rng, 2, 7, 5, 3), images(rng, 2, 4, 3, 3), images(rng, 2, 2, 2, 3)]  # odd sizes on purpose
-    layer = ScaleAttention(fusion, units=4, head_norm=head_norm)
+    layer = ScaleAttention(fusion, units=4, head_norm=head_norm, temperature=3.0 if head_norm else 1.0)
     layer(features)
     randomize(layer, rng)
     outputs, weights = layer(features, return_attention_scores=True)
@@ -633,6 +633,8 @@ def test_scale_attention_rejects_bad_arguments_naming_them():
         ScaleAttention("median")
     with pytest.raises(ValueError, match="`units` must be an int >= 1. Received: units=0"):
         ScaleAttention(units=0)
+    with pytest.raises(ValueError, match="`temperature` must be a number > 0. Received: temperature=0"):
+        ScaleAttention(temperature=0)
     with pytest.raises(ValueError, match="two or more scales. Received: 1"):
         ScaleAttention()([np.ones((1, 4, 4, 2), "float32")])
     with pytest.raises(ValueError, match="the same channels"):

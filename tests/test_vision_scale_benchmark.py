@@ -20,6 +20,7 @@ from benchmarks.vision.scale import train
 def test_flags_have_the_task_defaults_every_flag_has_help_and_bad_flags_exit_with_a_clear_message(capsys):
     args = vision_scale.parse_args([])
     assert args.target == "pixel" and args.factors == [1, 1.5, 2] and args.extra_supervision == 1
+    assert args.head_norm is True and args.temperature == 10
     canvas = vision_scale.parse_args(["--target", "canvas"])  # the first runs' settings
     assert canvas.factors == [1, 2, 4] and canvas.extra_supervision == 0
     args = canvas
@@ -48,6 +49,7 @@ def test_flags_have_the_task_defaults_every_flag_has_help_and_bad_flags_exit_wit
         (["--target", "canvas", "--factors", "1,1.5"], "--factors must be ints with --target canvas"),
         (["--curve-every", "10"], "--head-warmup and --curve-every are for --target canvas."),
         (["--target", "segment"], "argument --target: invalid choice: 'segment'"),
+        (["--temperature", "0"], "--temperature must be > 0. Received: 0.0"),
         (["--factors", "1,16"], "--factors must be at most --size / 4 (10). Received: [1, 16]"),
         (["--object-scale", "0.2"], "--object-scale must be 'low,high'"),
         (["--object-scale", "0.4,0.2"], "--object-scale must be 'low,high'"),

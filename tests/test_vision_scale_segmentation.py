@@ -134,6 +134,7 @@ def test_config_round_trip_and_keras_file(tmp_path):
     config = model.get_config()
     assert ScaleSegmenter.from_config(json.loads(json.dumps(config))).get_config() == config
     assert config["factors"] == [1.0, 1.5, 2.0] and config["fusion"] == "attention"
+    assert config["head_norm"] is True and config["temperature"] == 10.0
     model.save(tmp_path / "segmenter.keras")
     out = keras.saving.load_model(tmp_path / "segmenter.keras")(images, return_details=True)
     for key in ("scores", "scale_scores", "scale_weights"):

@@ -19,7 +19,7 @@ the scales.
 import keras
 from keras import ops
 
-from keras_transformer.checks import check_choice, check_int
+from keras_transformer.checks import check_choice, check_int, check_number
 from keras_transformer.vision.channel import channels_of
 
 FUSIONS = ("attention", "average", "max")
@@ -54,6 +54,10 @@ class ScaleAttention(keras.layers.Layer):
             Deviation from the paper, against a collapse: without it, on the cluttered glyphs,
             the softmax put weight 1.000 on one scale at every position within a few hundred
             steps of Adam, as the trunk's unnormalised features grew.
+        temperature: float > 0; the weights are softmax(logits / temperature). Above 1 the head's
+            logits must grow that many times larger for the same sharpness, which slows how fast
+            Adam (whose steps do not shrink with the gradient) can saturate the softmax. Deviation
+            from the paper (whose softmax has none), against the same collapse.
         **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`).
 
     Call arguments:
@@ -81,11 +85,12 @@ class ScaleAttention(keras.layers.Layer):
     ((2, 6, 6, 3), (2, 6, 6, 2))
     """
 
-    def __init__(self, fusion="attention", units=32, head_norm=False, **kwargs):
+    def __init__(self, fusion="attention", units=32, head_norm=False, temperature=1.0, **kwargs):
         super().__init__(**kwargs)
         self.fusion = check_choice("fusion", fusion, FUSIONS)
         self.units = check_int("units", units, 1)
         self.head_norm = bool(head_norm)
+        self.temperature = check_number("temperature", temperature, greater_than=0)
 
     def build(self, features_shape):
         features_shape = list(features_shape)
@@ -120,7 +125,7 @@ class ScaleAttention(keras.layers.Layer):
             if self.head_norm:
                 head_input = self.head_norm_layer(head_input)
             logits = self.scale_logits(self.head_conv(head_input))  # (B, h, w, S)
-            weights = ops.softmax(ops.cast(logits, "float32"), axis=-1)
+            weights = ops.softmax(ops.cast(logits, "float32") / self.temperature, axis=-1)
             outputs = ops.sum(stacked * ops.cast(weights, stacked.dtype)[:, :, :, None, :], axis=-1)
         elif self.fusion == "average":
             outputs = ops.mean(stacked, axis=-1)
@@ -133,5 +138,7 @@ class ScaleAttention(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"fusion": self.fusion, "units": self.units, "head_norm": self.head_norm})
+        config.update(
+            {"fusion": self.fusion, "units": self.units, "head_norm": self.head_norm, "temperature": self.temperature}
+        )
         return config

@@ -21,9 +21,10 @@ baselines fuse the same score maps by their average and their maximum over the s
 For a classification benchmark, `canvas_scores` reads one class per image from the fused map:
 the mean over positions of each class's probability, the background left out.
 
-Deviations: the head's input is layer-normalised at every position (`head_norm`, on by default
-here): without it the softmax put weight 1.000 on one scale everywhere on the cluttered glyphs. The
-trunk is the small residual CNN of `models.build_scale_trunk`, not DeepLab; the
+Deviations: the head's input is layer-normalised at every position (`head_norm`) and its softmax
+has a temperature (`temperature`, 10), both on by default here: without them the softmax put
+weight 1.000 on one scale everywhere in some seeds on the cluttered glyphs. The trunk is the small
+residual CNN of `models.build_scale_trunk`, not DeepLab; the
 score maps come back to the finest grid by nearest-neighbour upsampling (`upsample_to_grid`), not
 bilinear interpolation; the targets are the labels at the trunk's resolution (the paper
 downsamples its ground truth too, by 8), read as "any labelled pixel in the cell".
@@ -96,6 +97,8 @@ class ScaleSegmenter(keras.Model):
         units: int, the attention head's 3x3 convolution's channels.
         head_norm: bool, `ScaleAttention`'s layer normalisation of the head's input (a deviation
             from the paper against the softmax's collapse onto one scale).
+        temperature: float > 0, `ScaleAttention`'s softmax temperature (the same deviation, the
+            same reason).
         extra_weight: float >= 0, the weight of the scales' own cross-entropies in the loss.
         **kwargs: `keras.Model` arguments (`name`).
 
@@ -127,6 +130,7 @@ class ScaleSegmenter(keras.Model):
         fusion="attention",
         units=32,
         head_norm=True,
+        temperature=10.0,
         extra_weight=1.0,
         **kwargs,
     ):
@@ -141,12 +145,13 @@ class ScaleSegmenter(keras.Model):
         self.fusion = check_choice("fusion", fusion, FUSIONS)
         self.units = check_int("units", units, 1)
         self.head_norm = bool(head_norm)
+        self.temperature = check_number("temperature", temperature, greater_than=0)
         self.extra_weight = float(check_number("extra_weight", extra_weight, 0))
         self.trunk = build_scale_trunk(channels, self.filters)
         self.score = keras.layers.Conv2D(num_classes + 1, 1, name="scores")
         self.scale_attention = None
         if len(factors) > 1:
-            self.scale_attention = ScaleAttention(fusion, units, head_norm, name="scale_attention")
+            self.scale_attention = ScaleAttention(fusion, units, head_norm, temperature, name="scale_attention")
         self.cell = 2 ** (len(self.filters) - 1)  # the trunk's total stride
 
     def build(self, input_shape):
@@ -209,6 +214,7 @@ class ScaleSegmenter(keras.Model):
                 "fusion": self.fusion,
                 "units": self.units,
                 "head_norm": self.head_norm,
+                "temperature": self.temperature,
                 "extra_weight": self.extra_weight,
             }
         )

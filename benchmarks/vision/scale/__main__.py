@@ -65,6 +65,13 @@ def build_parser():
         "(against the softmax's collapse onto one scale); false: the paper's head as it is.",
     )
     parser.add_argument(
+        "--temperature",
+        type=float,
+        default=10.0,
+        help="With --target pixel, the temperature of the attention head's softmax over the scales (1: the paper's "
+        "softmax as it is; above 1 the weights sharpen more slowly).",
+    )
+    parser.add_argument(
         "--head-warmup",
         type=int,
         default=0,
@@ -98,6 +105,8 @@ def parse_args(argv=None):
         parser.error(f"--factors must be ints with --target canvas (average pooling). Received: {args.factors}")
     if max(args.factors) > args.size // 4:
         parser.error(f"--factors must be at most --size / 4 ({args.size // 4}). Received: {args.factors}")
+    if not args.temperature > 0:
+        parser.error(f"--temperature must be > 0. Received: {args.temperature}")
     if pixel and (args.head_warmup or args.curve_every):
         parser.error("--head-warmup and --curve-every are for --target canvas.")
     if min(args.filters) < 1:

@@ -103,6 +103,7 @@ def compiled_scale_segmenter(args, model_name, seed, num_classes):
         filters=tuple(args.filters),
         fusion="attention" if model_name == "one" else model_name,
         head_norm=args.head_norm,
+        temperature=args.temperature,
         extra_weight=args.extra_supervision,
         name=f"scale_segmenter_{model_name}",
     )
