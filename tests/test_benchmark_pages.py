@@ -114,3 +114,24 @@ def test_the_dcn_page_quotes_every_run_of_the_papers_build_and_marks_the_hint_we
                 f"| {glyph['share']:.2f} ({glyph['chance']:.2f}) | {run['coarse_head_test_accuracy_percent']:.1f} |"
                 in row
             )
+
+
+SCALE_ROWS = {  # the per-pixel runs' models and the label of their row on the scale page
+    ("vision_scale_pixel", "one"): "one scale (control)",
+    ("vision_scale_pixel", "average"): "average over scales",
+    ("vision_scale_pixel", "max"): "max over scales",
+    ("vision_scale_pixel", "attention"): "attention to scale, the paper's head",
+    ("vision_scale_pixel_head_norm", "attention"): "attention, head's input normalized",
+    ("vision_scale_pixel_t10", "attention"): "**attention, normalized, temperature 10** (the defaults)",
+}
+
+
+@pytest.mark.parametrize("name, model", sorted(SCALE_ROWS))
+def test_the_scale_page_quotes_every_seed_and_tercile_of_the_per_pixel_runs(name, model):
+    entry = _json(VISION / "scale" / "results" / f"{name}.json")["models"][model]
+    section = (PAGES / "vision-scale.md").read_text().split("## Per pixel, as the paper trains it")[1].split("\n## ")[0]
+    row = _row(section, f"| {SCALE_ROWS[name, model]} |")
+    seeds = " / ".join(f"{accuracy:.1f}" for accuracy in entry["test_accuracy_percent"])
+    terciles = " | ".join(f"{entry['tercile_accuracy_percent'][t]:.1f}" for t in ("small", "medium", "large"))
+    expected = f"| {seeds} | {entry['mean_accuracy_percent']:.1f} | {terciles} | {entry['forward_flops'] / 1e6:.2f} |"
+    assert row.endswith(expected), (row, expected)
