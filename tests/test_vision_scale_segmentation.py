@@ -124,6 +124,9 @@ def test_bad_arguments_name_the_value():
         with pytest.raises(ValueError) as error:
             ScaleSegmenter(**{**TINY, **overrides})
         assert message in str(error.value)
+    with pytest.raises(ValueError, match=r"height and width must be known .* Received: images of shape \(None, None"):
+        ScaleSegmenter(**TINY)(keras.Input((None, None, 1)))
+    assert ScaleSegmenter(**{**TINY, "factors": (1,)})(keras.Input((None, None, 1))).shape[1:3] == (None, None)
 
 
 def test_config_round_trip_and_keras_file(tmp_path):

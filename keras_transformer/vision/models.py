@@ -437,15 +437,10 @@ def _attention_map(attention, images, scores, last_features):
 
 
 def build_scale_trunk(channels=1, filters=(16, 32, 32)):
-    """The trunk the scales share: residual blocks without attention, a 2x2 max pool after each but the last.
+    """The trunk the scales share: residual blocks of `filters` channels, a 2x2 max pool after each but the last.
 
-    Args:
-        channels: int, the images' channels C.
-        filters: tuple of ints, the blocks' channels (one block each).
-
-    Returns:
-        A `keras.Model` named `"trunk"`: images `[B, H, W, C]` -> features `[B, H', W', filters[-1]]`,
-        H' = H / 2^(len(filters) - 1) rounded up.
+    A `keras.Model` named `"trunk"`: images `[B, H, W, channels]` -> features `[B, H', W', filters[-1]]`,
+    H' = H / 2^(len(filters) - 1) rounded up.
     """
     filters = check_ints("filters", filters, 1)
     trunk_input = keras.Input((None, None, channels), name="trunk_images")

@@ -112,7 +112,7 @@ class ScaleSegmenter(keras.Model):
         same grid) and `"scale_weights"` `[B, h, w, S]`.
 
     Raises:
-        ValueError: a bad argument.
+        ValueError: a bad argument, or images of unknown height or width with several scales.
 
     Example:
     >>> model = ScaleSegmenter(num_classes=3, factors=(1, 1.5), filters=(4, 4), units=4)
@@ -163,6 +163,11 @@ class ScaleSegmenter(keras.Model):
 
     def call(self, images, training=None, return_details=False):
         height, width = images.shape[1], images.shape[2]
+        if (height is None or width is None) and len(self.factors) > 1:
+            raise ValueError(
+                "ScaleSegmenter resizes the images to each scale: their height and width must be known "
+                f"(a fixed-size input). Received: images of shape {tuple(images.shape)}"
+            )
         features, scores = [], []
         for factor in self.factors:
             scaled = images
