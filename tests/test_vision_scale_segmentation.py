@@ -105,6 +105,8 @@ def test_the_loss_is_the_fused_maps_cross_entropy_plus_each_scales_weighted():
 
     expected = cross_entropy(out["scores"]) + 0.4 * sum(cross_entropy(out["scale_scores"][:, s]) for s in range(3))
     np.testing.assert_allclose(float(model.compute_loss(images, maps, out)), expected, rtol=1e-5)
+    with pytest.raises(ValueError, match="takes no sample weights"):
+        model.compute_loss(images, maps, out, sample_weight=np.ones(3))
     history = model.fit(images, maps, batch_size=3, epochs=3, verbose=0)
     assert history.history["loss"][-1] < history.history["loss"][0] and "accuracy" in history.history
     one = ScaleSegmenter(**{**TINY, "factors": (1,)})  # the control: one scale, its own map

@@ -190,8 +190,11 @@ class ScaleSegmenter(keras.Model):
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """The per-position cross-entropy of the fused map, plus `extra_weight` x each scale's own, summed.
 
-        `y`: int `[B, H, W]` pixel labels (`pixel_labels`), read per cell by `cell_targets`.
+        `y`: int `[B, H, W]` pixel labels (`pixel_labels`), read per cell by `cell_targets`. Sample
+        weights are not supported (a `ValueError`).
         """
+        if sample_weight is not None:
+            raise ValueError("ScaleSegmenter's loss takes no sample weights: every cell of every image counts once.")
         scores = y_pred["scores"] if isinstance(y_pred, dict) else y_pred
         targets = cell_targets(y, self.cell)  # (B, h, w)
         cross_entropy = keras.losses.sparse_categorical_crossentropy
