@@ -308,3 +308,17 @@ def test_benchmark_smoke_run_writes_its_json_and_figure(tmp_path, capsys):
     ram = results["runs"][2]
     assert ram["values_read"] == 2 * 3 * 12 * 12 and len(ram["where"]["distance_px"]) == 2 and ram["curve"]
     assert (tmp_path / "ram.png").stat().st_size > 0
+    fresh = argv[:-4] + [
+        "--glimpses",
+        "1",
+        "--no-cnn",
+        "--fresh-canvases",
+        "true",
+        "--out",
+        str(tmp_path),
+        "--name",
+        "f",
+    ]
+    status, printed = run_main(vision_ram.main, fresh, capsys)
+    assert status == 0, printed[-2000:]
+    assert json.loads((tmp_path / "f.json").read_text())["flags"]["fresh_canvases"] is True

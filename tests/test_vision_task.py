@@ -22,7 +22,7 @@ from keras_transformer.vision.cluttered import (
     placement_theta,
     theta_placement,
 )
-from keras_transformer.vision.datasets import image_dataset, prepare_images, tfds_image_dataset
+from keras_transformer.vision.datasets import fresh_canvas_dataset, image_dataset, prepare_images, tfds_image_dataset
 from keras_transformer.vision.pointing import box_masks, mass_in_box, pointing_hits, pointing_summary, uniform_share
 
 
@@ -34,6 +34,18 @@ def test_splits_are_deterministic_and_independent():
     assert not np.array_equal(first["train"].images[:10], first["test"].images)
     other_seed = generate(10, seed=4, split="test", size=32)
     assert not np.array_equal(other_seed.images, first["test"].images)
+
+
+def test_streams_are_further_draws_of_a_split_never_its_own_canvases_nor_each_others():
+    own = generate(20, seed=3, split="train", size=32)
+    streams = [generate(20, seed=3, split="train", size=32, stream=k) for k in (0, 1)]
+    np.testing.assert_array_equal(streams[0].images, generate(20, seed=3, split="train", size=32, stream=0).images)
+    for a, b in ((own, streams[0]), (own, streams[1]), (streams[0], streams[1])):
+        assert not any(np.array_equal(x, y) for x in a.images for y in b.images)
+    test = generate(20, seed=3, split="test", size=32)
+    assert not any(np.array_equal(x, y) for x in streams[0].images for y in test.images)
+    with pytest.raises(ValueError, match="`stream` must be an int >= 0. Received: stream=-1"):
+        generate(4, stream=-1)
 
 
 def test_canvases_labels_and_placements_have_their_documented_ranges():
@@ -163,6 +175,23 @@ def test_image_dataset_batches_the_task_and_shuffles_with_its_seed():
     assert sorted(shuffled[0]) == sorted(data.labels)
     repeated = image_dataset((data.images, data.labels), 4, repeat=True).take(5)
     assert len(list(repeated)) == 5
+
+
+def test_fresh_canvas_dataset_is_chunk_after_chunk_of_new_canvases_in_the_seeds_order():
+    batches = list(fresh_canvas_dataset(4, seed=2, chunk_size=6, task_seed=1, size=24).take(3))  # 12 canvases
+    images = np.concatenate([x.numpy() for x, _ in batches])
+    labels = np.concatenate([y.numpy() for _, y in batches])
+    assert images.shape == (12, 24, 24, 1) and batches[0][0].dtype == tf.float32 and labels.dtype == np.int32
+    rng = np.random.default_rng(2)
+    for k in range(2):  # chunk k: stream k of the task's training split, in the seed's order
+        chunk = generate(6, seed=1, split="train", size=24, stream=k)
+        order = rng.permutation(6)
+        np.testing.assert_array_equal(images[6 * k : 6 * k + 6], chunk.images[order])
+        np.testing.assert_array_equal(labels[6 * k : 6 * k + 6], chunk.labels[order])
+    other = np.concatenate(
+        [x.numpy() for x, _ in fresh_canvas_dataset(6, seed=5, chunk_size=6, task_seed=1, size=24).take(1)]
+    )
+    assert sorted(map(bytes, other)) == sorted(map(bytes, images[:6])) and not np.array_equal(other, images[:6])
 
 
 def test_prepare_images_scales_pads_and_converts_channels():

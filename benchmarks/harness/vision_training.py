@@ -211,7 +211,7 @@ def compiled_classifier(args, attention, seed, num_classes):
     return classifier
 
 
-def fit(args, model, seed, data, curve=ValidationCurve):
+def fit(args, model, seed, data, curve=ValidationCurve, train=None):
     """Train `model` for `--steps` steps on the training canvases, shuffled with `seed`.
 
     Args:
@@ -221,6 +221,9 @@ def fit(args, model, seed, data, curve=ValidationCurve):
         data: `{"train", "validation", "test"}` of `ClutteredGlyphs` (the validation split with a curve only).
         curve: the callback of the learning curve, `curve(args.curve_every, data["validation"])`: a
             `ValidationCurve` or a subclass that measures more at each point.
+        train: None (batches of `data["train"]`, shuffled with `seed`, reshuffled every pass), or
+            an endless `tf.data.Dataset` of `(images, labels)` batches to train on instead (fresh
+            canvases: `keras_transformer.vision.datasets.fresh_canvas_dataset`).
 
     Returns:
         `(history, callbacks, seconds)`: the `model.fit` history; the `StepTimer`, then, with
@@ -233,8 +236,10 @@ def fit(args, model, seed, data, curve=ValidationCurve):
     if getattr(args, "curve_every", 0):
         callbacks.append(curve(args.curve_every, data["validation"]))
     started = time.perf_counter()
+    if train is None:
+        train = image_dataset(data["train"], args.batch_size, shuffle=True, seed=seed, repeat=True)
     history = model.fit(
-        image_dataset(data["train"], args.batch_size, shuffle=True, seed=seed, repeat=True),
+        train,
         steps_per_epoch=args.steps,
         epochs=1,
         callbacks=callbacks,

@@ -183,6 +183,7 @@ def generate(
     clutter=6,
     fragment_size=None,
     noise=0.0,
+    stream=None,
 ):
     """Generate one split of the cluttered-glyph task.
 
@@ -197,6 +198,9 @@ def generate(
         clutter: int >= 0, fragments of other glyphs per canvas.
         fragment_size: int, the side of a fragment in pixels; None: a quarter of `size`.
         noise: float >= 0, the standard deviation of Gaussian pixel noise.
+        stream: None (the split's own canvases), or an int >= 0: another independent draw of the
+            split, never the same canvases as its own draw or another stream's (fresh training
+            canvases, chunk after chunk: `datasets.fresh_canvas_dataset`).
 
     Returns:
         A `ClutteredGlyphs`.
@@ -209,7 +213,8 @@ def generate(
     )
     characters = GLYPH_SETS.get(glyphs, glyphs)
     bitmaps = glyph_bitmaps(characters)
-    rng = np.random.default_rng([seed, SPLITS.index(split)])
+    entropy = [seed, SPLITS.index(split)]
+    rng = np.random.default_rng(entropy if stream is None else entropy + [check_int("stream", stream, 0) + 1])
     n = num_examples
     labels, heights, angles, centres = _placements(rng, n, len(characters), object_scale, max_rotation, size)
     objects = _draw_glyphs(bitmaps, labels, centres, heights, angles, size)

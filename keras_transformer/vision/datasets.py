@@ -68,6 +68,43 @@ def image_dataset(data, batch_size, shuffle=False, seed=0, repeat=False):
     return dataset.batch(batch_size).map(lambda x, y: (prepare_images(x), y)).prefetch(tf.data.AUTOTUNE)
 
 
+def fresh_canvas_dataset(batch_size, seed=0, chunk_size=10000, task_seed=0, **options):
+    """Training canvases never seen twice: chunk after chunk of newly generated ones, as a tf.data pipeline.
+
+    Chunk k is `cluttered.generate(chunk_size, seed=task_seed, split="train", stream=k, **options)`,
+    shuffled with `seed`: every model trained with the same `task_seed` sees the same canvases
+    (in its own seed's order), and none of them is a canvas of the task's fixed training,
+    validation or test split. Endless (for `model.fit(steps_per_epoch=...)`); the next chunk is
+    generated while the model trains on this one.
+
+    Args:
+        batch_size: int, canvases per batch.
+        seed: int, the shuffle's seed.
+        chunk_size: int >= 1, canvases generated at a time.
+        task_seed: int, the task's seed (`generate`'s `seed`).
+        **options: the other arguments of `cluttered.generate` (`size`, `clutter`, ...).
+
+    Returns:
+        `tf.data.Dataset` of `(images float32 [B, H, W, 1], labels int32 [B])`.
+    """
+    import itertools
+
+    import numpy as np
+
+    from keras_transformer.vision.cluttered import generate
+
+    def chunks():
+        rng = np.random.default_rng(seed)
+        for stream in itertools.count():
+            data = generate(chunk_size, seed=task_seed, split="train", stream=stream, **options)
+            order = rng.permutation(chunk_size)
+            yield data.images[order], data.labels[order].astype(np.int32)
+
+    signature = (tf.TensorSpec((None, None, None, 1), tf.float32), tf.TensorSpec((None,), tf.int32))
+    dataset = tf.data.Dataset.from_generator(chunks, output_signature=signature).unbatch()
+    return dataset.batch(batch_size).map(lambda x, y: (prepare_images(x), y)).prefetch(tf.data.AUTOTUNE)
+
+
 def tfds_image_dataset(
     name,
     split,

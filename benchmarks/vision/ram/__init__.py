@@ -11,7 +11,9 @@ steps and batch, with each seed of `--seeds`.
 The task (`keras_transformer.vision.cluttered.generate`): a `--size` canvas (60, as the paper's),
 one glyph of height `--object-scale` x the side at a random place and rotation, and `--clutter`
 fragments of `--fragment-size` pixels cut from other glyphs (the paper: 8x8 pieces of other
-digits).
+digits). Training reads the fixed `--train-size` training split, reshuffled every pass, or with
+`--fresh-canvases true` new canvases, `--train-size` at a time, none seen twice
+(`keras_transformer.vision.datasets.fresh_canvas_dataset`; the same stream for every model).
 
 Measured per model and seed:
 - test accuracy (%) on `--test-size` test canvases;

@@ -25,6 +25,14 @@ def build_parser():
     task.add_argument("--clutter", type=int, default=8, help="clutter fragments per canvas")
     task.add_argument("--fragment-size", type=int, default=8, help="side of a clutter fragment in pixels")
     task.add_argument("--train-size", type=int, default=20000, help="training canvases")
+    task.add_argument(
+        "--fresh-canvases",
+        type=flags.boolean,
+        default=False,
+        metavar="FRESH_CANVASES",
+        help="true: train on newly generated canvases, --train-size at a time, none seen twice (the same for every "
+        "model and seed, in each seed's order); false: on the fixed --train-size training split",
+    )
     task.add_argument("--validation-size", type=int, default=1000, help="validation canvases (--curve-every)")
     task.add_argument("--test-size", type=int, default=2000, help="test canvases")
     runs = parser.add_argument_group("runs")
@@ -108,11 +116,7 @@ def main(argv=None):
     data = generate_splits(
         {"train": args.train_size, "validation": args.validation_size, "test": args.test_size},
         seed=0,
-        size=args.size,
-        object_scale=tuple(args.object_scale),
-        clutter=args.clutter,
-        fragment_size=args.fragment_size,
-        max_rotation=args.max_rotation,
+        **train.task_options(args),
     )
     num_classes = data["test"].num_classes
     runs, paths = [], None

@@ -7,6 +7,26 @@ from benchmarks.harness import vision_training
 from keras_transformer.vision.recurrent import RecurrentAttentionModel
 
 
+def task_options(args):
+    """The arguments of `cluttered.generate` the task flags give (all but the number of canvases, seed and split)."""
+    return {
+        "size": args.size,
+        "object_scale": tuple(args.object_scale),
+        "clutter": args.clutter,
+        "fragment_size": args.fragment_size,
+        "max_rotation": args.max_rotation,
+    }
+
+
+def training_batches(args, seed):
+    """With `--fresh-canvases`, the endless stream of new training canvases (task seed 0, as the splits); else None."""
+    if not args.fresh_canvases:
+        return None
+    from keras_transformer.vision.datasets import fresh_canvas_dataset
+
+    return fresh_canvas_dataset(args.batch_size, seed, chunk_size=args.train_size, task_seed=0, **task_options(args))
+
+
 def compiled_ram(args, glimpses, seed, num_classes):
     """A new session seeded with `seed`, and a `RecurrentAttentionModel` of `glimpses` glimpses in it, compiled."""
     keras.backend.clear_session()
@@ -54,7 +74,7 @@ def where_it_looks(locations, test, patch_size):
 def train_ram(args, glimpses, seed, data, num_classes):
     """Train and measure one RAM; returns its results and the first test canvases' glimpse locations."""
     model = compiled_ram(args, glimpses, seed, num_classes)
-    history, callbacks, seconds = vision_training.fit(args, model, seed, data)
+    history, callbacks, seconds = vision_training.fit(args, model, seed, data, train=training_batches(args, seed))
     outputs = model.predict(data["test"].images, batch_size=250, verbose=0)
     result = {
         "model": "ram",
@@ -78,7 +98,9 @@ def train_cnn(args, seed, data, num_classes):
     # what compiled_classifier reads: the attention study's default CNN (no STN, no batch normalization here)
     args.block, args.glimpse, args.batch_norm = "residual", 24, False
     classifier = vision_training.compiled_classifier(args, "none", seed, num_classes)
-    history, callbacks, seconds = vision_training.fit(args, classifier.model, seed, data)
+    history, callbacks, seconds = vision_training.fit(
+        args, classifier.model, seed, data, train=training_batches(args, seed)
+    )
     logits = classifier.model.predict(data["test"].images, batch_size=250, verbose=0)
     result = {
         "model": "cnn",
