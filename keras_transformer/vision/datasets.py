@@ -1,11 +1,12 @@
 """Image classification data as tf.data pipelines: the cluttered glyphs, or a TFDS image dataset.
 
-TensorFlow only (the layers and models are backend-neutral; this module is not). Both sources go
+TensorFlow only (the layers and models are backend-neutral; this module is not). Every source goes
 through the same steps (`prepare_images`): images to float32 in [0, 1], optionally to a fixed
 channel count and size (padded, not stretched, keeping the aspect ratio), then batched as
 `(images [B, H, W, C], labels [B])`:
 
     image_dataset(data, batch_size, ...)         a `ClutteredGlyphs` (or arrays) in memory
+    fresh_canvas_dataset(batch_size, ...)        newly generated cluttered glyphs, none seen twice
     tfds_image_dataset(name, split, ...)         a TFDS dataset read with `as_supervised=True`, e.g.
                                                  "mnist", "cifar10", "caltech_birds2011"
                                                  (fine-grained birds): whatever the user has
@@ -13,9 +14,13 @@ channel count and size (padded, not stretched, keeping the aspect ratio), then b
                                                  `download=True`
 """
 
+import itertools
+
+import numpy as np
 import tensorflow as tf
 
 from keras_transformer.checks import check_choice
+from keras_transformer.vision.cluttered import generate
 
 
 def prepare_images(images, channels=None, image_size=None):
@@ -74,8 +79,9 @@ def fresh_canvas_dataset(batch_size, seed=0, chunk_size=10000, task_seed=0, **op
     Chunk k is `cluttered.generate(chunk_size, seed=task_seed, split="train", stream=k, **options)`,
     shuffled with `seed`: every model trained with the same `task_seed` sees the same canvases
     (in its own seed's order), and none of them is a canvas of the task's fixed training,
-    validation or test split. Endless (for `model.fit(steps_per_epoch=...)`); the next chunk is
-    generated while the model trains on this one.
+    validation or test split. Endless (for `model.fit(steps_per_epoch=...)`). Each chunk is
+    generated when the previous one is used up, in tf.data's producer thread, on the cores the
+    training uses: the generation's cost adds to the steps' time.
 
     Args:
         batch_size: int, canvases per batch.
@@ -87,11 +93,6 @@ def fresh_canvas_dataset(batch_size, seed=0, chunk_size=10000, task_seed=0, **op
     Returns:
         `tf.data.Dataset` of `(images float32 [B, H, W, 1], labels int32 [B])`.
     """
-    import itertools
-
-    import numpy as np
-
-    from keras_transformer.vision.cluttered import generate
 
     def chunks():
         rng = np.random.default_rng(seed)
