@@ -98,6 +98,10 @@ def test_scale_weights_inside_and_outside_the_box_by_tercile_match_a_pixel_by_pi
         np.testing.assert_allclose(summary["outside"][name], outside[groups == t].mean(0), rtol=1e-12)
         assert summary["log2_factor_inside"][name] == pytest.approx(log2[groups == t].mean())
     assert summary["height_correlation"] == pytest.approx(np.corrcoef(log2, heights)[0, 1])
+    np.testing.assert_allclose(summary["mean"], weights.reshape(-1, 3).mean(0), rtol=1e-12)
+    collapsed = np.zeros_like(weights)
+    collapsed[..., 1] = 1.0  # every position on the second scale
+    assert train.scale_weight_summary(collapsed, test, groups, factors)["share_above_0_99"] == [0.0, 1.0, 0.0]
     # Weights all on the coarsest scale: log2 of its factor everywhere, and no correlation to measure.
     flat = np.zeros_like(weights)
     flat[..., -1] = 1.0

@@ -316,9 +316,9 @@ class DynamicCapacityNetwork(keras.Model):
         self.top_pool = pool(name="top_pool")
         self.classifier = keras.layers.Dense(num_classes, name="logits")
 
-    def _relu_conv(self, width, name, strides=1):
-        """A 3x3 "same" convolution and its relu, normalised between them if `batch_norm` names its network."""
-        if name.split("_")[0] not in self.batch_norm:
+    def _relu_conv(self, network, width, name, strides=1):
+        """A 3x3 "same" convolution of `network` and its relu, normalised between them if `batch_norm` names it."""
+        if network not in self.batch_norm:
             return keras.layers.Conv2D(
                 width, 3, strides, padding="same", activation="relu", kernel_initializer="he_normal", name=name
             )
@@ -333,7 +333,7 @@ class DynamicCapacityNetwork(keras.Model):
         layers = [keras.layers.AveragePooling2D(self.coarse_factor, name="downsample")] if pool else []
         left = self.coarse_factor if self.coarse_downsample == "stride" else 1  # the stride still to take
         for i, width in enumerate(self.coarse_filters, start=1):
-            layers.append(self._relu_conv(width, f"coarse_conv_{i}", 2 if left > 1 else 1))
+            layers.append(self._relu_conv("coarse", width, f"coarse_conv_{i}", 2 if left > 1 else 1))
             left = max(left // 2, 1)
         cell = self.patch_size // self.coarse_factor
         layers.append(keras.layers.Conv2D(self.features, cell, strides=cell, name="coarse_out"))  # linear
@@ -343,7 +343,7 @@ class DynamicCapacityNetwork(keras.Model):
         """f_f's layers on a p x p patch: 3x3 convolutions, a 2x2 max pool after each but the first, a last one to D."""
         layers, side = [], self.patch_size
         for i, width in enumerate(self.fine_filters, start=1):
-            layers.append(self._relu_conv(width, f"fine_conv_{i}"))
+            layers.append(self._relu_conv("fine", width, f"fine_conv_{i}"))
             if i > 1:
                 layers.append(keras.layers.MaxPooling2D(2, padding="same", name=f"fine_pool_{i}"))
                 side = -(-side // 2)

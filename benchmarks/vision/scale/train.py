@@ -190,7 +190,10 @@ def scale_weight_summary(weights, test, groups, factors):
     Returns:
         A dict: `"inside"` and `"outside"`, `{tercile: [S] mean weights}`; `"log2_factor_inside"`,
         `{tercile: mean}` of the weights' mean log2 factor inside the box; `"height_correlation"`,
-        Pearson's r of that mean and the glyph's height over the canvases (None if either is constant).
+        Pearson's r of that mean and the glyph's height over the canvases (None if either is constant);
+        `"mean"`, `[S]` the mean weight of each scale over every position of every canvas, and
+        `"share_above_0_99"`, `[S]` the share of those positions where a scale's weight is above
+        0.99 (a collapse onto it).
     """
     size = test.images.shape[1]
     pixels = weights_on_canvas(np.asarray(weights, np.float64), size)  # (N, size, size, S)
@@ -208,6 +211,8 @@ def scale_weight_summary(weights, test, groups, factors):
         name: float(log2_inside[groups == t].mean()) for t, name in enumerate(TERCILES) if np.any(groups == t)
     }
     by["height_correlation"] = correlation
+    by["mean"] = np.mean(weights, axis=(0, 1, 2)).tolist()
+    by["share_above_0_99"] = np.mean(np.asarray(weights) > 0.99, axis=(0, 1, 2)).tolist()
     return by
 
 
@@ -263,8 +268,6 @@ def train_one(args, model_name, seed, data, num_classes, edges):
         result["glyph_cells_correct"] = outputs["glyph_cells_correct"]
     if model_name != "one":
         result["scale_weights"] = scale_weight_summary(outputs["scale_weights"], test, groups, factors)
-        result["scale_weights"]["mean"] = np.mean(outputs["scale_weights"], axis=(0, 1, 2)).tolist()
-        result["scale_weights"]["share_above_0_99"] = np.mean(outputs["scale_weights"] > 0.99, axis=(0, 1, 2)).tolist()
     if args.curve_every:
         result["curve"] = callbacks[-1].points
     return result, outputs["scale_weights"]
