@@ -302,16 +302,18 @@ def test_benchmark_smoke_run_writes_its_json_and_figure(tmp_path, capsys):
             "--validation-size", "16", "--batch-size", "16", "--size", "24", "--curve-every", "3",
             "--out", str(tmp_path), "--name", "ram"]  # fmt: skip
     status, printed = run_main(vision_ram.main, argv, capsys)
-    assert status == 0 and "ram_2" in printed and "over the CNN" in printed
+    assert status == 0 and "ram_2" in printed and "over the CNN" in printed and "over the paper's CNN" in printed
     results = json.loads((tmp_path / "ram.json").read_text())
-    assert [r["model"] for r in results["runs"]] == ["cnn", "ram", "ram"] and results["cpu"]["model"]
-    ram = results["runs"][2]
+    assert [r["model"] for r in results["runs"]] == ["cnn", "paper_cnn", "ram", "ram"] and results["cpu"]["model"]
+    ram = results["runs"][3]
     assert ram["values_read"] == 2 * 3 * 12 * 12 and len(ram["where"]["distance_px"]) == 2 and ram["curve"]
     assert (tmp_path / "ram.png").stat().st_size > 0
     fresh = argv[:-4] + [
         "--glimpses",
         "1",
         "--no-cnn",
+        "--paper-cnn",
+        "false",
         "--fresh-canvases",
         "true",
         "--out",

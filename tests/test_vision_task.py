@@ -22,7 +22,13 @@ from keras_transformer.vision.cluttered import (
     placement_theta,
     theta_placement,
 )
-from keras_transformer.vision.datasets import fresh_canvas_dataset, image_dataset, prepare_images, tfds_image_dataset
+from keras_transformer.vision.datasets import (
+    CanvasChunks,
+    fresh_canvas_dataset,
+    image_dataset,
+    prepare_images,
+    tfds_image_dataset,
+)
 from keras_transformer.vision.pointing import box_masks, mass_in_box, pointing_hits, pointing_summary, uniform_share
 
 
@@ -192,6 +198,30 @@ def test_fresh_canvas_dataset_is_chunk_after_chunk_of_new_canvases_in_the_seeds_
         [x.numpy() for x, _ in fresh_canvas_dataset(6, seed=5, chunk_size=6, task_seed=1, size=24).take(1)]
     )
     assert sorted(map(bytes, other)) == sorted(map(bytes, images[:6])) and not np.array_equal(other, images[:6])
+
+
+def test_datasets_sharing_canvas_chunks_see_the_same_canvases_generated_once():
+    chunks = CanvasChunks(6, task_seed=1, size=24)
+    first = [x.numpy() for x, _ in fresh_canvas_dataset(4, seed=2, chunks=chunks).take(3)]  # chunks 0 and 1
+    held = [chunks(k)[0] for k in range(2)]  # (tf.data may have read ahead into chunk 2)
+    again = [x.numpy() for x, _ in fresh_canvas_dataset(4, seed=2, chunks=chunks).take(3)]
+    np.testing.assert_array_equal(np.concatenate(first), np.concatenate(again))
+    alone = [x.numpy() for x, _ in fresh_canvas_dataset(4, seed=2, chunk_size=6, task_seed=1, size=24).take(3)]
+    np.testing.assert_array_equal(np.concatenate(first), np.concatenate(alone))  # the same canvases as unshared
+    np.testing.assert_array_equal(chunks(0)[0], generate(6, seed=1, split="train", size=24, stream=0).images)
+    assert all(chunks(k)[0] is held[k] for k in range(2))  # generated once, read by both datasets
+
+
+def test_canvas_chunks_without_keep_hold_one_chunk_and_bad_arguments_fail_before_training():
+    chunks = CanvasChunks(5, keep=False, size=20)
+    chunks(0), chunks(1), chunks(2)
+    assert len(chunks) == 1
+    with pytest.raises(ValueError, match="chunk_size"):
+        CanvasChunks(0, size=20)
+    with pytest.raises(ValueError, match="size"):
+        CanvasChunks(5, size=8)
+    with pytest.raises(ValueError, match="CanvasChunks"):
+        fresh_canvas_dataset(4, chunks=chunks, size=20)
 
 
 def test_prepare_images_scales_pads_and_converts_channels():

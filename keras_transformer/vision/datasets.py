@@ -7,6 +7,7 @@ channel count and size (padded, not stretched, keeping the aspect ratio), then b
 
     image_dataset(data, batch_size, ...)         a `ClutteredGlyphs` (or arrays) in memory
     fresh_canvas_dataset(batch_size, ...)        newly generated cluttered glyphs, none seen twice
+                                                 (`CanvasChunks`: generated once, shared by several)
     tfds_image_dataset(name, split, ...)         a TFDS dataset read with `as_supervised=True`, e.g.
                                                  "mnist", "cifar10", "caltech_birds2011"
                                                  (fine-grained birds): whatever the user has
@@ -15,11 +16,12 @@ channel count and size (padded, not stretched, keeping the aspect ratio), then b
 """
 
 import itertools
+import threading
 
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.checks import check_choice
+from keras_transformer.checks import check_choice, check_int
 from keras_transformer.vision.cluttered import generate
 
 
@@ -73,36 +75,91 @@ def image_dataset(data, batch_size, shuffle=False, seed=0, repeat=False):
     return dataset.batch(batch_size).map(lambda x, y: (prepare_images(x), y)).prefetch(tf.data.AUTOTUNE)
 
 
-def fresh_canvas_dataset(batch_size, seed=0, chunk_size=10000, task_seed=0, **options):
+class CanvasChunks:
+    """The fresh training canvases of one task, chunk by chunk, each generated at most once.
+
+    Chunk k is `cluttered.generate(chunk_size, seed=task_seed, split="train", stream=k,
+    **options)`: never a canvas of the task's fixed training, validation or test split, nor of
+    another chunk. Datasets reading the same `CanvasChunks` (`fresh_canvas_dataset(chunks=...)`:
+    every model of a comparison) generate each chunk once between them. With `keep=True` every
+    chunk generated stays in memory, `chunk_size x H x W x 4` bytes of images each (20,000 60x60
+    canvases: 288 MB); with `keep=False` only the last one is kept.
+
+    Args:
+        chunk_size: int >= 1, canvases per chunk.
+        task_seed: int, the task's seed (`generate`'s `seed`).
+        keep: bool, keep every chunk (to share them) or only the last.
+        **options: the other arguments of `cluttered.generate` (`size`, `clutter`, ...).
+
+    Raises:
+        ValueError: `chunk_size` below 1 or an option `generate` refuses (checked here, before
+            any training starts); the message names it.
+    """
+
+    def __init__(self, chunk_size, task_seed=0, keep=True, **options):
+        self.chunk_size = check_int("chunk_size", chunk_size, 1)
+        self.task_seed = task_seed
+        self.keep = bool(keep)
+        self.options = dict(options)
+        generate(0, seed=task_seed, split="train", stream=0, **self.options)  # the options, checked now
+        self._chunks = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, k):
+        """Chunk k: `(images float32 [chunk_size, H, W, 1], labels int32 [chunk_size])`, generated once."""
+        with self._lock:  # datasets read it from tf.data's producer threads
+            if k not in self._chunks:
+                data = generate(self.chunk_size, seed=self.task_seed, split="train", stream=k, **self.options)
+                if not self.keep:
+                    self._chunks.clear()
+                self._chunks[k] = (data.images, data.labels.astype(np.int32))
+            return self._chunks[k]
+
+    def __len__(self):
+        """The number of chunks held in memory."""
+        return len(self._chunks)
+
+
+def fresh_canvas_dataset(batch_size, seed=0, chunk_size=10000, task_seed=0, chunks=None, **options):
     """Training canvases never seen twice: chunk after chunk of newly generated ones, as a tf.data pipeline.
 
-    Chunk k is `cluttered.generate(chunk_size, seed=task_seed, split="train", stream=k, **options)`,
-    shuffled with `seed`: every model trained with the same `task_seed` sees the same canvases
-    (in its own seed's order), and none of them is a canvas of the task's fixed training,
-    validation or test split. Endless (for `model.fit(steps_per_epoch=...)`). Each chunk is
-    generated when the previous one is used up, in tf.data's producer thread, on the cores the
-    training uses: the generation's cost adds to the steps' time.
+    The canvases are the chunks of a `CanvasChunks` in order, each chunk shuffled with `seed`:
+    every model trained on the same task sees the same canvases (in its own seed's order), and
+    none of them is a canvas of the task's fixed training, validation or test split. Endless (for
+    `model.fit(steps_per_epoch=...)`). A chunk not yet generated is generated when the previous
+    one is used up, in tf.data's producer thread, on the cores the training uses: its cost adds
+    to the steps' time, once per chunk for all the datasets that share `chunks`.
 
     Args:
         batch_size: int, canvases per batch.
         seed: int, the shuffle's seed.
-        chunk_size: int >= 1, canvases generated at a time.
-        task_seed: int, the task's seed (`generate`'s `seed`).
+        chunk_size: int >= 1, canvases generated at a time (without `chunks`).
+        task_seed: int, the task's seed (`generate`'s `seed`; without `chunks`).
+        chunks: None (this dataset's own chunks, each dropped when used up) or a `CanvasChunks`
+            to read (and fill), shared with other datasets; then `chunk_size`, `task_seed` and
+            `options` are its own and must not be given.
         **options: the other arguments of `cluttered.generate` (`size`, `clutter`, ...).
 
     Returns:
         `tf.data.Dataset` of `(images float32 [B, H, W, 1], labels int32 [B])`.
-    """
 
-    def chunks():
+    Raises:
+        ValueError: both `chunks` and `options`, or a bad chunk size or option.
+    """
+    if chunks is None:
+        chunks = CanvasChunks(chunk_size, task_seed, keep=False, **options)
+    elif options:
+        raise ValueError(f"Pass the task's options to `CanvasChunks`, not with `chunks`. Received: {sorted(options)}")
+
+    def batches_of_chunks():
         rng = np.random.default_rng(seed)
-        for stream in itertools.count():
-            data = generate(chunk_size, seed=task_seed, split="train", stream=stream, **options)
-            order = rng.permutation(chunk_size)
-            yield data.images[order], data.labels[order].astype(np.int32)
+        for k in itertools.count():
+            images, labels = chunks(k)
+            order = rng.permutation(len(labels))
+            yield images[order], labels[order]
 
     signature = (tf.TensorSpec((None, None, None, 1), tf.float32), tf.TensorSpec((None,), tf.int32))
-    dataset = tf.data.Dataset.from_generator(chunks, output_signature=signature).unbatch()
+    dataset = tf.data.Dataset.from_generator(batches_of_chunks, output_signature=signature).unbatch()
     return dataset.batch(batch_size).map(lambda x, y: (prepare_images(x), y)).prefetch(tf.data.AUTOTUNE)
 
 

@@ -4,20 +4,23 @@ Mnih et al. 2014 ("Recurrent Models of Visual Attention", https://arxiv.org/abs/
 classify 60x60 cluttered translated MNIST with a model that reads a few small glimpses and
 chooses where each goes, and report it ahead of a convolutional network that reads every pixel.
 This benchmark trains `keras_transformer.vision.recurrent.RecurrentAttentionModel` with T
-glimpses for each T of `--glimpses`, and the plain CNN of the `attention` study (3 residual blocks,
-`keras_transformer.vision.models.build_classifier("none")`), on the same canvases, for the same
-steps and batch, with each seed of `--seeds`.
+glimpses for each T of `--glimpses`, and two CNNs that read every pixel: the plain CNN of the
+`attention` study (3 residual blocks, `keras_transformer.vision.models.build_classifier("none")`)
+and the paper's own baseline (`--paper-cnn`, `build_strided_cnn`: one 10x10 convolution of
+stride 5 with 8 filters, 256 hidden units), on the same canvases, for the same steps and batch,
+with each seed of `--seeds`.
 
 The task (`keras_transformer.vision.cluttered.generate`): a `--size` canvas (60, as the paper's),
 one glyph of height `--object-scale` x the side at a random place and rotation, and `--clutter`
 fragments of `--fragment-size` pixels cut from other glyphs (the paper: 8x8 pieces of other
 digits). Training reads the fixed `--train-size` training split, reshuffled every pass, or with
 `--fresh-canvases true` new canvases, `--train-size` at a time, none seen twice
-(`keras_transformer.vision.datasets.fresh_canvas_dataset`; the same stream for every model).
+(`keras_transformer.vision.datasets.fresh_canvas_dataset`; the same stream for every model, each
+chunk generated once and kept in memory for all of them: `CanvasChunks`).
 
 Measured per model and seed:
 - test accuracy (%) on `--test-size` test canvases;
-- values read per canvas: the CNN reads all `size^2` pixels; RAM reads `T k g^2` (k patches of
+- values read per canvas: each CNN reads all `size^2` pixels; RAM reads `T k g^2` (k patches of
   g x g per glimpse, the coarse ones averaged from larger areas);
 - where RAM looks: for each glimpse, the mean distance (pixels) from its centre to the glyph's
   centre, against the canvas centre's distance (where the first glimpse always is), and the share

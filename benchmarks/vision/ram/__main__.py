@@ -31,7 +31,8 @@ def build_parser():
         default=False,
         metavar="FRESH_CANVASES",
         help="true: train on newly generated canvases, --train-size at a time, none seen twice (the same for every "
-        "model and seed, in each seed's order); false: on the fixed --train-size training split",
+        "model and seed, in each seed's order; each generated once and kept in memory: up to --steps x "
+        "--batch-size x --size^2 x 4 bytes); false: on the fixed --train-size training split",
     )
     task.add_argument("--validation-size", type=int, default=1000, help="validation canvases (--curve-every)")
     task.add_argument("--test-size", type=int, default=2000, help="test canvases")
@@ -62,7 +63,15 @@ def build_parser():
         help="compile each RAM's training step with XLA (true or false; false: the committed runs before it, "
         "about 3x slower per step on a 2-core Zen 4)",
     )
-    runs.add_argument("--no-cnn", action="store_true", help="leave out the CNN baseline")
+    runs.add_argument("--no-cnn", action="store_true", help="leave out the CNN baseline (3 residual blocks)")
+    runs.add_argument(
+        "--paper-cnn",
+        type=flags.boolean,
+        default=True,
+        metavar="PAPER_CNN",
+        help="also train the paper's baseline (one 10x10 convolution of stride 5, 8 filters, 256 hidden units; "
+        "true or false)",
+    )
     runs.add_argument(
         "--filters", type=flags.parse_list(int, unique=False), default=[16, 32, 32], help="the CNN's channels per block"
     )
@@ -119,13 +128,15 @@ def main(argv=None):
         **train.task_options(args),
     )
     num_classes = data["test"].num_classes
+    chunks = train.canvas_chunks(args)
+    baselines = [kind for kind, wanted in (("cnn", not args.no_cnn), ("paper_cnn", args.paper_cnn)) if wanted]
     runs, paths = [], None
     for seed in args.seeds:
-        if not args.no_cnn:
-            runs.append(train.train_cnn(args, seed, data, num_classes))
-            print(f"seed {seed} cnn: {runs[-1]['test_accuracy_percent']:.1f}%", flush=True)
+        for kind in baselines:
+            runs.append(train.train_cnn(args, seed, data, num_classes, chunks, kind))
+            print(f"seed {seed} {kind}: {runs[-1]['test_accuracy_percent']:.1f}%", flush=True)
         for glimpses in args.glimpses:
-            result, locations = train.train_ram(args, glimpses, seed, data, num_classes)
+            result, locations = train.train_ram(args, glimpses, seed, data, num_classes, chunks)
             runs.append(result)
             if seed == args.seeds[0] and glimpses == max(args.glimpses):
                 paths = locations

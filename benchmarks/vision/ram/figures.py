@@ -20,9 +20,11 @@ def plot(path, args, runs, test, paths):
             (r["glimpses"], r["test_accuracy_percent"]) for r in runs if r["model"] == "ram" and r["seed"] == seed
         )
         ax.plot(*zip(*rams), marker="o", label=f"RAM, seed {seed}")
-        cnn = [r["test_accuracy_percent"] for r in runs if r["model"] == "cnn" and r["seed"] == seed]
-        if cnn:
-            ax.axhline(cnn[0], linestyle="--", color=ax.lines[-1].get_color(), label=f"CNN, seed {seed}")
+        colour = ax.lines[-1].get_color()
+        for kind, style, label in (("cnn", "--", "CNN"), ("paper_cnn", ":", "paper's CNN")):
+            cnn = [r["test_accuracy_percent"] for r in runs if r["model"] == kind and r["seed"] == seed]
+            if cnn:
+                ax.axhline(cnn[0], linestyle=style, color=colour, label=f"{label}, seed {seed}")
     ax.set_xlabel("glimpses T")
     ax.set_ylabel("test accuracy (%)")
     ax.set_xticks(sorted(args.glimpses))

@@ -4,12 +4,15 @@ import numpy as np
 
 from benchmarks.harness import machine
 
+# The baselines' names in the runs, and in the report.
+BASELINES = {"cnn": "the CNN", "paper_cnn": "the paper's CNN"}
+
 
 def summarise(runs):
     """Mean and per-seed accuracy of each model: `{name: {"accuracy": [...], "mean": ..., ...}}`."""
     summary = {}
     for run in runs:
-        name = "cnn" if run["model"] == "cnn" else f"ram_{run['glimpses']}"
+        name = f"ram_{run['glimpses']}" if run["model"] == "ram" else run["model"]
         entry = summary.setdefault(name, {"accuracy_by_seed": [], "values_read": run["values_read"]})
         entry["accuracy_by_seed"].append(run["test_accuracy_percent"])
         if "where" in run:
@@ -32,10 +35,12 @@ def print_report(args, summary, cpu):
             where = " / ".join(f"{d:.1f}" for d in entry["last_glimpse_distance_px"])
             where += f" (centre {entry['canvas_centre_distance_px']:.1f})"
         print(f"{name:<12} {seeds:<24} {entry['mean_accuracy_percent']:>6.1f} {entry['values_read']:>12} {where:>26}")
-    if "cnn" in summary:
-        cnn = summary["cnn"]["mean_accuracy_percent"]
+    for baseline, label in BASELINES.items():
+        if baseline not in summary:
+            continue
+        reference = summary[baseline]["mean_accuracy_percent"]
         for name, entry in summary.items():
-            if name != "cnn":
-                lift = entry["mean_accuracy_percent"] - cnn
-                share = entry["values_read"] / summary["cnn"]["values_read"]
-                print(f"{name}: {lift:+.1f} points over the CNN, reading {share:.0%} of its values")
+            if name.startswith("ram_"):
+                lift = entry["mean_accuracy_percent"] - reference
+                share = entry["values_read"] / summary[baseline]["values_read"]
+                print(f"{name}: {lift:+.1f} points over {label}, reading {share:.0%} of its values")

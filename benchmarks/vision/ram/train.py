@@ -4,6 +4,7 @@ import keras
 import numpy as np
 
 from benchmarks.harness import vision_training
+from keras_transformer.vision.models import build_strided_cnn
 from keras_transformer.vision.recurrent import RecurrentAttentionModel
 
 
@@ -18,13 +19,27 @@ def task_options(args):
     }
 
 
-def training_batches(args, seed):
-    """With `--fresh-canvases`, the endless stream of new training canvases (task seed 0, as the splits); else None."""
+def canvas_chunks(args):
+    """With `--fresh-canvases`, the task's fresh training canvases (task seed 0, as the splits), kept for every model.
+
+    Every model and seed of the run reads the same chunks: each is generated once, and all stay in
+    memory (`--steps` x `--batch-size` canvases of `--size`^2 float32 pixels at most). None without
+    `--fresh-canvases`.
+    """
     if not args.fresh_canvases:
+        return None
+    from keras_transformer.vision.datasets import CanvasChunks
+
+    return CanvasChunks(args.train_size, task_seed=0, keep=True, **task_options(args))
+
+
+def training_batches(args, seed, chunks):
+    """The batches of `chunks` (a `canvas_chunks`) in the order of `seed`, endless; None (the fixed split) without."""
+    if chunks is None:
         return None
     from keras_transformer.vision.datasets import fresh_canvas_dataset
 
-    return fresh_canvas_dataset(args.batch_size, seed, chunk_size=args.train_size, task_seed=0, **task_options(args))
+    return fresh_canvas_dataset(args.batch_size, seed, chunks=chunks)
 
 
 def compiled_ram(args, glimpses, seed, num_classes):
@@ -71,10 +86,15 @@ def where_it_looks(locations, test, patch_size):
     }
 
 
-def train_ram(args, glimpses, seed, data, num_classes):
-    """Train and measure one RAM; returns its results and the first test canvases' glimpse locations."""
+def train_ram(args, glimpses, seed, data, num_classes, chunks=None):
+    """Train and measure one RAM; returns its results and the first test canvases' glimpse locations.
+
+    It trains on `chunks` when given (see `training_batches`), else on the fixed training split.
+    """
     model = compiled_ram(args, glimpses, seed, num_classes)
-    history, callbacks, seconds = vision_training.fit(args, model, seed, data, train=training_batches(args, seed))
+    history, callbacks, seconds = vision_training.fit(
+        args, model, seed, data, train=training_batches(args, seed, chunks)
+    )
     outputs = model.predict(data["test"].images, batch_size=250, verbose=0)
     result = {
         "model": "ram",
@@ -93,21 +113,32 @@ def train_ram(args, glimpses, seed, data, num_classes):
     return result, outputs["locations"][:8]
 
 
-def train_cnn(args, seed, data, num_classes):
-    """Train and measure the plain CNN of the attention study on the same canvases and budget."""
-    # what compiled_classifier reads: the attention study's default CNN (no STN, no batch normalization here)
-    args.block, args.glimpse, args.batch_norm = "residual", 24, False
-    classifier = vision_training.compiled_classifier(args, "none", seed, num_classes)
+def train_cnn(args, seed, data, num_classes, chunks=None, kind="cnn"):
+    """Train and measure a CNN baseline on the same canvases and budget (on `chunks` when given).
+
+    `kind`: `"cnn"`, the plain CNN of the attention study (3 residual blocks, `--filters`), or
+    `"paper_cnn"`, the paper's own baseline (`build_strided_cnn`: one 10x10 convolution of stride 5,
+    256 hidden units).
+    """
+    if kind == "paper_cnn":
+        keras.backend.clear_session()
+        keras.utils.set_random_seed(seed)
+        model = build_strided_cnn((args.size, args.size), num_classes=num_classes)
+        vision_training.compile_adam(model, vision_training.schedule_of(args))
+    else:
+        # what compiled_classifier reads: the attention study's default CNN (no STN, no batch normalization here)
+        args.block, args.glimpse, args.batch_norm = "residual", 24, False
+        model = vision_training.compiled_classifier(args, "none", seed, num_classes).model
     history, callbacks, seconds = vision_training.fit(
-        args, classifier.model, seed, data, train=training_batches(args, seed)
+        args, model, seed, data, train=training_batches(args, seed, chunks)
     )
-    logits = classifier.model.predict(data["test"].images, batch_size=250, verbose=0)
+    logits = model.predict(data["test"].images, batch_size=250, verbose=0)
     result = {
-        "model": "cnn",
+        "model": kind,
         "seed": seed,
         "test_accuracy_percent": 100.0 * float(np.mean(logits.argmax(-1) == data["test"].labels)),
         "values_read": args.size**2,
-        "parameters": int(sum(np.prod(w.shape) for w in classifier.model.trainable_weights)),
+        "parameters": int(sum(np.prod(w.shape) for w in model.trainable_weights)),
         "ms_per_step_median": float(np.median(callbacks[0].milliseconds[1:] or callbacks[0].milliseconds)),
         "train_seconds": seconds,
         "final_train_loss": float(history.history["loss"][-1]),
