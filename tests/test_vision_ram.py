@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 from conftest import run_main
 
-from benchmarks.harness import vision_training
+from benchmarks.harness import machine, vision_training
 from benchmarks.vision.ram import __main__ as vision_ram
+from benchmarks.vision.ram import train
 from keras_transformer.layers.reinforce import Reinforce
 from keras_transformer.vision.recurrent import GlimpseSensor, RecurrentAttentionModel, gaussian_log_density
 
@@ -324,3 +325,15 @@ def test_benchmark_smoke_run_writes_its_json_and_figure(tmp_path, capsys):
     status, printed = run_main(vision_ram.main, fresh, capsys)
     assert status == 0, printed[-2000:]
     assert json.loads((tmp_path / "f.json").read_text())["flags"]["fresh_canvases"] is True
+
+
+def test_fresh_canvases_are_kept_for_every_model_only_when_they_fit_in_half_the_free_memory(monkeypatch, capsys):
+    argv = ["--fresh-canvases", "true", "--steps", "10", "--batch-size", "8", "--size", "20", "--train-size", "40"]
+    args = vision_ram.parse_args(argv)
+    needed = 10 * 8 * 20 * 20 * 4
+    monkeypatch.setattr(machine, "available_memory_bytes", lambda: 2 * needed)
+    assert train.canvas_chunks(args).keep and capsys.readouterr().out == ""
+    monkeypatch.setattr(machine, "available_memory_bytes", lambda: 2 * needed - 1)
+    chunks = train.canvas_chunks(args)
+    assert not chunks.keep and "each model generates them again" in capsys.readouterr().out
+    assert train.canvas_chunks(vision_ram.parse_args(argv[2:] + ["--fresh-canvases", "false"])) is None

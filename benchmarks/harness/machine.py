@@ -89,6 +89,14 @@ def package_versions(packages):
     return versions
 
 
+def available_memory_bytes():
+    """The physical memory free now, in bytes, or None where the system does not say (no `os.sysconf` pages)."""
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
 def peak_rss_mib():
     """This process's maximum resident set size so far, in MiB (Linux reports `ru_maxrss` in KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

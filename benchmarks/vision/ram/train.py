@@ -3,7 +3,7 @@
 import keras
 import numpy as np
 
-from benchmarks.harness import vision_training
+from benchmarks.harness import machine, vision_training
 from keras_transformer.vision.models import build_strided_cnn
 from keras_transformer.vision.recurrent import RecurrentAttentionModel
 
@@ -20,17 +20,28 @@ def task_options(args):
 
 
 def canvas_chunks(args):
-    """With `--fresh-canvases`, the task's fresh training canvases (task seed 0, as the splits), kept for every model.
+    """With `--fresh-canvases`, the task's fresh training canvases (task seed 0, as the splits); None without.
 
-    Every model and seed of the run reads the same chunks: each is generated once, and all stay in
-    memory (`--steps` x `--batch-size` canvases of `--size`^2 float32 pixels at most). None without
-    `--fresh-canvases`.
+    Every model and seed of the run reads the same chunks (`CanvasChunks`). When all the canvases
+    of a model's training (`--steps` x `--batch-size` of `--size`^2 float32 pixels) fit in half the
+    free memory, each chunk is generated once and kept for the next models; otherwise only the
+    last is kept, and each model generates the chunks again (the same canvases, at the
+    generation's cost), as the printed note says.
     """
     if not args.fresh_canvases:
         return None
     from keras_transformer.vision.datasets import CanvasChunks
 
-    return CanvasChunks(args.train_size, task_seed=0, keep=True, **task_options(args))
+    needed = args.steps * args.batch_size * args.size**2 * 4
+    free = machine.available_memory_bytes()
+    keep = free is None or needed <= free // 2
+    if not keep:
+        print(
+            f"fresh canvases: the {needed / 2**30:.1f} GiB of a model's training are more than half the free "
+            f"memory ({free / 2**30:.1f} GiB): each model generates them again",
+            flush=True,
+        )
+    return CanvasChunks(args.train_size, task_seed=0, keep=keep, **task_options(args))
 
 
 def training_batches(args, seed, chunks):
