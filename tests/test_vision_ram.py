@@ -271,7 +271,8 @@ def test_bad_arguments_name_the_value(options, message):
 
 def test_benchmark_flags_are_checked_and_every_flag_has_help(capsys):
     args = vision_ram.parse_args([])
-    assert args.glimpses == [1, 2, 4, 8] and args.seeds == [0, 1] and args.size == 60
+    assert args.glimpses == [1, 2, 4, 6, 8] and args.seeds == [0, 1] and args.size == 60 and args.clutter == 4
+    assert args.fresh_canvases and args.paper_cnn and args.decay == "cosine" and args.steps == 6000
     assert args.reinforce == Reinforce("leave_one_out", 4, normalize=True)
     for argv, text in (
         (["--glimpses", "0,2"], "--glimpses must be >= 1. Received: [0, 2]"),
@@ -281,7 +282,7 @@ def test_benchmark_flags_are_checked_and_every_flag_has_help(capsys):
         (["--fragment-size", "99"], "--fragment-size must be in [1, --size]. Received: 99"),
         (["--steps", "0"], "--steps must be >= 1. Received: 0"),
         (["--name", "a/b"], "--name must be letters, digits, _ and -. Received: 'a/b'"),
-        (["--warmup-steps", "2000"], "--warmup-steps must be >= 0 and < --steps (2000). Received: 2000"),
+        (["--warmup-steps", "6000"], "--warmup-steps must be >= 0 and < --steps (6000). Received: 6000"),
         (["--jit-compile", "maybe"], "--jit-compile"),
         (["--max-rotation", "-1"], "--max-rotation must be in [0, 180] degrees. Received: -1.0"),
     ):
@@ -301,7 +302,7 @@ def test_benchmark_smoke_run_writes_its_json_and_figure(tmp_path, capsys):
 
     argv = ["--glimpses", "1,2", "--seeds", "0", "--steps", "3", "--train-size", "64", "--test-size", "16",
             "--validation-size", "16", "--batch-size", "16", "--size", "24", "--curve-every", "3",
-            "--out", str(tmp_path), "--name", "ram"]  # fmt: skip
+            "--fresh-canvases", "false", "--out", str(tmp_path), "--name", "ram"]  # fmt: skip
     status, printed = run_main(vision_ram.main, argv, capsys)
     assert status == 0 and "ram_2" in printed and "over the CNN" in printed and "over the paper's CNN" in printed
     results = json.loads((tmp_path / "ram.json").read_text())

@@ -21,7 +21,9 @@ Its blocks are residual blocks (`block="residual"`, the default) or plain ones (
 
 `build_stn_classifier` is the one builder of a spatial transformer in front of these blocks:
 `build_classifier("stn")` is its pooled head, the Spatial Transformer paper's ST-CNN
-(`keras_transformer.vision.st_cnn`) its dense head on plain blocks.
+(`keras_transformer.vision.st_cnn`) its dense head on plain blocks. `build_strided_cnn` stands
+apart: the recurrent attention paper's baseline (one strided convolution, one hidden layer, for
+one image size), the CNN that paper compares its model with.
 
 The residual block puts the attention where the SE and CBAM papers put it: on the residual
 branch, before the addition, so a gate near 0 damps only the branch and the block still passes

@@ -22,13 +22,13 @@ def build_parser():
         help="low,high: the glyph's height over the canvas side",
     )
     cluttered.add_rotation_flag(task)
-    task.add_argument("--clutter", type=int, default=8, help="clutter fragments per canvas")
+    task.add_argument("--clutter", type=int, default=4, help="clutter fragments per canvas (the paper's 4)")
     task.add_argument("--fragment-size", type=int, default=8, help="side of a clutter fragment in pixels")
     task.add_argument("--train-size", type=int, default=20000, help="training canvases")
     task.add_argument(
         "--fresh-canvases",
         type=flags.boolean,
-        default=False,
+        default=True,
         metavar="FRESH_CANVASES",
         help="true: train on newly generated canvases, --train-size at a time, none seen twice (the same for every "
         "model and seed, in each seed's order; each generated once and kept in memory: up to --steps x "
@@ -40,11 +40,11 @@ def build_parser():
     runs.add_argument(
         "--glimpses",
         type=flags.parse_list(int),
-        default=[1, 2, 4, 8],
+        default=[1, 2, 4, 6, 8],
         help="comma-separated glimpse counts T, one RAM per count",
     )
     flags.add_seed_flags(runs, default=[0, 1], several=True, help="Each trains every model.")
-    runs.add_argument("--steps", type=int, default=2000, help="training steps of every model")
+    runs.add_argument("--steps", type=int, default=6000, help="training steps of every model")
     runs.add_argument("--batch-size", type=int, default=64, help="canvases per step")
     runs.add_argument(
         "--adam-learning-rate",
@@ -55,6 +55,7 @@ def build_parser():
         help="Adam's learning rate (its peak, with --warmup-steps or --decay cosine)",
     )
     cluttered.add_schedule_flags(runs)
+    runs.set_defaults(decay="cosine")  # every model's rate falls to 0 by the last step: its curve levels off
     runs.add_argument(
         "--jit-compile",
         type=flags.boolean,
@@ -75,12 +76,12 @@ def build_parser():
     runs.add_argument(
         "--filters", type=flags.parse_list(int, unique=False), default=[16, 32, 32], help="the CNN's channels per block"
     )
-    runs.add_argument("--curve-every", type=int, default=0, help="validation accuracy every N steps (0: none)")
+    runs.add_argument("--curve-every", type=int, default=1000, help="validation accuracy every N steps (0: none)")
     ram = parser.add_argument_group("recurrent attention model")
     ram.add_argument("--patch-size", type=int, default=12, help="the sensor's patch side g")
     ram.add_argument("--scales", type=int, default=3, help="the sensor's patches per glimpse k")
     ram.add_argument("--core", choices=CORES, default="gru", help="the recurrent core")
-    ram.add_argument("--location-std", type=float, default=0.2, help="the location policy's standard deviation")
+    ram.add_argument("--location-std", type=float, default=0.1, help="the location policy's standard deviation")
     ram.add_argument("--reward", choices=REWARDS, default="log_likelihood", help="the policy's reward")
     ram.add_argument("--baseline", choices=BASELINES, default="leave_one_out", help="REINFORCE's baseline")
     ram.add_argument("--samples", type=int, default=4, help="episodes per canvas in training")
