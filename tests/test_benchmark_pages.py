@@ -135,3 +135,22 @@ def test_the_scale_page_quotes_every_seed_and_tercile_of_the_per_pixel_runs(name
     terciles = " | ".join(f"{entry['tercile_accuracy_percent'][t]:.1f}" for t in ("small", "medium", "large"))
     expected = f"| {seeds} | {entry['mean_accuracy_percent']:.1f} | {terciles} | {entry['forward_flops'] / 1e6:.2f} |"
     assert row.endswith(expected), (row, expected)
+
+
+RAM_CONVERGENCE = "## At convergence: fresh canvases, the paper's clutter and its CNN"
+
+
+def test_the_ram_page_quotes_every_seed_of_the_convergence_run_and_where_each_glimpse_lands():
+    results = _json(VISION / "ram" / "results" / "vision_ram_convergence.json")
+    section = (PAGES / "vision-ram.md").read_text().split(RAM_CONVERGENCE)[1].split("\n## ")[0]
+    labels = {"cnn": "CNN, 3 residual blocks", "paper_cnn": "the paper's CNN"}
+    for name, entry in results["summary"].items():
+        label = labels.get(name) or f"RAM, T = {name.split('_')[1]}"
+        seeds = " | ".join(f"{accuracy:.1f}%" for accuracy in entry["accuracy_by_seed"])
+        row = _row(section, f"| {label} |")
+        assert row.startswith(f"| {label} | {seeds} | {entry['mean_accuracy_percent']:.1f}% | {entry['values_read']:,} |")
+        for run in results["runs"]:
+            if run["model"] == "ram" and f"ram_{run['glimpses']}" == name:
+                where = run["where"]
+                assert ", ".join(f"{d:.1f}" for d in where["distance_px"]) in row, (row, run["seed"])
+                assert f"{where['sharp_patch_holds_centre'][-1]:.2f}" in row, (row, run["seed"])
