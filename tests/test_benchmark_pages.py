@@ -148,9 +148,23 @@ def test_the_ram_page_quotes_every_seed_of_the_convergence_run_and_where_each_gl
         label = labels.get(name) or f"RAM, T = {name.split('_')[1]}"
         seeds = " | ".join(f"{accuracy:.1f}%" for accuracy in entry["accuracy_by_seed"])
         row = _row(section, f"| {label} |")
-        assert row.startswith(f"| {label} | {seeds} | {entry['mean_accuracy_percent']:.1f}% | {entry['values_read']:,} |")
+        assert row.startswith(
+            f"| {label} | {seeds} | {entry['mean_accuracy_percent']:.1f}% | {entry['values_read']:,} |"
+        )
         for run in results["runs"]:
             if run["model"] == "ram" and f"ram_{run['glimpses']}" == name:
                 where = run["where"]
                 assert ", ".join(f"{d:.1f}" for d in where["distance_px"]) in row, (row, run["seed"])
                 assert f"{where['sharp_patch_holds_centre'][-1]:.2f}" in row, (row, run["seed"])
+
+
+def test_the_ram_page_quotes_the_papers_cnn_trained_twice_as_long():
+    runs = _json(VISION / "ram" / "results" / "vision_ram_paper_cnn_long.json")["runs"]
+    section = (PAGES / "vision-ram.md").read_text().split(RAM_CONVERGENCE)[1].split("\n## ")[0]
+    for model, label in (("paper_cnn", "the paper's CNN"), ("ram", "RAM, T = 1")):
+        seeds = [run for run in runs if run["model"] == model]
+        accuracy = " | ".join(f"{run['test_accuracy_percent']:.1f}%" for run in seeds)
+        curves = "; ".join(
+            ", ".join(f"{p['validation_accuracy_percent']:.1f}" for p in run["curve"][-3:]) for run in seeds
+        )
+        assert f"| {label} | {accuracy} | {curves} |" in section, (label, accuracy, curves)
