@@ -31,8 +31,8 @@ def build_parser():
         default=True,
         metavar="FRESH_CANVASES",
         help="true: train on newly generated canvases, --train-size at a time, none seen twice (the same for every "
-        "model and seed, in each seed's order; each generated once and kept in memory: up to --steps x "
-        "--batch-size x --size^2 x 4 bytes); false: on the fixed --train-size training split",
+        "model and seed, in each seed's order; each generated once and kept for the next models when --steps x "
+        "--batch-size x --size^2 x 4 bytes fit in half the free memory); false: on the fixed --train-size split",
     )
     task.add_argument("--validation-size", type=int, default=1000, help="validation canvases (--curve-every)")
     task.add_argument("--test-size", type=int, default=2000, help="test canvases")
@@ -61,7 +61,7 @@ def build_parser():
         type=flags.boolean,
         default=True,
         metavar="JIT_COMPILE",
-        help="compile each RAM's training step with XLA (true or false; false: the committed runs before it, "
+        help="compile each RAM's training step with XLA (true or false; false: the study's first runs, "
         "about 3x slower per step on a 2-core Zen 4)",
     )
     runs.add_argument("--no-cnn", action="store_true", help="leave out the CNN baseline (3 residual blocks)")
