@@ -20,7 +20,8 @@ The rest of the package, one module each:
                 position, size and rotation on a larger cluttered canvas, with its label, box and mask
     pointing    whether a spatial map falls on the object: its mass inside the box, against a
                 uniform map's
-    models      the small CNN with each kind of attention, and the spatial map it attends with
+    models      the small CNN with each kind of attention, and the spatial map it attends with;
+                the recurrent attention paper's CNN baseline (`build_strided_cnn`)
     st_cnn      the Spatial Transformer paper's ST-CNN (its convolutional localisation net, a glimpse
                 smaller than the canvas, a CNN with a dense head), and its identity and CNN controls
     recurrent   the recurrent attention model (Mnih et al. 2014): a glimpse sensor, a recurrent core
@@ -35,7 +36,9 @@ The rest of the package, one module each:
                 attention in its decoder blocks) from an image to each pixel's object probability
     saliency_metrics  MAE, max F-measure (beta^2 = 0.3) and the pointing game within 15/224 of
                 the side, against binary masks
-    datasets    tf.data pipelines of the task and of TFDS image datasets (TensorFlow only)
+    datasets    tf.data pipelines of the task (a fixed split, or fresh canvases generated chunk by
+                chunk, shared by several models: `CanvasChunks`) and of TFDS image datasets
+                (TensorFlow only)
     export      SavedModel, image in, class and attention map out (TensorFlow only)
 
 Shape letters of the vision docstrings and shape comments (not the text model's):
