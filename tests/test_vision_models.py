@@ -22,7 +22,7 @@ from keras_transformer.export import CHECKSUMS_FILE, version_problems
 from keras_transformer.vision.channel import channel_weights_by_class
 from keras_transformer.vision.cluttered import generate_splits
 from keras_transformer.vision.export import export_classifier
-from keras_transformer.vision.models import ATTENTIONS, GlimpseFootprint, build_classifier, build_strided_cnn
+from keras_transformer.vision.models import ATTENTIONS, GlimpseFootprint, build_classifier
 
 # The ViT (no CNN, blocks or filters) is tested in tests/test_vision_patches.py.
 LEARNERS = [(attention, "residual", False) for attention in ATTENTIONS if attention not in ("none", "vit")] + [
@@ -217,29 +217,6 @@ def test_the_model_with_its_map_survives_a_keras_round_trip(block, batch_norm, t
     reloaded = keras.saving.load_model(path)
     for key, value in classifier.attention_model(images).items():
         np.testing.assert_allclose(to_numpy(reloaded(images)[key]), to_numpy(value), atol=1e-5)
-
-
-def test_the_strided_cnn_is_its_formula_and_survives_a_keras_round_trip(tmp_path):
-    model = build_strided_cnn((12, 11), num_classes=3, channels=2, filters=4, kernel_size=5, strides=3, units=6)
-    images = np.random.default_rng(0).normal(size=(2, 12, 11, 2)).astype("float32")
-    kernel, bias = (to_numpy(w) for w in model.get_layer("conv").weights)
-    w1, b1 = (to_numpy(w) for w in model.get_layer("hidden").weights)
-    w2, b2 = (to_numpy(w) for w in model.get_layer("logits").weights)
-    rows, columns = (12 - 5) // 3 + 1, (11 - 5) // 3 + 1  # valid positions at stride 3: 3 x 3
-    conv = np.zeros((2, rows, columns, 4))
-    for i in range(rows):
-        for j in range(columns):
-            window = images[:, 3 * i : 3 * i + 5, 3 * j : 3 * j + 5, :]  # [B, 5, 5, 2]
-            conv[:, i, j] = np.einsum("bhwc,hwcf->bf", window, kernel) + bias
-    hidden = np.maximum(np.maximum(conv, 0).reshape(2, -1) @ w1 + b1, 0)
-    np.testing.assert_allclose(to_numpy(model(images)), hidden @ w2 + b2, rtol=1e-4, atol=1e-5)
-    path = tmp_path / "strided.keras"
-    model.save(path)
-    np.testing.assert_allclose(to_numpy(keras.saving.load_model(path)(images)), to_numpy(model(images)), atol=1e-6)
-    with pytest.raises(ValueError, match="kernel_size"):
-        build_strided_cnn((8, 8), kernel_size=10)
-    with pytest.raises(ValueError, match="strides"):
-        build_strided_cnn((60, 60), strides=0)
 
 
 def test_unknown_attention_is_an_error_naming_it():

@@ -20,7 +20,12 @@ from benchmarks.harness import machine, vision_training
 from benchmarks.vision.ram import __main__ as vision_ram
 from benchmarks.vision.ram import train
 from keras_transformer.layers.reinforce import Reinforce
-from keras_transformer.vision.recurrent import GlimpseSensor, RecurrentAttentionModel, gaussian_log_density
+from keras_transformer.vision.recurrent import (
+    GlimpseSensor,
+    RecurrentAttentionModel,
+    build_strided_cnn,
+    gaussian_log_density,
+)
 
 
 def reference_retina(image, location, patch_size, scales):
@@ -338,3 +343,30 @@ def test_fresh_canvases_are_kept_for_every_model_only_when_they_fit_in_half_the_
     chunks = train.canvas_chunks(args)
     assert not chunks.keep and "each model generates them again" in capsys.readouterr().out
     assert train.canvas_chunks(vision_ram.parse_args(argv[2:] + ["--fresh-canvases", "false"])) is None
+
+
+def test_the_strided_cnn_is_its_formula_and_survives_a_keras_round_trip(tmp_path):
+    model = build_strided_cnn((12, 11), num_classes=3, channels=2, filters=4, kernel_size=5, strides=3, units=6)
+    images = np.random.default_rng(0).normal(size=(2, 12, 11, 2)).astype("float32")
+    kernel, bias = (keras.ops.convert_to_numpy(w) for w in model.get_layer("conv").weights)
+    w1, b1 = (keras.ops.convert_to_numpy(w) for w in model.get_layer("hidden").weights)
+    w2, b2 = (keras.ops.convert_to_numpy(w) for w in model.get_layer("logits").weights)
+    rows, columns = (12 - 5) // 3 + 1, (11 - 5) // 3 + 1  # valid positions at stride 3: 3 x 3
+    conv = np.zeros((2, rows, columns, 4))
+    for i in range(rows):
+        for j in range(columns):
+            window = images[:, 3 * i : 3 * i + 5, 3 * j : 3 * j + 5, :]  # [B, 5, 5, 2]
+            conv[:, i, j] = np.einsum("bhwc,hwcf->bf", window, kernel) + bias
+    hidden = np.maximum(np.maximum(conv, 0).reshape(2, -1) @ w1 + b1, 0)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(model(images)), hidden @ w2 + b2, rtol=1e-4, atol=1e-5)
+    path = tmp_path / "strided.keras"
+    model.save(path)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(keras.saving.load_model(path)(images)),
+        keras.ops.convert_to_numpy(model(images)),
+        atol=1e-6,
+    )
+    with pytest.raises(ValueError, match="kernel_size"):
+        build_strided_cnn((8, 8), kernel_size=10)
+    with pytest.raises(ValueError, match="strides"):
+        build_strided_cnn((60, 60), strides=0)

@@ -20,12 +20,12 @@ The rest of the package, one module each:
                 position, size and rotation on a larger cluttered canvas, with its label, box and mask
     pointing    whether a spatial map falls on the object: its mass inside the box, against a
                 uniform map's
-    models      the small CNN with each kind of attention, and the spatial map it attends with;
-                the recurrent attention paper's CNN baseline (`build_strided_cnn`)
+    models      the small CNN with each kind of attention, and the spatial map it attends with
     st_cnn      the Spatial Transformer paper's ST-CNN (its convolutional localisation net, a glimpse
                 smaller than the canvas, a CNN with a dense head), and its identity and CNN controls
     recurrent   the recurrent attention model (Mnih et al. 2014): a glimpse sensor, a recurrent core
-                and a location policy trained by REINFORCE; it reads a few glimpses, not the image
+                and a location policy trained by REINFORCE; it reads a few glimpses, not the image;
+                and the paper's CNN baseline (`build_strided_cnn`)
     dynamic_capacity  Dynamic Capacity Networks (Almahairi et al. 2016): a cheap network everywhere,
                 an expensive one on the k positions where the cheap prediction's entropy is most
                 sensitive; `dynamic_capacity_flops` counts its FLOPs and its bounds'

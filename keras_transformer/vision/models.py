@@ -21,9 +21,7 @@ Its blocks are residual blocks (`block="residual"`, the default) or plain ones (
 
 `build_stn_classifier` is the one builder of a spatial transformer in front of these blocks:
 `build_classifier("stn")` is its pooled head, the Spatial Transformer paper's ST-CNN
-(`keras_transformer.vision.st_cnn`) its dense head on plain blocks. `build_strided_cnn` stands
-apart: the recurrent attention paper's baseline (one strided convolution, one hidden layer, for
-one image size), the CNN that paper compares its model with.
+(`keras_transformer.vision.st_cnn`) its dense head on plain blocks.
 
 The residual block puts the attention where the SE and CBAM papers put it: on the residual
 branch, before the addition, so a gate near 0 damps only the branch and the block still passes
@@ -198,42 +196,6 @@ def build_classifier(
     x, scores, last_features = _blocks(images, filters, attention, block, reduction, spatial_kernel_size, batch_norm)
     logits = _head(x, "pooled", num_classes)
     return _classifier(images, logits, _attention_map(attention, images, scores, last_features), name)
-
-
-def build_strided_cnn(image_size, num_classes=10, channels=1, filters=8, kernel_size=10, strides=5, units=256):
-    """The recurrent attention paper's convolutional baseline: one strided convolution, one hidden layer.
-
-    Mnih et al. 2014 ("Recurrent Models of Visual Attention") put their model beside a
-    "convolutional, 2 layers" network on cluttered translated MNIST: 8 filters of 10x10 with
-    stride 5, relu, a fully connected layer of 256 relu units, then the classes:
-
-        images [B, H, W, C]
-        conv (no padding) + relu   [B, (H - k) // s + 1, (W - k) // s + 1, filters]
-        flatten, dense + relu      [B, units]
-        dense                      logits [B, classes]
-
-    Args:
-        image_size: `(height, width)` of the images (the dense layer reads every position).
-        num_classes: int, the classes of the logits.
-        channels: int, the images' channels C.
-        filters: int >= 1, the convolution's channels.
-        kernel_size: int >= 1, the convolution's side k (at most the image's sides).
-        strides: int >= 1, the convolution's stride s.
-        units: int >= 1, the hidden layer's units.
-
-    Returns:
-        `keras.Model`, images `[B, height, width, C]` -> logits `[B, classes]`.
-
-    Raises:
-        ValueError: a size below 1, or a kernel larger than the image.
-    """
-    height, width = (check_int("image_size", side, 1) for side in image_size)
-    for name, value in (("filters", filters), ("strides", strides), ("units", units)):
-        check_int(name, value, 1)
-    check_int("kernel_size", kernel_size, 1, min(height, width))
-    images = keras.Input((height, width, channels), name="images")
-    x = keras.layers.Conv2D(filters, kernel_size, strides=strides, activation="relu", name="conv")(images)
-    return keras.Model(images, _head(x, "dense", num_classes, units), name="strided_cnn")
 
 
 def build_vit_classifier(

@@ -38,6 +38,8 @@ Deviations from the paper, each a common choice of reimplementations:
 
 Locations are `(row, column)` in normalized coordinates: -1 is the centre of the first pixel, +1
 of the last, as `keras_transformer.vision.affine_grid` reads them.
+
+`build_strided_cnn` is the convolutional network the paper compares RAM with.
 """
 
 import math
@@ -321,3 +323,40 @@ class RecurrentAttentionModel(keras.Model):
             }
         )
         return config
+
+
+def build_strided_cnn(image_size, num_classes=10, channels=1, filters=8, kernel_size=10, strides=5, units=256):
+    """The recurrent attention paper's convolutional baseline: one strided convolution, one hidden layer.
+
+    Mnih et al. 2014 ("Recurrent Models of Visual Attention") put their model beside a
+    "convolutional, 2 layers" network on cluttered translated MNIST: 8 filters of 10x10 with
+    stride 5, relu, a fully connected layer of 256 relu units, then the classes:
+
+        images [B, H, W, C]
+        conv (no padding) + relu   [B, (H - k) // s + 1, (W - k) // s + 1, filters]
+        flatten, dense + relu      [B, units]
+        dense                      logits [B, classes]
+
+    Args:
+        image_size: `(height, width)` of the images (the dense layer reads every position).
+        num_classes: int, the classes of the logits.
+        channels: int, the images' channels C.
+        filters: int >= 1, the convolution's channels.
+        kernel_size: int >= 1, the convolution's side k (at most the image's sides).
+        strides: int >= 1, the convolution's stride s.
+        units: int >= 1, the hidden layer's units.
+
+    Returns:
+        `keras.Model`, images `[B, height, width, C]` -> logits `[B, classes]`.
+
+    Raises:
+        ValueError: a size below 1, or a kernel larger than the image.
+    """
+    height, width = (check_int("image_size", side, 1) for side in image_size)
+    for name, value in (("filters", filters), ("strides", strides), ("units", units)):
+        check_int(name, value, 1)
+    check_int("kernel_size", kernel_size, 1, min(height, width))
+    images = keras.Input((height, width, channels), name="images")
+    x = keras.layers.Conv2D(filters, kernel_size, strides=strides, activation="relu", name="conv")(images)
+    x = keras.layers.Dense(units, activation="relu", name="hidden")(keras.layers.Flatten(name="flatten")(x))
+    return keras.Model(images, keras.layers.Dense(num_classes, name="logits")(x), name="strided_cnn")

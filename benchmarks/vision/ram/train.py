@@ -1,11 +1,10 @@
-"""The runs of the recurrent attention study: one RAM of T glimpses, and the plain CNN, trained and measured."""
+"""The runs of the recurrent attention study: one RAM of T glimpses, and each CNN baseline, trained and measured."""
 
 import keras
 import numpy as np
 
 from benchmarks.harness import machine, vision_training
-from keras_transformer.vision.models import build_strided_cnn
-from keras_transformer.vision.recurrent import RecurrentAttentionModel
+from keras_transformer.vision.recurrent import RecurrentAttentionModel, build_strided_cnn
 
 
 def task_options(args):
@@ -97,15 +96,31 @@ def where_it_looks(locations, test, patch_size):
     }
 
 
-def train_ram(args, glimpses, seed, data, num_classes, chunks=None):
-    """Train and measure one RAM; returns its results and the first test canvases' glimpse locations.
+def fit_and_record(args, model, seed, data, chunks):
+    """Train `model` (on `chunks` when given, see `training_batches`; else the fixed training split) and record it.
 
-    It trains on `chunks` when given (see `training_batches`), else on the fixed training split.
+    Returns:
+        dict: its trainable parameters, the median ms per step (the first step, which traces, left
+        out), the training's wall seconds, the last training loss, and with `--curve-every` the curve.
     """
-    model = compiled_ram(args, glimpses, seed, num_classes)
     history, callbacks, seconds = vision_training.fit(
         args, model, seed, data, train=training_batches(args, seed, chunks)
     )
+    record = {
+        "parameters": int(sum(np.prod(w.shape) for w in model.trainable_weights)),
+        "ms_per_step_median": float(np.median(callbacks[0].milliseconds[1:] or callbacks[0].milliseconds)),
+        "train_seconds": seconds,
+        "final_train_loss": float(history.history["loss"][-1]),
+    }
+    if args.curve_every:
+        record["curve"] = callbacks[-1].points
+    return record
+
+
+def train_ram(args, glimpses, seed, data, num_classes, chunks=None):
+    """Train and measure one RAM (on `chunks` when given); its results and the first test canvases' glimpses."""
+    model = compiled_ram(args, glimpses, seed, num_classes)
+    record = fit_and_record(args, model, seed, data, chunks)
     outputs = model.predict(data["test"].images, batch_size=250, verbose=0)
     result = {
         "model": "ram",
@@ -113,14 +128,9 @@ def train_ram(args, glimpses, seed, data, num_classes, chunks=None):
         "seed": seed,
         "test_accuracy_percent": 100.0 * float(np.mean(outputs["logits"].argmax(-1) == data["test"].labels)),
         "values_read": model.values_read,
-        "parameters": int(sum(np.prod(w.shape) for w in model.trainable_weights)),
-        "ms_per_step_median": float(np.median(callbacks[0].milliseconds[1:] or callbacks[0].milliseconds)),
-        "train_seconds": seconds,
-        "final_train_loss": float(history.history["loss"][-1]),
+        **record,
         "where": where_it_looks(outputs["locations"], data["test"], args.patch_size),
     }
-    if args.curve_every:
-        result["curve"] = callbacks[-1].points
     return result, outputs["locations"][:8]
 
 
@@ -140,20 +150,12 @@ def train_cnn(args, seed, data, num_classes, chunks=None, kind="cnn"):
         # what compiled_classifier reads: the attention study's default CNN (no STN, no batch normalization here)
         args.block, args.glimpse, args.batch_norm = "residual", 24, False
         model = vision_training.compiled_classifier(args, "none", seed, num_classes).model
-    history, callbacks, seconds = vision_training.fit(
-        args, model, seed, data, train=training_batches(args, seed, chunks)
-    )
+    record = fit_and_record(args, model, seed, data, chunks)
     logits = model.predict(data["test"].images, batch_size=250, verbose=0)
-    result = {
+    return {
         "model": kind,
         "seed": seed,
         "test_accuracy_percent": 100.0 * float(np.mean(logits.argmax(-1) == data["test"].labels)),
         "values_read": args.size**2,
-        "parameters": int(sum(np.prod(w.shape) for w in model.trainable_weights)),
-        "ms_per_step_median": float(np.median(callbacks[0].milliseconds[1:] or callbacks[0].milliseconds)),
-        "train_seconds": seconds,
-        "final_train_loss": float(history.history["loss"][-1]),
+        **record,
     }
-    if args.curve_every:
-        result["curve"] = callbacks[-1].points
-    return result
